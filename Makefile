@@ -1,0 +1,57 @@
+# udm developer entry points. `make demo` and `make test` are all a fresh
+# machine needs (Python 3.11, Java 17, make): both create and reuse .venv.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.udm-installed
+PLUGINS := $(wildcard plugins/*/pyproject.toml)
+
+.PHONY: venv demo test lint typecheck unit docs docs-serve bench lock clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock $(PLUGINS)
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 2; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	@for p in $(dir $(PLUGINS)); do \
+		echo "installing plugin $$p"; \
+		$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e $$p || exit 1; \
+	done
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check sdk host cli tests benchmarks examples plugins docs/examples
+
+# mypy cannot follow setuptools' editable import hook, so it reads a shadow
+# tree of symlinks that mirrors the installed layout (udm/sdk -> sdk, ...).
+typecheck: $(STAMP)
+	@rm -rf .build/mypy && mkdir -p .build/mypy/udm
+	@ln -s ../../../sdk .build/mypy/udm/sdk && ln -s ../../../host .build/mypy/udm/host && ln -s ../../../cli .build/mypy/udm/cli
+	$(BIN)/mypy -p udm.sdk -p udm.host
+
+unit: $(STAMP)
+	$(BIN)/pytest -q
+
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir .build/site
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve
+
+test: lint typecheck unit docs
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+lock: $(STAMP)
+	{ echo "# Pinned dependencies for udm development (pip freeze of a working venv). Regenerate: make lock"; \
+	  $(BIN)/python -m pip freeze --exclude-editable | grep -v '^udm'; } > requirements.lock
+
+clean:
+	rm -rf .build out site .pytest_cache .mypy_cache .ruff_cache
