@@ -1,0 +1,1 @@
+"""udm.cli: the udm-cli command."""

@@ -1,0 +1,82 @@
+"""udm.host: the temporal framework that runs UDMs.
+
+It owns event lifetimes, inserts, retractions and CTIs, the canonical history
+table, windows, clipping and output policies, and the reference evaluator
+every engine is checked against.
+"""
+
+from udm.host.cht import Cht, cht_diff, cht_equal, derive_cht
+from udm.host.errors import (
+    CtiViolationError,
+    InvalidElementError,
+    StreamError,
+    UdmInvocationError,
+)
+from udm.host.policies import InputClipping, OutputPolicy, default_output_policy
+from udm.host.reference import evaluate, evaluate_by_key, filter_events, project
+from udm.host.stream import Cti, Element, Insert, Retract, edge_end, edge_start, point
+from udm.host.time import (
+    INFINITY,
+    MIN_TIME,
+    TICKS_PER_SECOND,
+    TimeConversionError,
+    from_ticks,
+    to_duration_ticks,
+    to_ticks,
+)
+from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats, validate
+from udm.host.windows import (
+    CountByEndWindow,
+    CountByStartWindow,
+    HoppingWindow,
+    SnapshotWindow,
+    TumblingWindow,
+    WindowSpec,
+    window_from_dict,
+)
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = [
+    "INFINITY",
+    "MIN_TIME",
+    "TICKS_PER_SECOND",
+    "Cht",
+    "CountByEndWindow",
+    "CountByStartWindow",
+    "Cti",
+    "CtiPolicy",
+    "CtiViolationError",
+    "Element",
+    "HoppingWindow",
+    "InputClipping",
+    "Insert",
+    "IntervalEvent",
+    "InvalidElementError",
+    "OutputPolicy",
+    "Retract",
+    "SnapshotWindow",
+    "StreamError",
+    "StreamValidator",
+    "TimeConversionError",
+    "TumblingWindow",
+    "UdmInvocationError",
+    "ValidationStats",
+    "WindowDescriptor",
+    "WindowSpec",
+    "cht_diff",
+    "cht_equal",
+    "default_output_policy",
+    "derive_cht",
+    "edge_end",
+    "edge_start",
+    "evaluate",
+    "evaluate_by_key",
+    "filter_events",
+    "from_ticks",
+    "point",
+    "project",
+    "to_duration_ticks",
+    "to_ticks",
+    "validate",
+    "window_from_dict",
+]

@@ -1,0 +1,49 @@
+"""Errors the host raises about input streams and UDM invocations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CtiViolationError", "InvalidElementError", "StreamError", "UdmInvocationError"]
+
+
+class StreamError(ValueError):
+    """A physical stream element was rejected.
+
+    Attributes:
+        element: the offending element.
+        position: its 0-based position in the stream as seen by the validator.
+        reason: what is wrong, without the element prefix.
+    """
+
+    def __init__(self, element: Any, position: int, reason: str) -> None:
+        self.element = element
+        self.position = position
+        self.reason = reason
+        super().__init__(f"element #{position} {element!r}: {reason}")
+
+
+class InvalidElementError(StreamError):
+    """The element is malformed or inconsistent with earlier elements."""
+
+
+class CtiViolationError(StreamError):
+    """The element modifies time before the latest CTI (or the CTI goes backwards)."""
+
+
+class UdmInvocationError(RuntimeError):
+    """A UDM raised (or returned something invalid) while computing a window.
+
+    The message names the UDM, the window and, in the incremental host, the
+    element that triggered the computation; the original exception is the
+    ``__cause__``.
+    """
+
+    def __init__(self, udm: str, window: Any, detail: str, element: Any = None) -> None:
+        self.udm = udm
+        self.window = window
+        self.element = element
+        where = f"UDM {udm!r} failed on window {window!r}"
+        if element is not None:
+            where += f" while processing {element!r}"
+        super().__init__(f"{where}: {detail}")

@@ -1,0 +1,173 @@
+"""Calling UDMs of every flavor uniformly, shared by all engines.
+
+A window's events reach a UDM in canonical order, by (start, end) with ties
+broken by payload, so the result depends only on the CHT, never on arrival
+order. Results are timestamped by the output policy; any exception from the
+UDM, or a result of the wrong shape, becomes a
+:class:`~udm.host.errors.UdmInvocationError` naming the UDM and the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from udm.host.cht import freeze
+from udm.host.errors import UdmInvocationError
+from udm.host.policies import InputClipping, OutputPolicy, stamp
+from udm.host.windows import describe_window
+from udm.sdk.base import Udm
+from udm.sdk.decorators import Function
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = [
+    "ValueFn",
+    "canonical_order",
+    "compute_window",
+    "instantiate",
+    "make_value_fn",
+    "udm_label",
+]
+
+ValueFn = Callable[[Any], Any] | None
+
+
+def canonical_key(e: IntervalEvent[Any]) -> tuple[int, int, str]:
+    return (e.start, e.end, repr(freeze(e.payload)))
+
+
+def canonical_order(events: Iterable[IntervalEvent[Any]]) -> list[IntervalEvent[Any]]:
+    """Events by start, then end, then payload: the order UDMs see."""
+    return sorted(events, key=canonical_key)
+
+
+def instantiate(udm: Udm | type[Udm], args: dict[str, Any] | None = None) -> Udm:
+    """A UDM instance from an instance or a class (called with ``args``)."""
+    if isinstance(udm, type):
+        if not issubclass(udm, Udm):
+            raise TypeError(
+                f"{udm.__qualname__} is not a UDM; derive it from a udm.sdk base class "
+                "or use @aggregate / @operator"
+            )
+        try:
+            return udm(**(args or {}))
+        except TypeError as exc:
+            raise TypeError(
+                f"cannot create UDM {udm.name!r} with arguments {args}: {exc}"
+            ) from None
+    if isinstance(udm, Function):
+        raise TypeError(
+            f"{udm.name!r} is a UDF (scalar function); use it in a filter or projection, "
+            "not as a window aggregate or operator"
+        )
+    if not isinstance(udm, Udm):
+        raise TypeError(
+            f"{udm!r} is not a UDM; pass a udm.sdk Aggregate/Operator class or instance"
+        )
+    if args:
+        raise TypeError(f"arguments {args} given for an already constructed UDM {udm!r}")
+    return udm
+
+
+def udm_label(udm: Udm) -> str:
+    return udm.name or type(udm).__qualname__
+
+
+def make_value_fn(value: str | Callable[[Any], Any] | None) -> ValueFn:
+    """The mapping from an input payload to what the UDM receives: a field
+    name picks that field of mapping payloads, a callable is applied."""
+    if value is None or callable(value):
+        return value
+    field = value
+
+    def pick(payload: Any) -> Any:
+        try:
+            return payload[field]
+        except (KeyError, TypeError, IndexError):
+            raise KeyError(
+                f"payload {payload!r} has no field {field!r}; "
+                "check the value= argument of the query"
+            ) from None
+
+    return pick
+
+
+def map_payload(event: IntervalEvent[Any], value_fn: ValueFn) -> IntervalEvent[Any]:
+    if value_fn is None:
+        return event
+    return IntervalEvent(event.start, event.end, value_fn(event.payload))
+
+
+def prepare(
+    members: Sequence[IntervalEvent[Any]],
+    window: WindowDescriptor,
+    clipping: InputClipping,
+    value_fn: ValueFn,
+) -> list[IntervalEvent[Any]]:
+    """Clip and map a window's member events, in canonical order."""
+    return [map_payload(clipping.clip(e, window), value_fn) for e in canonical_order(members)]
+
+
+def raw_result(udm: Udm, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]) -> Any:
+    """Invoke the UDM on prepared events, whatever its flavor."""
+    u: Any = udm
+    if udm.incremental:
+        state = u.initial_state()
+        if udm.time_sensitive:
+            for e in events:
+                state = u.add(state, e, window)
+            return u.result(state, window)
+        for e in events:
+            state = u.add(state, e.payload)
+        return u.result(state)
+    if udm.time_sensitive:
+        return u.compute_result(list(events), window)
+    return u.compute_result([e.payload for e in events])
+
+
+def stamp_result(
+    udm: Udm, window: WindowDescriptor, result: Any, policy: OutputPolicy
+) -> list[IntervalEvent[Any]]:
+    """Timestamp a UDM result: one event for an aggregate, one per item for
+    an operator. Raises ``ValueError``/``TypeError`` on malformed results."""
+    if udm.kind == "aggregate":
+        return [stamp(policy, window, None, result)]
+    if result is None:
+        raise TypeError("an operator must return an iterable of outputs, not None")
+    if isinstance(result, str | bytes | dict):
+        raise TypeError(
+            f"an operator must return an iterable of outputs, not a single {type(result).__name__}"
+        )
+    out = []
+    for item in result:
+        if udm.time_sensitive:
+            if not isinstance(item, IntervalEvent):
+                raise TypeError(
+                    f"a time-sensitive operator must return IntervalEvent objects, got {item!r}"
+                )
+            if item.end <= item.start:
+                raise ValueError(f"output event [{item.start}, {item.end}) has end not after start")
+            out.append(stamp(policy, window, item, item.payload))
+        else:
+            out.append(stamp(policy, window, None, item))
+    return out
+
+
+def compute_window(
+    udm: Udm,
+    window: WindowDescriptor,
+    members: Sequence[IntervalEvent[Any]],
+    clipping: InputClipping,
+    policy: OutputPolicy,
+    value_fn: ValueFn = None,
+) -> list[IntervalEvent[Any]]:
+    """The output events of one window, computed from scratch."""
+    try:
+        events = prepare(members, window, clipping, value_fn)
+        return stamp_result(udm, window, raw_result(udm, window, events), policy)
+    except Exception as exc:
+        raise UdmInvocationError(
+            udm_label(udm),
+            describe_window(window),
+            f"{type(exc).__name__}: {exc}",
+        ) from exc

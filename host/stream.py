@@ -1,0 +1,117 @@
+"""Physical stream elements: inserts, retractions and CTIs.
+
+A physical stream is a sequence of these in arrival order. Its meaning is
+the canonical history table (:mod:`udm.host.cht`) it derives: many physical
+streams (reordered, speculated then corrected) describe the same CHT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from udm.host.time import INFINITY, format_time, to_ticks
+
+__all__ = ["Cti", "Element", "Insert", "Retract", "edge_end", "edge_start", "point"]
+
+
+def _ticks(obj: Any, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if type(value) is not int:
+            object.__setattr__(obj, name, to_ticks(value))
+
+
+@dataclass(frozen=True, slots=True)
+class Insert:
+    """A new event with lifetime ``[start, end)``; ``end`` may be
+    :data:`~udm.sdk.INFINITY` (an edge event still open)."""
+
+    id: Hashable
+    start: int
+    end: int
+    payload: Any = None
+
+    def __post_init__(self) -> None:
+        _ticks(self, "start", "end")
+
+    @property
+    def sync_time(self) -> int:
+        """The earliest time this element modifies: its start."""
+        return self.start
+
+    def __repr__(self) -> str:
+        return (
+            f"Insert(id={self.id!r}, start={self.start}, end={format_time(self.end)}, "
+            f"payload={self.payload!r})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Retract:
+    """Change the end of event ``id`` from ``old_end`` to ``new_end``.
+
+    ``new_end == start`` deletes the event (a full retraction);
+    ``new_end > old_end`` extends it (an expansion, allowed).
+    """
+
+    id: Hashable
+    start: int
+    old_end: int
+    new_end: int
+    payload: Any = None
+
+    def __post_init__(self) -> None:
+        _ticks(self, "start", "old_end", "new_end")
+
+    @property
+    def sync_time(self) -> int:
+        """The earliest time this element modifies: ``min(old_end, new_end)``."""
+        return min(self.old_end, self.new_end)
+
+    @property
+    def is_full(self) -> bool:
+        return self.new_end == self.start
+
+    def __repr__(self) -> str:
+        return (
+            f"Retract(id={self.id!r}, start={self.start}, old_end={format_time(self.old_end)}, "
+            f"new_end={format_time(self.new_end)})"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Cti:
+    """Current time increment: no later element modifies time before ``time``."""
+
+    time: int
+
+    def __post_init__(self) -> None:
+        _ticks(self, "time")
+
+    @property
+    def sync_time(self) -> int:
+        return self.time
+
+    def __repr__(self) -> str:
+        return f"Cti({format_time(self.time)})"
+
+
+Element = Insert | Retract | Cti
+
+
+def point(id: Hashable, time: Any, payload: Any = None) -> Insert:
+    """A point event: lifetime ``[time, time + 1 tick)``."""
+    t = to_ticks(time)
+    return Insert(id, t, t + 1, payload)
+
+
+def edge_start(id: Hashable, time: Any, payload: Any = None) -> Insert:
+    """The start edge of an edge event: open until :func:`edge_end`."""
+    return Insert(id, to_ticks(time), INFINITY, payload)
+
+
+def edge_end(id: Hashable, start: Any, end: Any) -> Retract:
+    """The end edge of an edge event started with :func:`edge_start`."""
+    return Retract(id, to_ticks(start), INFINITY, to_ticks(end))

@@ -1,0 +1,146 @@
+"""Application time: int64 ticks and lossless conversion from Python,
+pandas and Arrow time values.
+
+One tick is one microsecond since the Unix epoch (UTC): the resolution of
+Python ``datetime`` and of Spark ``TimestampType``, so values round-trip
+through both exactly. Durations (``timedelta``) convert to ticks the same
+way. A nanosecond value that is not a whole number of microseconds cannot be
+represented and is rejected instead of silently truncated.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from udm.sdk.events import INFINITY, MIN_TIME
+
+__all__ = [
+    "INFINITY",
+    "MIN_TIME",
+    "TICKS_PER_SECOND",
+    "TimeConversionError",
+    "format_time",
+    "from_ticks",
+    "to_duration_ticks",
+    "to_ticks",
+]
+
+TICKS_PER_SECOND = 1_000_000
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_US = _dt.timedelta(microseconds=1)
+
+
+class TimeConversionError(ValueError):
+    """A value cannot be converted to ticks without losing information."""
+
+
+def _from_nanos(nanos: int, what: Any) -> int:
+    if nanos % 1000:
+        raise TimeConversionError(
+            f"{what!r} has sub-microsecond precision ({nanos} ns); udm ticks are microseconds. "
+            "Round the value to microseconds first (e.g. ts.floor('us'))."
+        )
+    return nanos // 1000
+
+
+def to_ticks(value: Any) -> int:
+    """Convert a point in time to ticks.
+
+    Accepts ``int`` ticks, ``datetime`` (naive values are taken as UTC),
+    ``date``, ``pandas.Timestamp``, ``numpy.datetime64`` and Arrow timestamp
+    scalars. ``float('inf')`` and the string ``"inf"`` mean :data:`INFINITY`.
+    """
+    if isinstance(value, bool):
+        raise TimeConversionError(f"{value!r} is a bool, not a time")
+    if isinstance(value, int):
+        if not (MIN_TIME <= value <= INFINITY):
+            raise TimeConversionError(f"{value} is outside the int64 tick range")
+        return value
+    if isinstance(value, float):
+        if value == float("inf"):
+            return INFINITY
+        if value.is_integer():
+            return to_ticks(int(value))
+        raise TimeConversionError(f"{value!r} is not a whole number of ticks")
+    if isinstance(value, str):
+        if value.strip().lower() in ("inf", "infinity"):
+            return INFINITY
+        try:
+            return to_ticks(_dt.datetime.fromisoformat(value))
+        except ValueError:
+            raise TimeConversionError(
+                f"{value!r} is neither an ISO 8601 datetime nor 'inf'"
+            ) from None
+    # pandas.Timestamp is a datetime subclass but carries nanoseconds.
+    nanos = getattr(value, "nanosecond", None)
+    if isinstance(value, _dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=_dt.UTC)
+        if nanos:
+            raise TimeConversionError(
+                f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
+                "Round the value to microseconds first (e.g. ts.floor('us'))."
+            )
+        return int((value - _EPOCH) // _US)
+    if isinstance(value, _dt.date):
+        return to_ticks(_dt.datetime(value.year, value.month, value.day, tzinfo=_dt.UTC))
+    type_name = type(value).__module__ + "." + type(value).__qualname__
+    if type_name.startswith("numpy.") and hasattr(value, "astype"):
+        import numpy as np
+
+        if isinstance(value, np.datetime64):
+            if np.isnat(value):
+                raise TimeConversionError("NaT (not a time) cannot be converted to ticks")
+            return _from_nanos(int(value.astype("datetime64[ns]").astype(np.int64)), value)
+        if isinstance(value, np.integer):
+            return to_ticks(int(value))
+    if type_name.startswith("pyarrow."):
+        py = value.as_py()
+        if py is None:
+            raise TimeConversionError("a null Arrow timestamp cannot be converted to ticks")
+        unit = getattr(getattr(value, "type", None), "unit", None)
+        if unit == "ns":
+            return _from_nanos(int(value.value), value)
+        return to_ticks(py)
+    raise TimeConversionError(
+        f"cannot convert {value!r} ({type(value).__name__}) to ticks; "
+        "use int ticks, datetime, pandas.Timestamp, numpy.datetime64 or an Arrow timestamp"
+    )
+
+
+def to_duration_ticks(value: Any) -> int:
+    """Convert a duration (``int`` ticks or ``timedelta``-like) to ticks."""
+    if isinstance(value, bool):
+        raise TimeConversionError(f"{value!r} is a bool, not a duration")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, _dt.timedelta):
+        nanos = getattr(value, "nanoseconds", 0)
+        if nanos:
+            raise TimeConversionError(
+                f"{value!r} has sub-microsecond precision; udm ticks are microseconds"
+            )
+        return value // _US
+    type_name = type(value).__module__
+    if type_name.startswith("numpy") and hasattr(value, "astype"):
+        import numpy as np
+
+        if isinstance(value, np.timedelta64):
+            return _from_nanos(int(value.astype("timedelta64[ns]").astype(np.int64)), value)
+    raise TimeConversionError(
+        f"cannot convert {value!r} ({type(value).__name__}) to a duration in ticks; "
+        "use int ticks or datetime.timedelta"
+    )
+
+
+def from_ticks(ticks: int) -> _dt.datetime:
+    """The UTC datetime of a tick value (:data:`INFINITY` maps to ``datetime.max``)."""
+    if ticks >= INFINITY:
+        return _dt.datetime.max.replace(tzinfo=_dt.UTC)
+    return _EPOCH + _dt.timedelta(microseconds=ticks)
+
+
+def format_time(ticks: int) -> str:
+    """Render ticks for messages: ``inf`` for the end of time."""
+    return "inf" if ticks >= INFINITY else str(ticks)

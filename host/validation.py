@@ -1,0 +1,256 @@
+"""Validation of physical streams, with StreamInsight's CTI-violation policies.
+
+A :class:`StreamValidator` checks one element at a time against everything
+accepted before it. A rejected element raises and leaves the validator
+exactly as it was, so the caller can fix or skip it and go on.
+
+Elements that modify time before the latest CTI follow a :class:`CtiPolicy`
+(StreamInsight's ``AdvanceTimePolicy``):
+
+* ``raise`` (default): reject with :class:`~udm.host.errors.CtiViolationError`;
+* ``drop``: discard the element (and later retractions of a dropped event);
+* ``adjust``: move what can be kept to the CTI: an insert that ends after the
+  CTI starts at the CTI; a retraction whose new end lies before the CTI ends
+  at the CTI; what cannot be kept is dropped.
+
+Every drop and adjustment is counted in :class:`ValidationStats`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from udm.host.errors import CtiViolationError, InvalidElementError
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.time import MIN_TIME, format_time
+
+__all__ = ["CtiPolicy", "LiveEvent", "StreamValidator", "ValidationStats", "validate"]
+
+
+class CtiPolicy(StrEnum):
+    """What to do with an element that violates the latest CTI."""
+
+    RAISE = "raise"
+    DROP = "drop"
+    ADJUST = "adjust"
+
+    @classmethod
+    def parse(cls, value: CtiPolicy | str) -> CtiPolicy:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"unknown CTI policy {value!r}; use one of: raise, drop, adjust"
+            ) from None
+
+
+@dataclass
+class ValidationStats:
+    """Counts of what a non-raising policy did, by element kind."""
+
+    dropped_inserts: int = 0
+    dropped_retractions: int = 0
+    dropped_ctis: int = 0
+    adjusted_inserts: int = 0
+    adjusted_retractions: int = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.dropped_inserts + self.dropped_retractions + self.dropped_ctis
+
+    @property
+    def adjusted(self) -> int:
+        return self.adjusted_inserts + self.adjusted_retractions
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "dropped_inserts": self.dropped_inserts,
+            "dropped_retractions": self.dropped_retractions,
+            "dropped_ctis": self.dropped_ctis,
+            "adjusted_inserts": self.adjusted_inserts,
+            "adjusted_retractions": self.adjusted_retractions,
+        }
+
+
+@dataclass(slots=True)
+class LiveEvent:
+    """An accepted event that has not been fully retracted."""
+
+    start: int
+    end: int
+    payload: Any
+    original_start: int
+
+
+@dataclass
+class StreamValidator:
+    """Checks elements in arrival order and tracks the live events.
+
+    ``check`` returns the element to apply (possibly adjusted), or ``None``
+    if the policy dropped it.
+    """
+
+    cti_policy: CtiPolicy | str = CtiPolicy.RAISE
+    stats: ValidationStats = field(default_factory=ValidationStats)
+    cti: int = MIN_TIME
+    position: int = 0
+    live: dict[Hashable, LiveEvent] = field(default_factory=dict)
+    dropped_ids: set[Hashable] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.cti_policy = CtiPolicy.parse(self.cti_policy)
+
+    def check(self, element: Element) -> Element | None:
+        position = self.position
+        if isinstance(element, Insert):
+            result = self._insert(element, position)
+        elif isinstance(element, Retract):
+            result = self._retract(element, position)
+        elif isinstance(element, Cti):
+            result = self._cti(element, position)
+        else:
+            raise InvalidElementError(
+                element,
+                position,
+                f"not a stream element ({type(element).__name__}); "
+                "use udm.host.Insert, Retract or Cti",
+            )
+        self.position = position + 1
+        return result
+
+    # -- per kind: check first, then mutate, so a raise changes nothing --
+
+    def _violation(self, element: Element, position: int, sync: int) -> CtiViolationError:
+        return CtiViolationError(
+            element,
+            position,
+            f"sync time {format_time(sync)} is before the latest CTI {format_time(self.cti)}; "
+            "late elements need cti_policy='drop' or 'adjust', or an earlier CTI",
+        )
+
+    def _insert(self, e: Insert, position: int) -> Element | None:
+        try:
+            hash(e.id)
+        except TypeError:
+            raise InvalidElementError(
+                e, position, f"event id {e.id!r} is not hashable; use a str or int id"
+            ) from None
+        if e.end <= e.start:
+            raise InvalidElementError(
+                e,
+                position,
+                f"end {format_time(e.end)} is not after start {e.start}; "
+                "a point event ends at start + 1 tick",
+            )
+        if e.id in self.live:
+            live = self.live[e.id]
+            raise InvalidElementError(
+                e,
+                position,
+                f"event id {e.id!r} is already live with lifetime "
+                f"[{live.start}, {format_time(live.end)}); "
+                "ids must be unique until fully retracted",
+            )
+        if e.start < self.cti:
+            policy = self.cti_policy
+            if policy is CtiPolicy.RAISE:
+                raise self._violation(e, position, e.start)
+            if policy is CtiPolicy.DROP or e.end <= self.cti:
+                self.stats.dropped_inserts += 1
+                self.dropped_ids.add(e.id)
+                return None
+            self.stats.adjusted_inserts += 1
+            adjusted = Insert(e.id, self.cti, e.end, e.payload)
+            self.live[e.id] = LiveEvent(self.cti, e.end, e.payload, e.start)
+            self.dropped_ids.discard(e.id)
+            return adjusted
+        self.live[e.id] = LiveEvent(e.start, e.end, e.payload, e.start)
+        self.dropped_ids.discard(e.id)
+        return e
+
+    def _retract(self, r: Retract, position: int) -> Element | None:
+        live = self.live.get(r.id)
+        if live is None:
+            if r.id in self.dropped_ids:
+                # The event itself was dropped by the CTI policy: so is this.
+                self.stats.dropped_retractions += 1
+                return None
+            raise InvalidElementError(
+                r,
+                position,
+                f"unknown event id {r.id!r}: it was never inserted or is already fully retracted",
+            )
+        if r.start not in (live.start, live.original_start):
+            raise InvalidElementError(
+                r,
+                position,
+                f"start {r.start} does not match event {r.id!r}, which starts at {live.start}",
+            )
+        if r.old_end != live.end:
+            raise InvalidElementError(
+                r,
+                position,
+                f"old_end {format_time(r.old_end)} does not match the current end "
+                f"{format_time(live.end)} of event {r.id!r}",
+            )
+        start = live.start
+        new_end = r.new_end
+        if new_end < r.start or (new_end < start and r.start == start):
+            raise InvalidElementError(
+                r,
+                position,
+                f"new_end {format_time(new_end)} is before the event's start {r.start}; "
+                "a full retraction sets new_end = start",
+            )
+        if new_end < start:  # retraction quoting the original start of an adjusted event
+            new_end = start
+        sync = min(r.old_end, new_end)
+        adjusted = False
+        if sync < self.cti:
+            policy = self.cti_policy
+            if policy is CtiPolicy.RAISE:
+                raise self._violation(r, position, sync)
+            if policy is CtiPolicy.DROP or r.old_end < self.cti:
+                self.stats.dropped_retractions += 1
+                return None
+            new_end = self.cti
+            adjusted = True
+        if adjusted:
+            self.stats.adjusted_retractions += 1
+        out = r
+        if adjusted or start != r.start or new_end != r.new_end:
+            out = Retract(r.id, start, r.old_end, new_end, live.payload)
+        if new_end == start:
+            del self.live[r.id]
+        else:
+            live.end = new_end
+        return out
+
+    def _cti(self, c: Cti, position: int) -> Element | None:
+        if c.time < self.cti:
+            if self.cti_policy is CtiPolicy.RAISE:
+                raise CtiViolationError(
+                    c,
+                    position,
+                    f"CTI goes backwards: the latest CTI is {format_time(self.cti)}; "
+                    "CTIs must not decrease",
+                )
+            self.stats.dropped_ctis += 1
+            return None
+        self.cti = c.time
+        return c
+
+
+def validate(
+    stream: Iterable[Element], cti_policy: CtiPolicy | str = CtiPolicy.RAISE
+) -> Iterator[Element]:
+    """Yield the elements of ``stream`` that survive validation (adjusted
+    where the policy says so); raise on the first invalid one."""
+    validator = StreamValidator(cti_policy=cti_policy)
+    for element in stream:
+        checked = validator.check(element)
+        if checked is not None:
+            yield checked

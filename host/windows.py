@@ -1,0 +1,262 @@
+"""Window specifications: how the time axis is divided into windows.
+
+An event belongs to every window its lifetime overlaps; count windows add a
+restriction (see :class:`CountByStartWindow`, :class:`CountByEndWindow`).
+The functions here define windows and membership literally over a finite
+set of events: the reference evaluator uses them as the definition, the
+incremental host must agree with them.
+
+A window is *emitted* once the watermark has passed its end
+(``window.end <= watermark``): before that, events still to come may change
+it (the paper's invariant: output exists for every non-empty window that
+does not overlap ``[m, inf)``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any, ClassVar
+
+from udm.host.time import INFINITY, format_time, to_duration_ticks
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = [
+    "CountByEndWindow",
+    "CountByStartWindow",
+    "HoppingWindow",
+    "SnapshotWindow",
+    "TumblingWindow",
+    "WindowSpec",
+    "window_from_dict",
+]
+
+
+class WindowSpec(ABC):
+    """A window kind with its parameters."""
+
+    kind: ClassVar[str]
+    #: Grid windows (hopping, tumbling) exist independently of the events.
+    is_grid: ClassVar[bool] = False
+
+    @abstractmethod
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        """Every non-empty window ending at or before ``watermark``, by start."""
+
+    @abstractmethod
+    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
+        """Whether ``event`` is a member of ``window``."""
+
+    def members(
+        self, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]
+    ) -> list[IntervalEvent[Any]]:
+        return [e for e in events if self.belongs(e, window)]
+
+    def describe(self) -> str:
+        return repr(self)
+
+
+def _positive(name: str, value: Any) -> int:
+    ticks = to_duration_ticks(value)
+    if ticks <= 0:
+        raise ValueError(f"window {name} must be a positive duration, got {value!r}")
+    return ticks
+
+
+@dataclass(frozen=True, init=False)
+class HoppingWindow(WindowSpec):
+    """Windows ``[k*hop + offset, k*hop + offset + size)`` for every integer k.
+
+    ``hop < size`` overlaps windows, ``hop > size`` leaves gaps. Durations are
+    ticks or ``timedelta``.
+    """
+
+    size: int
+    hop: int
+    offset: int = 0
+    kind: ClassVar[str] = "hopping"
+    is_grid: ClassVar[bool] = True
+
+    def __init__(self, size: Any, hop: Any, offset: Any = 0) -> None:
+        object.__setattr__(self, "size", _positive("size", size))
+        object.__setattr__(self, "hop", _positive("hop", hop))
+        object.__setattr__(self, "offset", to_duration_ticks(offset) % self.hop)
+
+    def window_at(self, k: int) -> WindowDescriptor:
+        start = k * self.hop + self.offset
+        return WindowDescriptor(start, start + self.size)
+
+    def index_range(self, start: int, end: int) -> tuple[int, int]:
+        """Inclusive range of k whose windows overlap ``[start, end)``."""
+        k_min = (start - self.size - self.offset) // self.hop + 1
+        k_max = -((self.offset - end) // self.hop) - 1  # ceil((end - offset)/hop) - 1
+        return k_min, k_max
+
+    def last_index_before(self, watermark: int) -> int:
+        """The largest k whose window ends at or before ``watermark``."""
+        return (watermark - self.size - self.offset) // self.hop
+
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        if watermark >= INFINITY and any(e.end >= INFINITY for e in events):
+            raise ValueError(
+                f"{self.kind} windows over an event that never ends are infinitely many; "
+                "give a finite watermark (a final CTI) or end the event"
+            )
+        k_last = self.last_index_before(watermark) if watermark < INFINITY else None
+        ks: set[int] = set()
+        for e in events:
+            lo, hi = self.index_range(e.start, e.end)
+            if k_last is not None:
+                hi = min(hi, k_last)
+            ks.update(range(lo, hi + 1))
+        return [self.window_at(k) for k in sorted(ks)]
+
+    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
+        return event.start < window.end and window.start < event.end
+
+    def __repr__(self) -> str:
+        off = f", offset={self.offset}" if self.offset else ""
+        return f"HoppingWindow(size={self.size}, hop={self.hop}{off})"
+
+
+@dataclass(frozen=True, init=False, repr=False)
+class TumblingWindow(HoppingWindow):
+    """Gapless, non-overlapping windows: a hopping window with hop == size."""
+
+    kind: ClassVar[str] = "tumbling"
+
+    def __init__(self, size: Any, offset: Any = 0) -> None:
+        super().__init__(size, size, offset)
+
+    def __repr__(self) -> str:
+        off = f", offset={self.offset}" if self.offset else ""
+        return f"TumblingWindow(size={self.size}{off})"
+
+
+@dataclass(frozen=True)
+class SnapshotWindow(WindowSpec):
+    """A window between every two consecutive distinct event endpoints (start
+    or end): the maximal intervals in which the set of live events does not
+    change. Only windows that some event overlaps exist."""
+
+    kind: ClassVar[str] = "snapshot"
+
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        points = sorted({t for e in events for t in (e.start, e.end)})
+        out = []
+        for a, b in pairwise(points):
+            if b > watermark:
+                break
+            w = WindowDescriptor(a, b)
+            if any(self.belongs(e, w) for e in events):
+                out.append(w)
+        return out
+
+    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
+        return event.start < window.end and window.start < event.end
+
+    def __repr__(self) -> str:
+        return "SnapshotWindow()"
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"count window size must be an integer >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class CountByStartWindow(WindowSpec):
+    """Windows spanning ``count`` consecutive distinct event start times.
+
+    With distinct starts ``s_0 < s_1 < ...``, window i is
+    ``[s_i, s_(i+count-1) + 1 tick)`` and holds the events whose start lies
+    in it (StreamInsight's CountByStartTimeWindow). Events sharing a start
+    time all belong, so a window may hold more than ``count`` events.
+    """
+
+    count: int
+    kind: ClassVar[str] = "count_by_start"
+
+    def __post_init__(self) -> None:
+        _count(self.count)
+
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        starts = sorted({e.start for e in events})
+        n = self.count
+        out = []
+        for i in range(len(starts) - n + 1):
+            w = WindowDescriptor(starts[i], starts[i + n - 1] + 1)
+            if w.end <= watermark:
+                out.append(w)
+        return out
+
+    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
+        return window.start <= event.start < window.end
+
+
+@dataclass(frozen=True)
+class CountByEndWindow(WindowSpec):
+    """Windows spanning ``count`` consecutive distinct event end times.
+
+    With distinct ends ``e_0 < e_1 < ...``, window i is
+    ``[e_i - 1 tick, e_(i+count-1))`` and holds the events whose end lies in
+    ``[e_i, e_(i+count-1)]``: the events whose last tick lies in the window.
+    This mirrors :class:`CountByStartWindow` and keeps every member
+    overlapping its window.
+    """
+
+    count: int
+    kind: ClassVar[str] = "count_by_end"
+
+    def __post_init__(self) -> None:
+        _count(self.count)
+
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        ends = sorted({e.end for e in events})
+        n = self.count
+        out = []
+        for i in range(len(ends) - n + 1):
+            w = WindowDescriptor(ends[i] - 1, ends[i + n - 1])
+            if w.end <= watermark:
+                out.append(w)
+        return out
+
+    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
+        return window.start < event.end <= window.end
+
+
+def window_from_dict(spec: dict[str, Any]) -> WindowSpec:
+    """Build a window from a mapping such as ``{"kind": "hopping", "size": 10,
+    "hop": 5}`` (the fixture and query-file format)."""
+    spec = dict(spec)
+    kind = spec.pop("kind", None)
+    builders: dict[str, type[WindowSpec]] = {
+        "hopping": HoppingWindow,
+        "tumbling": TumblingWindow,
+        "snapshot": SnapshotWindow,
+        "count_by_start": CountByStartWindow,
+        "count_by_end": CountByEndWindow,
+    }
+    if kind not in builders:
+        raise ValueError(f"unknown window kind {kind!r}; use one of: {', '.join(builders)}")
+    try:
+        return builders[kind](**spec)
+    except TypeError as exc:
+        raise ValueError(f"bad parameters for a {kind} window {spec}: {exc}") from None
+
+
+def describe_window(w: WindowDescriptor) -> str:
+    return f"[{w.start}, {format_time(w.end)})"

@@ -1,0 +1,399 @@
+"""Base classes for user-defined aggregates (UDAs) and operators (UDOs).
+
+A UDM writer makes two decisions, as in the paper: time-insensitive or
+time-sensitive (payloads vs events with lifetimes and the window
+descriptor), and non-incremental or incremental (a whole window at once vs
+add/remove deltas on a per-window state). That gives four flavors each of
+aggregate and operator:
+
+* :class:`Aggregate`, :class:`Operator`: time-insensitive, non-incremental;
+* :class:`TimeSensitiveAggregate`, :class:`TimeSensitiveOperator`;
+* :class:`IncrementalAggregate`, :class:`IncrementalOperator`;
+* :class:`TimeSensitiveIncrementalAggregate`,
+  :class:`TimeSensitiveIncrementalOperator`.
+
+Aggregates return one value per window, operators zero or more outputs.
+
+Every concrete subclass is checked when the class is created: the required
+methods exist with sane signatures, and the declared :class:`Properties`
+agree with what the class implements.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar, Literal
+
+from udm.sdk.errors import UdmDefinitionError
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.properties import Properties
+
+__all__ = [
+    "Aggregate",
+    "IncrementalAggregate",
+    "IncrementalOperator",
+    "Operator",
+    "TimeSensitiveAggregate",
+    "TimeSensitiveIncrementalAggregate",
+    "TimeSensitiveIncrementalOperator",
+    "TimeSensitiveOperator",
+    "Udm",
+    "UdmKind",
+]
+
+UdmKind = Literal["aggregate", "operator", "function"]
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class Udm:
+    """Common root of every UDA and UDO class.
+
+    Class attributes a UDM writer may set:
+
+    * ``properties``: a :class:`Properties` declaration (defaults derived).
+    * ``name``: the short name used when registering (default: the class
+      name in snake case).
+    """
+
+    kind: ClassVar[UdmKind]
+    time_sensitive: ClassVar[bool] = False
+    incremental: ClassVar[bool] = False
+    properties: ClassVar[Properties] = Properties()
+    name: ClassVar[str] = ""
+    # Set on the flavor base classes themselves; concrete UDMs are validated.
+    _flavor_base: ClassVar[bool] = True
+    # method name -> number of positional parameters after self
+    _required: ClassVar[dict[str, int]] = {}
+    _optional: ClassVar[dict[str, int]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("_flavor_base", False):
+            return
+        cls._flavor_base = False
+        if not cls.__dict__.get("name"):
+            cls.name = _snake(cls.__name__)
+        _validate_class(cls)
+
+    @classmethod
+    def flavor(cls) -> str:
+        """Human-readable flavor, e.g. ``"time-sensitive incremental aggregate"``."""
+        parts = ["time-sensitive" if cls.time_sensitive else "time-insensitive"]
+        parts.append("incremental" if cls.incremental else "non-incremental")
+        parts.append(cls.kind)
+        return " ".join(parts)
+
+    @classmethod
+    def implements(cls, method: str) -> bool:
+        """Whether the class overrides ``method`` of its flavor base class."""
+        for klass in cls.__mro__:
+            if method in klass.__dict__:
+                return not klass.__dict__.get("_flavor_base", False)
+        return False
+
+    def __repr__(self) -> str:
+        return f"<{self.flavor()} {type(self).__qualname__}>"
+
+
+def _positional_count(fn: Callable[..., Any]) -> tuple[int, bool]:
+    """(number of positional parameters excluding self, accepts *args)."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    if params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    var = any(p.kind is p.VAR_POSITIONAL for p in params)
+    count = sum(
+        1
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+    )
+    return count, var
+
+
+def _validate_class(cls: type[Udm]) -> None:
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    for method, arity in cls._required.items():
+        if not cls.implements(method):
+            raise UdmDefinitionError(
+                f"{where} is a {cls.flavor()} but does not implement {method}(); "
+                f"define {method} with {arity} argument(s) besides self"
+            )
+    for method, arity in {**cls._required, **cls._optional}.items():
+        if not cls.implements(method):
+            continue
+        fn = getattr(cls, method)
+        if not callable(fn):
+            raise UdmDefinitionError(f"{where}.{method} must be a method, not {type(fn).__name__}")
+        count, var = _positional_count(fn)
+        if count != arity and not (var and count <= arity):
+            raise UdmDefinitionError(
+                f"{where}.{method} takes {count} required argument(s) besides self, "
+                f"but a {cls.flavor()} calls it with {arity}"
+            )
+    declared = cls.properties
+    if not isinstance(declared, Properties):
+        raise UdmDefinitionError(
+            f"{where}.properties must be a udm.sdk.Properties, not {type(declared).__name__}"
+        )
+    has_remove = cls.implements("remove")
+    has_merge = cls.implements("merge")
+    if declared.invertible and not has_remove:
+        raise UdmDefinitionError(
+            f"{where} declares invertible=True but has no remove(); implement remove() "
+            "or drop the declaration (the host then recomputes windows from their events)"
+        )
+    if declared.mergeable and not has_merge:
+        raise UdmDefinitionError(
+            f"{where} declares mergeable=True but has no merge(); implement merge(a, b) "
+            "or drop the declaration"
+        )
+    timestamps_output = cls.kind == "operator" and cls.time_sensitive
+    if (declared.output_within_window is not None or declared.time_bound) and not timestamps_output:
+        prop = "time_bound" if declared.time_bound else "output_within_window"
+        raise UdmDefinitionError(
+            f"{where} declares {prop}, which only applies to time-sensitive operators "
+            "(they timestamp their own output)"
+        )
+    derived: dict[str, bool] = {"invertible": has_remove, "mergeable": has_merge}
+    if cls.kind == "operator" and cls.time_sensitive:
+        derived["output_within_window"] = True
+    else:
+        derived["output_within_window"] = False
+    cls.properties = declared.resolved(**derived)
+
+
+class Aggregate(Udm):
+    """Time-insensitive, non-incremental aggregate: payloads in, one value out.
+
+    Example:
+        >>> from statistics import median
+        >>> class Median(Aggregate):
+        ...     def compute_result(self, payloads):
+        ...         return median(payloads)
+        >>> Median().compute_result([3, 1, 2])
+        2
+    """
+
+    kind: ClassVar[UdmKind] = "aggregate"
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"compute_result": 1}
+
+    def compute_result(self, payloads: Sequence[Any]) -> Any:
+        """The aggregate of the payloads of all events in one window."""
+        raise NotImplementedError
+
+
+class TimeSensitiveAggregate(Udm):
+    """Time-sensitive, non-incremental aggregate: events with lifetimes and the
+    window descriptor in, one value out.
+
+    Example (the paper's time-weighted average):
+        >>> class TimeWeightedAverage(TimeSensitiveAggregate):
+        ...     def compute_result(self, events, window):
+        ...         total = sum(e.payload * (e.end - e.start) for e in events)
+        ...         return total / (window.end - window.start)
+        >>> from udm.sdk import IntervalEvent, WindowDescriptor
+        >>> TimeWeightedAverage().compute_result(
+        ...     [IntervalEvent(0, 5, 2.0), IntervalEvent(5, 10, 4.0)], WindowDescriptor(0, 10))
+        3.0
+    """
+
+    kind: ClassVar[UdmKind] = "aggregate"
+    time_sensitive: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"compute_result": 2}
+
+    def compute_result(self, events: Sequence[IntervalEvent[Any]], window: WindowDescriptor) -> Any:
+        """The aggregate of the (clipped) events of one window."""
+        raise NotImplementedError
+
+
+class _IncrementalMixin:
+    """Shared documentation of the incremental contract."""
+
+    _flavor_base: ClassVar[bool] = True
+
+    def initial_state(self) -> Any:
+        """A fresh state for an empty window."""
+        raise NotImplementedError
+
+
+class IncrementalAggregate(Udm, _IncrementalMixin):
+    """Time-insensitive incremental aggregate: a per-window state updated by
+    ``add`` and (optionally) ``remove``, read by ``result``.
+
+    ``add`` and ``remove`` return the new state (they may mutate and return
+    the old one). Without ``remove`` the host recomputes a window from its
+    events when one leaves; with ``merge`` it can combine partial states.
+
+    Example:
+        >>> class Mean(IncrementalAggregate):
+        ...     def initial_state(self):
+        ...         return (0.0, 0)
+        ...     def add(self, state, payload):
+        ...         return (state[0] + payload, state[1] + 1)
+        ...     def remove(self, state, payload):
+        ...         return (state[0] - payload, state[1] - 1)
+        ...     def merge(self, a, b):
+        ...         return (a[0] + b[0], a[1] + b[1])
+        ...     def result(self, state):
+        ...         return state[0] / state[1]
+        >>> Mean.properties.invertible, Mean.properties.mergeable
+        (True, True)
+    """
+
+    kind: ClassVar[UdmKind] = "aggregate"
+    incremental: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"initial_state": 0, "add": 2, "result": 1}
+    _optional: ClassVar[dict[str, int]] = {"remove": 2, "merge": 2}
+
+    def add(self, state: Any, payload: Any) -> Any:
+        """The state after adding one payload."""
+        raise NotImplementedError
+
+    def remove(self, state: Any, payload: Any) -> Any:
+        """The state after removing one payload that was added before."""
+        raise NotImplementedError
+
+    def merge(self, a: Any, b: Any) -> Any:
+        """A state equivalent to adding everything in ``a`` and ``b``."""
+        raise NotImplementedError
+
+    def result(self, state: Any) -> Any:
+        """The aggregate value of a (non-empty) window state."""
+        raise NotImplementedError
+
+
+class TimeSensitiveIncrementalAggregate(Udm, _IncrementalMixin):
+    """Time-sensitive incremental aggregate: ``add``/``remove`` receive each
+    event with its (clipped) lifetime and the window descriptor.
+
+    Example (time-weighted average over the window's duration):
+        >>> class Twa(TimeSensitiveIncrementalAggregate):
+        ...     def initial_state(self):
+        ...         return 0.0
+        ...     def add(self, state, event, window):
+        ...         return state + event.payload * (event.end - event.start)
+        ...     def remove(self, state, event, window):
+        ...         return state - event.payload * (event.end - event.start)
+        ...     def result(self, state, window):
+        ...         return state / (window.end - window.start)
+    """
+
+    kind: ClassVar[UdmKind] = "aggregate"
+    time_sensitive: ClassVar[bool] = True
+    incremental: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"initial_state": 0, "add": 3, "result": 2}
+    _optional: ClassVar[dict[str, int]] = {"remove": 3, "merge": 2}
+
+    def add(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+    def remove(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+    def merge(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def result(self, state: Any, window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+
+class Operator(Udm):
+    """Time-insensitive, non-incremental operator: payloads in, zero or more
+    output payloads out (each becomes an event with the window's lifetime).
+
+    Example:
+        >>> class Distinct(Operator):
+        ...     def compute_result(self, payloads):
+        ...         return sorted(set(payloads))
+        >>> Distinct().compute_result([2, 1, 2])
+        [1, 2]
+    """
+
+    kind: ClassVar[UdmKind] = "operator"
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"compute_result": 1}
+
+    def compute_result(self, payloads: Sequence[Any]) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class TimeSensitiveOperator(Udm):
+    """Time-sensitive, non-incremental operator: events and the window in,
+    zero or more output events, with lifetimes the operator chooses, out.
+
+    Example (emit each rise above a threshold as a point event):
+        >>> from udm.sdk import IntervalEvent
+        >>> class Above(TimeSensitiveOperator):
+        ...     def __init__(self, threshold=10):
+        ...         self.threshold = threshold
+        ...     def compute_result(self, events, window):
+        ...         return [IntervalEvent(e.start, e.start + 1, e.payload)
+        ...                 for e in sorted(events, key=lambda e: e.start)
+        ...                 if e.payload > self.threshold]
+    """
+
+    kind: ClassVar[UdmKind] = "operator"
+    time_sensitive: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"compute_result": 2}
+
+    def compute_result(
+        self, events: Sequence[IntervalEvent[Any]], window: WindowDescriptor
+    ) -> Iterable[IntervalEvent[Any]]:
+        raise NotImplementedError
+
+
+class IncrementalOperator(Udm, _IncrementalMixin):
+    """Time-insensitive incremental operator: a state maintained by
+    ``add``/``remove``; ``result`` returns zero or more output payloads."""
+
+    kind: ClassVar[UdmKind] = "operator"
+    incremental: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"initial_state": 0, "add": 2, "result": 1}
+    _optional: ClassVar[dict[str, int]] = {"remove": 2, "merge": 2}
+
+    def add(self, state: Any, payload: Any) -> Any:
+        raise NotImplementedError
+
+    def remove(self, state: Any, payload: Any) -> Any:
+        raise NotImplementedError
+
+    def merge(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def result(self, state: Any) -> Iterable[Any]:
+        raise NotImplementedError
+
+
+class TimeSensitiveIncrementalOperator(Udm, _IncrementalMixin):
+    """Time-sensitive incremental operator: ``add``/``remove`` receive events
+    and the window; ``result`` returns output events with lifetimes."""
+
+    kind: ClassVar[UdmKind] = "operator"
+    time_sensitive: ClassVar[bool] = True
+    incremental: ClassVar[bool] = True
+    _flavor_base = True
+    _required: ClassVar[dict[str, int]] = {"initial_state": 0, "add": 3, "result": 2}
+    _optional: ClassVar[dict[str, int]] = {"remove": 3, "merge": 2}
+
+    def add(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+    def remove(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        raise NotImplementedError
+
+    def merge(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def result(self, state: Any, window: WindowDescriptor) -> Iterable[IntervalEvent[Any]]:
+        raise NotImplementedError

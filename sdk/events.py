@@ -1,0 +1,69 @@
+"""What a UDM sees of time: interval events and the window descriptor.
+
+Times are integer ticks (one tick is one microsecond in the host, the
+resolution shared by Python ``datetime`` and Spark timestamps). ``INFINITY``
+is the end of time: the right endpoint of an event whose end is not known
+yet (an edge event before its end edge arrives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["INFINITY", "MIN_TIME", "IntervalEvent", "WindowDescriptor"]
+
+#: The end of time; an event with this end lasts forever until retracted.
+INFINITY: int = 2**63 - 1
+#: The beginning of time.
+MIN_TIME: int = -(2**63) + 1
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalEvent(Generic[P]):
+    """An event with lifetime ``[start, end)`` and a payload.
+
+    Time-sensitive UDMs receive these (with lifetimes already clipped by the
+    query's input clipping policy) and time-sensitive operators return them.
+    """
+
+    start: int
+    end: int
+    payload: P
+
+    @property
+    def duration(self) -> int:
+        """``end - start`` in ticks (``INFINITY`` stays infinite)."""
+        return INFINITY if self.end == INFINITY else self.end - self.start
+
+    def with_lifetime(self, start: int, end: int) -> IntervalEvent[P]:
+        return IntervalEvent(start, end, self.payload)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class WindowDescriptor:
+    """The time span ``[start, end)`` of one window, as StreamInsight's
+    ``WindowDescriptor``: time-sensitive UDMs read it to weigh or timestamp."""
+
+    start: int
+    end: int
+
+    @property
+    def duration(self) -> int:
+        return INFINITY if self.end == INFINITY else self.end - self.start
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether the lifetime ``[start, end)`` overlaps this window."""
+        return start < self.end and self.start < end
+
+    def __repr__(self) -> str:
+        end = "inf" if self.end == INFINITY else str(self.end)
+        return f"WindowDescriptor[{self.start}, {end})"
+
+
+def payload_repr(payload: Any) -> str:
+    """A short, stable rendering of a payload for error messages."""
+    text = repr(payload)
+    return text if len(text) <= 80 else text[:77] + "..."
