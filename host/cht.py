@@ -104,7 +104,7 @@ def derive_cht(
 
 def _payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
-        return a == b
+        return bool(a == b)
     if isinstance(a, int | float) and isinstance(b, int | float):
         if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
             return True
