@@ -1,9 +1,9 @@
 """Calling UDMs of every flavor uniformly, shared by all engines.
 
-A window's events reach a UDM in canonical order, by (start, end) with ties
-broken by payload, so the result depends only on the CHT, never on arrival
-order. Results are timestamped by the output policy; any exception from the
-UDM, or a result of the wrong shape, becomes a
+A window's events reach a UDM in canonical order (see :func:`prepare`),
+so the result depends only on the CHT, never on arrival order. Results are
+timestamped by the output policy; any exception from the UDM, or a result
+of the wrong shape, becomes a
 :class:`~udm.host.errors.UdmInvocationError` naming the UDM and the window.
 """
 
@@ -99,13 +99,26 @@ def map_payload(event: IntervalEvent[Any], value_fn: ValueFn) -> IntervalEvent[A
 
 
 def prepare(
-    members: Sequence[IntervalEvent[Any]],
+    members: Iterable[IntervalEvent[Any]],
     window: WindowDescriptor,
     clipping: InputClipping,
     value_fn: ValueFn,
+    time_sensitive: bool,
 ) -> list[IntervalEvent[Any]]:
-    """Clip and map a window's member events, in canonical order."""
-    return [map_payload(clipping.clip(e, window), value_fn) for e in canonical_order(members)]
+    """Clip and map a window's member events, in canonical order.
+
+    Time-sensitive UDMs get events ordered by their clipped (start, end),
+    then payload; time-insensitive UDMs, which see no lifetimes, get them by
+    start time, then payload. Either way the order depends only on what the
+    UDM can see, so a change that does not affect a window (an end moving
+    outside it) never reorders its input.
+    """
+    events = [map_payload(clipping.clip(e, window), value_fn) for e in members]
+    if time_sensitive:
+        events.sort(key=canonical_key)
+    else:
+        events.sort(key=lambda e: (e.start, repr(freeze(e.payload))))
+    return events
 
 
 def raw_result(udm: Udm, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]) -> Any:
@@ -163,7 +176,7 @@ def compute_window(
 ) -> list[IntervalEvent[Any]]:
     """The output events of one window, computed from scratch."""
     try:
-        events = prepare(members, window, clipping, value_fn)
+        events = prepare(members, window, clipping, value_fn, udm.time_sensitive)
         return stamp_result(udm, window, raw_result(udm, window, events), policy)
     except Exception as exc:
         raise UdmInvocationError(

@@ -99,9 +99,21 @@ class StreamValidator:
     position: int = 0
     live: dict[Hashable, LiveEvent] = field(default_factory=dict)
     dropped_ids: set[Hashable] = field(default_factory=set)
+    _pruned_size: int = 0
 
     def __post_init__(self) -> None:
         self.cti_policy = CtiPolicy.parse(self.cti_policy)
+
+    def prune(self) -> None:
+        """Forget live events that end before the CTI: no valid retraction
+        can reach them any more (it would violate the CTI, which the CTI
+        policy handles without the event). Amortized: runs when the live set
+        has doubled since the last prune, so long streams stay bounded."""
+        if len(self.live) <= 2 * self._pruned_size + 1024:
+            return
+        cti = self.cti
+        self.live = {k: ev for k, ev in self.live.items() if ev.end >= cti}
+        self._pruned_size = len(self.live)
 
     def check(self, element: Element) -> Element | None:
         position = self.position
@@ -176,6 +188,13 @@ class StreamValidator:
         if live is None:
             if r.id in self.dropped_ids:
                 # The event itself was dropped by the CTI policy: so is this.
+                self.stats.dropped_retractions += 1
+                return None
+            sync = min(r.old_end, r.new_end)
+            if sync < self.cti:
+                # possibly an event forgotten after the CTI passed its end
+                if self.cti_policy is CtiPolicy.RAISE:
+                    raise self._violation(r, position, sync)
                 self.stats.dropped_retractions += 1
                 return None
             raise InvalidElementError(

@@ -1,0 +1,956 @@
+"""The incremental host: windows maintained over a live physical stream.
+
+:class:`Host` consumes inserts, retractions and CTIs one at a time, in any
+order the validator accepts, and emits an output physical stream: inserts,
+retractions of earlier (speculative) outputs, and output CTIs. Its output
+CHT always equals the reference evaluator's output over the input CHT, for
+the windows the watermark has passed.
+
+Per element it follows the paper's phases: find the affected windows (a
+time range that depends on the window kind), update the event index, derive
+the windows of that range before and after, update per-window state
+(incrementally where the window kept its shape, from its members where it
+was created, split or reshaped, or where the UDM cannot ``remove``), and
+emit the difference between each window's previous and new output. The last
+output of every window is cached, so retracting it never re-invokes the UDM.
+
+When a CTI passes, windows that can no longer change are finalized and
+forgotten, and events that belong to no open window are retired, so memory
+is bounded by the data between CTIs.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from sortedcontainers import SortedDict
+
+from udm.host.cht import Cht, freeze
+from udm.host.errors import UdmInvocationError
+from udm.host.indexes import EventIndex, LiveEv, derive_windows
+from udm.host.invoke import (
+    instantiate,
+    make_value_fn,
+    prepare,
+    stamp_result,
+    udm_label,
+)
+from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.time import INFINITY, MIN_TIME, format_time
+from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
+from udm.host.windows import (
+    CountByEndWindow,
+    CountByStartWindow,
+    HoppingWindow,
+    SnapshotWindow,
+    WindowSpec,
+)
+from udm.sdk.base import Udm
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
+
+SNAPSHOT_FORMAT = "udm-host-snapshot"
+SNAPSHOT_VERSION = 1
+
+
+class Consistency(StrEnum):
+    """When window output is emitted (CEDR's consistency levels).
+
+    * ``speculative``: as soon as the watermark (the latest CTI or the latest
+      event start) passes the window's end; later changes are retracted and
+      re-emitted.
+    * ``conservative``: only once a CTI makes the window final; the output
+      never contains retractions.
+    """
+
+    SPECULATIVE = "speculative"
+    CONSERVATIVE = "conservative"
+
+    @classmethod
+    def parse(cls, value: Consistency | str) -> Consistency:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"unknown consistency {value!r}; use 'speculative' or 'conservative'"
+            ) from None
+
+
+class OutputId(NamedTuple):
+    """Id of an output event: the group key and a sequence number."""
+
+    key: Hashable
+    n: int
+
+
+@dataclass(slots=True)
+class _Win:
+    """One window of the window index: its end, event count, UDM state and
+    the outputs it has emitted (still live in the output stream)."""
+
+    end: int
+    n_events: int = 0
+    state: Any = None
+    outputs: list[tuple[OutputId, IntervalEvent[Any]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _KeyState:
+    index: EventIndex = field(default_factory=EventIndex)
+    wins: SortedDict = field(default_factory=SortedDict)  # start -> _Win
+    win_ends: SortedDict = field(default_factory=SortedDict)  # end -> start
+    max_start: int = MIN_TIME
+    final_upto: int = MIN_TIME  # every window ending at or before it is forgotten
+
+
+class _Journal:
+    """Undo log of one element's changes, so a failing UDM leaves the host
+    exactly as it was."""
+
+    def __init__(self) -> None:
+        self.wins: dict[tuple[int, int], tuple[_KeyState, _Win | None]] = {}
+        self.keys: dict[int, tuple[_KeyState, int, int]] = {}
+        self.events: list[tuple[_KeyState, LiveEv | None, LiveEv | None]] = []
+        self.new_keys: list[Hashable] = []
+        self.key_of: list[tuple[Hashable, bool, Hashable]] = []
+
+    def touch(self, ks: _KeyState, start: int) -> None:
+        slot = (id(ks), start)
+        if slot in self.wins:
+            return
+        w = ks.wins.get(start)
+        saved = None if w is None else _Win(w.end, w.n_events, w.state, list(w.outputs))
+        self.wins[slot] = (ks, saved)
+
+    def touch_key(self, ks: _KeyState) -> None:
+        if id(ks) not in self.keys:
+            self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)
+
+
+class Host:
+    """Runs one windowed UDM over a physical stream, incrementally.
+
+    Args:
+        window: the window specification.
+        udm: a UDM instance or class (a class is created with ``args``).
+        key: group-and-apply: a payload field name or function; each key has
+            its own windows. ``None`` for one group.
+        input_clipping / output_policy / value: as in
+            :func:`udm.host.evaluate`.
+        consistency: ``speculative`` (default) or ``conservative``.
+        cti_policy: what to do with elements that violate the latest CTI.
+
+    Example:
+        >>> from udm.host import Host, TumblingWindow, point, Cti
+        >>> from udm.sdk import aggregate
+        >>> @aggregate
+        ... def total(values):
+        ...     return sum(values)
+        >>> host = Host(TumblingWindow(10), total)
+        >>> host.process(point("a", 1, 5)) + host.process(point("b", 4, 7))
+        []
+        >>> host.process(Cti(10))
+        [Insert(id=OutputId(key=None, n=0), start=0, end=10, payload=12), Cti(10)]
+    """
+
+    def __init__(
+        self,
+        window: WindowSpec,
+        udm: Udm | type[Udm],
+        *,
+        key: str | Callable[[Any], Hashable] | None = None,
+        input_clipping: InputClipping | str = InputClipping.NONE,
+        output_policy: OutputPolicy | str | None = None,
+        value: str | Callable[[Any], Any] | None = None,
+        consistency: Consistency | str = Consistency.SPECULATIVE,
+        cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
+        args: dict[str, Any] | None = None,
+    ) -> None:
+        self.window = window
+        self.udm = instantiate(udm, args)
+        self.clipping = InputClipping.parse(input_clipping)
+        self.policy = resolve_output_policy(output_policy, window, self.udm)
+        self.consistency = Consistency.parse(consistency)
+        self.key_option = key
+        self.value_option = value
+        self._key_fn = make_value_fn(key)
+        self._value_fn = make_value_fn(value)
+        self.validator = StreamValidator(cti_policy=cti_policy)
+        self.keys: dict[Hashable, _KeyState] = {}
+        self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
+        self._seq = 0
+        self._next_out = 0
+        self.cti = MIN_TIME
+        self.output_cti = MIN_TIME
+        self._label = udm_label(self.udm)
+        u = self.udm
+        self._incremental = u.incremental
+        self._ts = u.time_sensitive
+        self._can_remove = u.incremental and type(u).implements("remove")
+        # an order-sensitive incremental UDM must see canonical order, so its
+        # states are rebuilt instead of updated in arrival order
+        self._order_free = u.properties.order_insensitive
+        # a time-sensitive UDM without right clipping sees member end times
+        self._sees_ends = self._ts and not self.clipping.clips_right
+        self._sees_starts = self._ts and not self.clipping.clips_left
+        self._grid = isinstance(window, HoppingWindow)
+        self._snapshot = isinstance(window, SnapshotWindow)
+        self._count_start = isinstance(window, CountByStartWindow)
+        self._count_end = isinstance(window, CountByEndWindow)
+        # the output of an empty window is nothing, so output retractions
+        # are the only effect of losing all members
+        self._current: Element | None = None
+
+    # ------------------------------------------------------------------ API
+
+    @property
+    def stats(self) -> ValidationStats:
+        """Counts of elements the CTI policy dropped or adjusted."""
+        return self.validator.stats
+
+    def process(self, element: Element) -> list[Element]:
+        """Consume one element; return the output elements it causes.
+
+        A rejected element raises and leaves the host unchanged; so does an
+        exception inside the UDM, wrapped in :class:`UdmInvocationError`.
+        """
+        saved = self._save_validator(element)
+        checked = self.validator.check(element)
+        if checked is None:
+            return []
+        journal = _Journal()
+        out: list[Element] = []
+        next_out, seq, cti, output_cti = self._next_out, self._seq, self.cti, self.output_cti
+        self._current = element
+        try:
+            if isinstance(checked, Cti):
+                self._cti(checked.time, out, journal)
+            elif isinstance(checked, Insert):
+                self._insert(checked, out, journal)
+            else:
+                self._retract(checked, out, journal)
+        except BaseException:
+            self._rollback(journal)
+            self._restore_validator(saved)
+            self._next_out, self._seq = next_out, seq
+            self.cti, self.output_cti = cti, output_cti
+            raise
+        finally:
+            self._current = None
+        return out
+
+    def process_many(self, elements: Iterable[Element]) -> list[Element]:
+        """Consume elements in order; return all outputs."""
+        out: list[Element] = []
+        for element in elements:
+            out.extend(self.process(element))
+        return out
+
+    def flush(self) -> list[Element]:
+        """End of stream: a CTI at the end of time finalizes every window."""
+        return self.process(Cti(INFINITY))
+
+    def live_outputs(self) -> Cht:
+        """Outputs of the windows still open (final windows are forgotten at
+        cleanup; collect the output stream and use :func:`output_cht` for
+        the whole output CHT)."""
+        rows = [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w.outputs]
+        return Cht(rows)
+
+    @property
+    def memory_size(self) -> tuple[int, int]:
+        """(live events, open windows) across keys: what cleanup bounds."""
+        return (
+            sum(len(ks.index) for ks in self.keys.values()),
+            sum(len(ks.wins) for ks in self.keys.values()),
+        )
+
+    # --------------------------------------------------------- validation
+
+    def _save_validator(self, element: Element) -> tuple[Any, ...]:
+        v = self.validator
+        ident = getattr(element, "id", None)
+        live = None
+        if ident is not None:
+            try:
+                ev = v.live.get(ident)
+            except TypeError:
+                ev = None
+            live = None if ev is None else replace(ev)
+        dropped = ident is not None and _safe_in(ident, v.dropped_ids)
+        return (v.position, v.cti, replace(v.stats), ident, live, dropped)
+
+    def _restore_validator(self, saved: tuple[Any, ...]) -> None:
+        v = self.validator
+        position, cti, stats, ident, live, dropped = saved
+        v.position, v.cti, v.stats = position, cti, stats
+        if ident is not None:
+            if live is None:
+                v.live.pop(ident, None)
+            else:
+                v.live[ident] = live
+            if dropped:
+                v.dropped_ids.add(ident)
+            else:
+                v.dropped_ids.discard(ident)
+
+    # ------------------------------------------------------------ changes
+
+    def _key_state(self, key: Hashable, journal: _Journal) -> _KeyState:
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = _KeyState()
+            journal.new_keys.append(key)
+        return ks
+
+    def _insert(self, e: Insert, out: list[Element], journal: _Journal) -> None:
+        if self._key_fn is None:
+            key: Hashable = None
+        else:
+            try:
+                key = self._key_fn(e.payload)
+                hash(key)
+            except Exception as exc:
+                raise ValueError(f"cannot compute the group key of {e!r}: {exc}") from None
+        ks = self._key_state(key, journal)
+        ev = LiveEv(e.id, e.start, e.end, e.payload, self._seq)
+        self._seq += 1
+        journal.key_of.append((e.id, False, None))
+        self._key_of[e.id] = key
+        self._change(ks, key, None, ev, out, journal)
+
+    def _retract(self, r: Retract, out: list[Element], journal: _Journal) -> None:
+        if r.id not in self._key_of:
+            # retired at cleanup: no open window can see this change (a
+            # count-by-start member whose end a time-insensitive UDM ignores)
+            return
+        key = self._key_of[r.id]
+        ks = self.keys[key]
+        old = ks.index.by_id[r.id]
+        new = None if r.new_end == old.start else replace(old, end=r.new_end)
+        if new is not None and new.end == old.end:
+            return
+        if new is None:
+            journal.key_of.append((r.id, True, key))
+            del self._key_of[r.id]
+        self._change(ks, key, old, new, out, journal)
+
+    def _dirty_ranges(self, old: LiveEv | None, new: LiveEv | None) -> list[tuple[int, int]]:
+        """Time ranges whose windows may change when ``old`` becomes ``new``."""
+        ev = new if new is not None else old
+        assert ev is not None
+        start = ev.start
+        if old is None or new is None:
+            lo, hi = start, ev.end
+            end_lo, end_hi = ev.end, ev.end
+        else:
+            lo, hi = min(old.end, new.end), max(old.end, new.end)
+            end_lo, end_hi = lo, hi
+            if self._sees_ends or self._count_start:
+                lo = start
+        if self._count_start:
+            return [(start, start + 1)]
+        if self._count_end:
+            if end_lo == end_hi:
+                return [(end_lo - 1, end_lo)]
+            return [(end_lo - 1, end_lo), (end_hi - 1, end_hi)]
+        if self._snapshot:
+            return [(lo - 1, hi + 1 if hi < INFINITY else hi)]
+        return [(lo, hi)]
+
+    def _windows_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
+        m = max(self.cti, ks.max_start)
+        found: dict[int, int] = {}
+        for lo, hi in ranges:
+            for s, e in derive_windows(self.window, ks.index, lo, hi, m):
+                if e > ks.final_upto:
+                    found[s] = e
+        return found
+
+    def _existing_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
+        found: dict[int, int] = {}
+        wins, ends = ks.wins, ks.win_ends
+        for lo, hi in ranges:
+            # windows overlapping [lo, hi): end > lo and start < hi; ends and
+            # starts are both increasing, so scan ends from lo
+            for end in ends.irange(minimum=lo, inclusive=(False, True)):
+                start = ends[end]
+                if start >= hi:
+                    break
+                found[start] = wins[start].end
+        return found
+
+    def _change(
+        self,
+        ks: _KeyState,
+        key: Hashable,
+        old: LiveEv | None,
+        new: LiveEv | None,
+        out: list[Element],
+        journal: _Journal,
+    ) -> None:
+        ranges = self._dirty_ranges(old, new)
+        journal.touch_key(ks)
+        m_old = max(self.cti, ks.max_start)
+        before = self._existing_in(ks, ranges)
+        if old is not None:
+            ks.index.remove(old)
+        if new is not None:
+            ks.index.add(new)
+        journal.events.append((ks, old, new))
+        if new is not None and old is None and new.start > ks.max_start:
+            ks.max_start = new.start
+        after = self._windows_in(ks, ranges)
+        starts = sorted(before.keys() | after.keys())
+        # structure first (ends are unique, so move all of them before
+        # re-inserting any), then states, then output
+        dropped: list[tuple[int, _Win]] = []
+        for start in starts:
+            journal.touch(ks, start)
+            end_before, end_after = before.get(start), after.get(start)
+            if end_before is not None and end_before != end_after:
+                del ks.win_ends[end_before]
+                if end_after is None:
+                    dropped.append((start, ks.wins.pop(start)))
+        for start in starts:
+            end_before, end_after = before.get(start), after.get(start)
+            if end_after is None:
+                continue
+            if end_before is None:
+                ks.wins[start] = _Win(end_after)
+                ks.win_ends[end_after] = start
+            elif end_before != end_after:
+                ks.wins[start].end = end_after
+                ks.win_ends[end_after] = start
+        for start, w in dropped:
+            self._emit_diff(w, key, [], out, start)
+        for start in starts:
+            end_before, end_after = before.get(start), after.get(start)
+            if end_after is None:
+                continue
+            if end_before == end_after:
+                self._delta(ks, start, old, new)
+            else:
+                self._rebuild(ks, start, end_after)
+            if self._emittable(ks, start):
+                self._refresh(ks, key, start, out)
+        m_new = max(self.cti, ks.max_start)
+        if m_new > m_old:
+            self._advance(ks, key, m_old, m_new, out, journal)
+
+    # ------------------------------------------------------ window states
+
+    def _prepared(self, ev: LiveEv, desc: WindowDescriptor) -> IntervalEvent[Any]:
+        e = self.clipping.clip(IntervalEvent(ev.start, ev.end, ev.payload), desc)
+        if self._value_fn is not None:
+            e = IntervalEvent(e.start, e.end, self._value_fn(e.payload))
+        return e
+
+    def _inputs(self, ks: _KeyState, start: int, end: int) -> list[IntervalEvent[Any]]:
+        """A window's members as the UDM sees them: clipped, mapped, in
+        canonical order."""
+        members = ks.index.members(self.window, start, end)
+        desc = WindowDescriptor(start, end)
+        return prepare(
+            (ev.event() for ev in members), desc, self.clipping, self._value_fn, self._ts
+        )
+
+    def _guard(self, start: int, end: int, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except UdmInvocationError:
+            raise
+        except Exception as exc:
+            raise UdmInvocationError(
+                self._label,
+                f"[{start}, {format_time(end)})",
+                f"{type(exc).__name__}: {exc}",
+                element=self._current,
+            ) from exc
+
+    def _fresh_state(self, ks: _KeyState, start: int, end: int) -> tuple[int, Any]:
+        if not self._incremental:
+            return len(ks.index.members(self.window, start, end)), None
+        desc = WindowDescriptor(start, end)
+        u: Any = self.udm
+
+        def build() -> tuple[int, Any]:
+            inputs = self._inputs(ks, start, end)
+            state = u.initial_state()
+            for e in inputs:
+                state = u.add(state, e, desc) if self._ts else u.add(state, e.payload)
+            return len(inputs), state
+
+        built: tuple[int, Any] = self._guard(start, end, build)
+        return built
+
+    def _rebuild(self, ks: _KeyState, start: int, end: int) -> None:
+        n, state = self._fresh_state(ks, start, end)
+        w = ks.wins.get(start)
+        if w is None:
+            ks.wins[start] = _Win(end, n, state)
+            ks.win_ends[end] = start
+        else:
+            w.n_events, w.state = n, state
+
+    def _delta(self, ks: _KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
+        """Apply the change of one event to a window that kept its shape."""
+        w: _Win = ks.wins[start]
+        desc = WindowDescriptor(start, w.end)
+        spec = self.window
+        was = old is not None and spec.belongs(old.event(), desc)
+        now = new is not None and spec.belongs(new.event(), desc)
+        w.n_events += int(now) - int(was)
+        if not self._incremental:
+            return
+        if was and now:
+            assert old is not None and new is not None
+            if not self._ts:
+                return
+            e_old, e_new = self._prepared(old, desc), self._prepared(new, desc)
+            if e_old == e_new:
+                return
+        u: Any = self.udm
+        if (was and not self._can_remove) or not self._order_free:
+            self._rebuild(ks, start, w.end)
+            return
+
+        def update() -> Any:
+            state = w.state
+            if was:
+                assert old is not None
+                e = self._prepared(old, desc)
+                state = u.remove(state, e, desc) if self._ts else u.remove(state, e.payload)
+            if now:
+                assert new is not None
+                e = self._prepared(new, desc)
+                state = u.add(state, e, desc) if self._ts else u.add(state, e.payload)
+            return state
+
+        w.state = self._guard(start, w.end, update)
+
+    # ------------------------------------------------------------- output
+
+    def _emittable(self, ks: _KeyState, start: int) -> bool:
+        if self.consistency is Consistency.CONSERVATIVE:
+            return False
+        w = ks.wins[start]
+        return bool(w.end <= max(self.cti, ks.max_start))
+
+    def _compute(self, ks: _KeyState, start: int) -> list[IntervalEvent[Any]]:
+        w: _Win = ks.wins[start]
+        if w.n_events == 0:
+            return []
+        desc = WindowDescriptor(start, w.end)
+        u: Any = self.udm
+
+        def run() -> list[IntervalEvent[Any]]:
+            if self._incremental:
+                result = u.result(w.state, desc) if self._ts else u.result(w.state)
+            else:
+                events = self._inputs(ks, start, w.end)
+                if self._ts:
+                    result = u.compute_result(events, desc)
+                else:
+                    result = u.compute_result([e.payload for e in events])
+            return stamp_result(self.udm, desc, result, self.policy)
+
+        outputs: list[IntervalEvent[Any]] = self._guard(start, w.end, run)
+        return outputs
+
+    def _refresh(self, ks: _KeyState, key: Hashable, start: int, out: list[Element]) -> None:
+        """Emit the difference between a window's cached and new output."""
+        w: _Win = ks.wins[start]
+        self._emit_diff(w, key, self._compute(ks, start), out, start)
+
+    def _emit_diff(
+        self,
+        w: _Win,
+        key: Hashable,
+        new: list[IntervalEvent[Any]],
+        out: list[Element],
+        start: int,
+    ) -> None:
+        old = w.outputs
+        if not old and not new:
+            return
+        remaining = list(new)
+        kept: list[tuple[OutputId, IntervalEvent[Any]]] = []
+        unmatched: list[tuple[OutputId, IntervalEvent[Any]]] = []
+        index: dict[tuple[int, int, Any], list[int]] = {}
+        for i, e in enumerate(remaining):
+            index.setdefault((e.start, e.end, freeze(e.payload)), []).append(i)
+        used: set[int] = set()
+        for oid, e in old:
+            slots = index.get((e.start, e.end, freeze(e.payload)))
+            if slots:
+                used.add(slots.pop())
+                kept.append((oid, e))
+            else:
+                unmatched.append((oid, e))
+        fresh = [e for i, e in enumerate(remaining) if i not in used]
+        changes: list[Element] = []
+        # an output whose end alone changed is shortened or extended in place
+        for oid, e in unmatched:
+            for j, f in enumerate(fresh):
+                if f.start == e.start and freeze(f.payload) == freeze(e.payload):
+                    changes.append(Retract(oid, e.start, e.end, f.end, e.payload))
+                    kept.append((oid, f))
+                    del fresh[j]
+                    break
+            else:
+                changes.append(Retract(oid, e.start, e.end, e.start, e.payload))
+        for f in fresh:
+            oid = OutputId(key, self._next_out)
+            self._next_out += 1
+            changes.append(Insert(oid, f.start, f.end, f.payload))
+            kept.append((oid, f))
+        for c in changes:
+            if c.sync_time < self.output_cti:
+                detail = (
+                    f"output {c!r} would modify time {format_time(c.sync_time)}, before the "
+                    f"output CTI {format_time(self.output_cti)} already emitted"
+                )
+                if self.policy is OutputPolicy.TIME_BOUND:
+                    raise UdmInvocationError(
+                        self._label,
+                        f"[{start}, {format_time(w.end)})",
+                        detail + "; a time_bound UDM must not output before the latest CTI",
+                        element=self._current,
+                    )
+                raise AssertionError(f"host liveliness bug: {detail}")
+        w.outputs = kept
+        out.extend(changes)
+
+    # ---------------------------------------------------------- watermark
+
+    def _advance(
+        self,
+        ks: _KeyState,
+        key: Hashable,
+        m_old: int,
+        m_new: int,
+        out: list[Element],
+        journal: _Journal,
+    ) -> None:
+        """The watermark moved from ``m_old`` to ``m_new``: materialize grid
+        windows that have begun and emit windows whose end it passed."""
+        if self._grid:
+            spec = self.window
+            assert isinstance(spec, HoppingWindow)
+            if m_new >= INFINITY:
+                m_new_begun = max(
+                    (ev.end for ev in ks.index.by_end if ev.end < INFINITY), default=m_old
+                )
+            else:
+                m_new_begun = m_new
+            k_from = (m_old - spec.offset) // spec.hop + 1
+            k_to = (m_new_begun - spec.offset) // spec.hop
+            if k_to >= k_from:
+                lo = k_from * spec.hop + spec.offset
+                hi = k_to * spec.hop + spec.offset + 1
+                starts: set[int] = set()
+                for ev in ks.index.overlapping(lo, INFINITY):
+                    k_lo, k_hi = spec.index_range(ev.start, ev.end)
+                    starts.update(
+                        k * spec.hop + spec.offset
+                        for k in range(max(k_lo, k_from), min(k_hi, k_to) + 1)
+                    )
+                for s in sorted(starts):
+                    if s not in ks.wins and s < hi and s + spec.size > ks.final_upto:
+                        journal.touch(ks, s)
+                        self._rebuild(ks, s, s + spec.size)
+        if self.consistency is Consistency.CONSERVATIVE:
+            return
+        for end in list(ks.win_ends.irange(minimum=m_old, maximum=m_new, inclusive=(False, True))):
+            start = ks.win_ends[end]
+            journal.touch(ks, start)
+            self._refresh(ks, key, start, out)
+
+    # ---------------------------------------------------------------- CTIs
+
+    def _final(self, ks: _KeyState, start: int, w: _Win, c: int) -> bool:
+        if self._snapshot or self._count_end:
+            if not w.end < c:
+                return False
+        elif not w.end <= c:
+            return False
+        if self._sees_ends and not self._count_end:
+            members = ks.index.members(self.window, start, w.end)
+            return all(ev.end < c for ev in members)
+        return True
+
+    def _cti(self, c: int, out: list[Element], journal: _Journal) -> None:
+        if (
+            c >= INFINITY
+            and self._grid
+            and any(
+                ks.index.by_end and ks.index.by_end[-1].end >= INFINITY for ks in self.keys.values()
+            )
+        ):
+            raise ValueError(
+                f"cannot close {self.window!r} at the end of time: an event that never ends "
+                "overlaps infinitely many windows; end it with a retraction first, "
+                "or send a finite CTI"
+            )
+        previous = self.cti
+        self.cti = c
+        # phase 1: everything that may call the UDM, journaled
+        final: dict[Hashable, list[int]] = {}
+        for key, ks in self.keys.items():
+            journal.touch_key(ks)
+            m_old = max(previous, ks.max_start)
+            m_new = max(c, ks.max_start)
+            if m_new > m_old:
+                self._advance(ks, key, m_old, m_new, out, journal)
+            starts: list[int] = []
+            for end in ks.win_ends.irange(maximum=c):
+                start = ks.win_ends[end]
+                w = ks.wins[start]
+                if not self._final(ks, start, w, c):
+                    break
+                starts.append(start)
+            if self.consistency is Consistency.CONSERVATIVE:
+                for start in starts:
+                    journal.touch(ks, start)
+                    self._refresh(ks, key, start, out)
+            final[key] = starts
+        # phase 2: forget final windows and retire events (no UDM calls)
+        for key, starts in final.items():
+            self._cleanup(self.keys[key], starts, c)
+        self._emit_output_cti(c, out)
+        self.validator.prune()
+
+    def _lowest_open(self, ks: _KeyState, c: int) -> int:
+        """The earliest time an open (existing or future) window starts."""
+        lowest = c
+        if ks.wins:
+            lowest = min(lowest, ks.wins.peekitem(0)[0])
+        spec = self.window
+        if isinstance(spec, HoppingWindow):
+            k = (c - spec.size - spec.offset) // spec.hop + 1  # first window ending after c
+            lowest = min(lowest, k * spec.hop + spec.offset)
+        elif isinstance(spec, CountByStartWindow | CountByEndWindow):
+            times = ks.index.starts if isinstance(spec, CountByStartWindow) else ks.index.ends
+            if spec.count > 1 and times:
+                first = times.keys()[max(len(times) - (spec.count - 1), 0)]
+                lowest = min(lowest, first if isinstance(spec, CountByStartWindow) else first - 1)
+        return lowest
+
+    def _cleanup(self, ks: _KeyState, starts: list[int], c: int) -> None:
+        for start in starts:
+            w = ks.wins.pop(start)
+            del ks.win_ends[w.end]
+            ks.final_upto = max(ks.final_upto, w.end)
+        lowest = self._lowest_open(ks, c)
+        index = ks.index
+        if self._count_start:
+            retire = list(index.starting_in(MIN_TIME, lowest))
+        elif self._count_end:
+            # an end at or after the CTI may still move into an open window
+            retire = list(index.ending_in(MIN_TIME - 1, min(lowest, c - 1)))
+        else:
+            retire = []
+            for ev in index.by_end:
+                if ev.end >= lowest:
+                    break
+                retire.append(ev)
+        for ev in retire:
+            index.retire(ev, keep_endpoints=self._snapshot)
+            self._key_of.pop(ev.id, None)
+        if self._snapshot:
+            index.prune_endpoints(min(ks.final_upto, lowest))
+
+    def _emit_output_cti(self, c: int, out: list[Element]) -> None:
+        if self.policy is OutputPolicy.TIME_BOUND:
+            candidate = c
+        else:
+            candidate = c
+            for ks in self.keys.values():
+                if ks.wins:  # starts and ends both increase: the first window is earliest
+                    start = ks.wins.keys()[0]
+                    candidate = min(candidate, self._earliest_output(start, ks.wins[start].end))
+            candidate = min(candidate, self._earliest_future(c))
+        if candidate > self.output_cti:
+            self.output_cti = candidate
+            out.append(Cti(candidate))
+
+    def _earliest_output(self, start: int, end: int) -> int:
+        if self.policy is OutputPolicy.POINT_END:
+            return end - 1
+        return start
+
+    def _earliest_future(self, c: int) -> int:
+        """The earliest output time of windows that do not exist yet (for any
+        key, including keys not seen so far)."""
+        spec = self.window
+        lowest = c
+        for ks in self.keys.values():
+            if isinstance(spec, CountByStartWindow | CountByEndWindow):
+                lowest = min(lowest, self._lowest_open(ks, c))
+        if isinstance(spec, HoppingWindow):
+            k = (c - spec.size - spec.offset) // spec.hop + 1
+            start = k * spec.hop + spec.offset
+            lowest = min(lowest, self._earliest_output(start, start + spec.size))
+        return lowest
+
+    # ------------------------------------------------------------ rollback
+
+    def _rollback(self, journal: _Journal) -> None:
+        for ks, old, new in reversed(journal.events):
+            if new is not None:
+                ks.index.remove(new)
+            if old is not None:
+                ks.index.add(old)
+        for ks, max_start, final_upto in journal.keys.values():
+            ks.max_start, ks.final_upto = max_start, final_upto
+        rebuild: list[tuple[_KeyState, int]] = []
+        for (_, start), (ks, saved) in journal.wins.items():
+            current = ks.wins.get(start)
+            if current is not None:
+                del ks.win_ends[current.end]
+                del ks.wins[start]
+            if saved is not None:
+                ks.wins[start] = saved
+                ks.win_ends[saved.end] = start
+                rebuild.append((ks, start))
+        # incremental states may have been mutated in place: rebuild them
+        if self._incremental:
+            for ks, start in rebuild:
+                w = ks.wins[start]
+                _, w.state = self._fresh_state(ks, start, w.end)
+        for key in journal.new_keys:
+            self.keys.pop(key, None)
+        for ident, present, key in reversed(journal.key_of):
+            if present:
+                self._key_of[ident] = key
+            else:
+                self._key_of.pop(ident, None)
+
+    # ----------------------------------------------------- snapshot/restore
+
+    def snapshot(self) -> bytes:
+        """The host's state as versioned plain data (pickled): live events,
+        windows with their states and emitted outputs, watermarks, the
+        validator and counters. :meth:`restore` resumes with identical
+        output."""
+        v = self.validator
+        data = {
+            "format": SNAPSHOT_FORMAT,
+            "version": SNAPSHOT_VERSION,
+            "udm": self._label,
+            "window": repr(self.window),
+            "cti": self.cti,
+            "output_cti": self.output_cti,
+            "next_out": self._next_out,
+            "seq": self._seq,
+            "validator": {
+                "cti": v.cti,
+                "position": v.position,
+                "stats": v.stats.as_dict(),
+                "live": [
+                    (i, ev.start, ev.end, ev.payload, ev.original_start) for i, ev in v.live.items()
+                ],
+                "dropped_ids": list(v.dropped_ids),
+            },
+            "keys": [
+                {
+                    "key": key,
+                    "max_start": ks.max_start,
+                    "final_upto": ks.final_upto,
+                    "events": [
+                        (ev.id, ev.start, ev.end, ev.payload, ev.seq) for ev in ks.index.by_start
+                    ],
+                    "endpoints": list(ks.index.endpoints.items()),
+                    "windows": [
+                        (
+                            start,
+                            w.end,
+                            w.n_events,
+                            w.state,
+                            [(tuple(o), e.start, e.end, e.payload) for o, e in w.outputs],
+                        )
+                        for start, w in ks.wins.items()
+                    ],
+                }
+                for key, ks in self.keys.items()
+            ],
+        }
+        return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, blob: bytes) -> None:
+        """Load a :meth:`snapshot` into this host (created with the same
+        query), replacing its state."""
+        data = pickle.loads(blob)
+        if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError("not a udm host snapshot")
+        if data.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(
+                f"host snapshot version {data.get('version')} is not supported "
+                f"(this udm reads version {SNAPSHOT_VERSION})"
+            )
+        if data["udm"] != self._label or data["window"] != repr(self.window):
+            raise ValueError(
+                f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
+                f"running {self._label!r} over {self.window!r}"
+            )
+        from udm.host.validation import LiveEvent
+
+        self.cti, self.output_cti = data["cti"], data["output_cti"]
+        self._next_out, self._seq = data["next_out"], data["seq"]
+        vd = data["validator"]
+        v = self.validator
+        v.cti, v.position = vd["cti"], vd["position"]
+        v.stats = ValidationStats(**vd["stats"])
+        v.live = {i: LiveEvent(s, e, p, o) for i, s, e, p, o in vd["live"]}
+        v.dropped_ids = set(vd["dropped_ids"])
+        self.keys = {}
+        self._key_of = {}
+        for kd in data["keys"]:
+            ks = _KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
+            for ident, s, e, p, seq in kd["events"]:
+                ks.index.add(LiveEv(ident, s, e, p, seq))
+                self._key_of[ident] = kd["key"]
+            ks.index.endpoints = SortedDict(kd["endpoints"])
+            for start, end, n, state, outputs in kd["windows"]:
+                w = _Win(
+                    end,
+                    n,
+                    state,
+                    [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
+                )
+                ks.wins[start] = w
+                ks.win_ends[end] = start
+            self.keys[kd["key"]] = ks
+
+
+def _safe_in(item: Any, container: set[Any]) -> bool:
+    try:
+        return item in container
+    except TypeError:
+        return False
+
+
+def output_cht(outputs: Iterable[Element]) -> Cht:
+    """The CHT of an output stream (validated: a host bug would raise)."""
+    from udm.host.cht import derive_cht
+
+    return derive_cht(outputs)[0]
+
+
+def output_cht_by_key(outputs: Iterable[Element]) -> dict[Hashable, Cht]:
+    """The output CHT of a grouped host, split by group key."""
+    validator = StreamValidator()
+    for element in outputs:
+        validator.check(element)
+    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+    for ident, ev in validator.live.items():
+        key = ident.key if isinstance(ident, OutputId) else None
+        groups.setdefault(key, []).append(IntervalEvent(ev.start, ev.end, ev.payload))
+    return {k: Cht(v) for k, v in groups.items()}
