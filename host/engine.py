@@ -196,6 +196,12 @@ class Host:
         # an order-sensitive incremental UDM must see canonical order, so its
         # states are rebuilt instead of updated in arrival order
         self._order_free = u.properties.order_insensitive
+        # time-bound output is emitted as soon as a window has begun (each
+        # change answered at once, at or after its sync time), which is what
+        # lets output CTIs follow input CTIs without delay
+        self._eager = (
+            self.policy is OutputPolicy.TIME_BOUND and self.consistency is Consistency.SPECULATIVE
+        )
         # a time-sensitive UDM without right clipping sees member end times
         self._sees_ends = self._ts and not self.clipping.clips_right
         self._sees_starts = self._ts and not self.clipping.clips_left
@@ -540,6 +546,8 @@ class Host:
     def _emittable(self, ks: _KeyState, start: int) -> bool:
         if self.consistency is Consistency.CONSERVATIVE:
             return False
+        if self._eager:
+            return start <= max(self.cti, ks.max_start)
         w = ks.wins[start]
         return bool(w.end <= max(self.cti, ks.max_start))
 
@@ -668,8 +676,12 @@ class Host:
                         self._rebuild(ks, s, s + spec.size)
         if self.consistency is Consistency.CONSERVATIVE:
             return
-        for end in list(ks.win_ends.irange(minimum=m_old, maximum=m_new, inclusive=(False, True))):
-            start = ks.win_ends[end]
+        if self._eager:
+            ready = list(ks.wins.irange(minimum=m_old, maximum=m_new, inclusive=(False, True)))
+        else:
+            ends = ks.win_ends.irange(minimum=m_old, maximum=m_new, inclusive=(False, True))
+            ready = [ks.win_ends[end] for end in ends]
+        for start in ready:
             journal.touch(ks, start)
             self._refresh(ks, key, start, out)
 
@@ -768,7 +780,7 @@ class Host:
             index.prune_endpoints(min(ks.final_upto, lowest))
 
     def _emit_output_cti(self, c: int, out: list[Element]) -> None:
-        if self.policy is OutputPolicy.TIME_BOUND:
+        if self._eager:
             candidate = c
         else:
             candidate = c
@@ -798,6 +810,12 @@ class Host:
             k = (c - spec.size - spec.offset) // spec.hop + 1
             start = k * spec.hop + spec.offset
             lowest = min(lowest, self._earliest_output(start, start + spec.size))
+        elif isinstance(spec, CountByEndWindow) or (
+            isinstance(spec, SnapshotWindow) and self.policy is OutputPolicy.POINT_END
+        ):
+            # an end may still move to exactly c, ending (count-by-end) or
+            # splitting (snapshot) a window there: its output can start at c - 1
+            lowest = min(lowest, c - 1)
         return lowest
 
     # ------------------------------------------------------------ rollback
