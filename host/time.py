@@ -52,17 +52,22 @@ def to_ticks(value: Any) -> int:
     scalars. ``float('inf')`` and the string ``"inf"`` mean :data:`INFINITY`.
     """
     if isinstance(value, bool):
-        raise TimeConversionError(f"{value!r} is a bool, not a time")
+        raise TimeConversionError(f"{value!r} is a bool, not a time; pass int ticks or a datetime")
     if isinstance(value, int):
         if not (MIN_TIME <= value <= INFINITY):
-            raise TimeConversionError(f"{value} is outside the int64 tick range")
+            raise TimeConversionError(
+                f"{value} is outside the int64 tick range; ticks are microseconds since "
+                "1970-01-01 UTC, and INFINITY ('inf') is the end of time"
+            )
         return value
     if isinstance(value, float):
         if value == float("inf"):
             return INFINITY
         if value.is_integer():
             return to_ticks(int(value))
-        raise TimeConversionError(f"{value!r} is not a whole number of ticks")
+        raise TimeConversionError(
+            f"{value!r} is not a whole number of ticks; round it to an int (1 tick = 1 microsecond)"
+        )
     if isinstance(value, str):
         if value.strip().lower() in ("inf", "infinity"):
             return INFINITY
@@ -91,14 +96,20 @@ def to_ticks(value: Any) -> int:
 
         if isinstance(value, np.datetime64):
             if np.isnat(value):
-                raise TimeConversionError("NaT (not a time) cannot be converted to ticks")
+                raise TimeConversionError(
+                    "NaT (not a time) cannot be converted to ticks; "
+                    "drop or fill missing times first"
+                )
             return _from_nanos(int(value.astype("datetime64[ns]").astype(np.int64)), value)
         if isinstance(value, np.integer):
             return to_ticks(int(value))
     if type_name.startswith("pyarrow."):
         py = value.as_py()
         if py is None:
-            raise TimeConversionError("a null Arrow timestamp cannot be converted to ticks")
+            raise TimeConversionError(
+                "a null Arrow timestamp cannot be converted to ticks; "
+                "drop or fill missing times first"
+            )
         unit = getattr(getattr(value, "type", None), "unit", None)
         if unit == "ns":
             return _from_nanos(int(value.value), value)
@@ -112,7 +123,9 @@ def to_ticks(value: Any) -> int:
 def to_duration_ticks(value: Any) -> int:
     """Convert a duration (``int`` ticks or ``timedelta``-like) to ticks."""
     if isinstance(value, bool):
-        raise TimeConversionError(f"{value!r} is a bool, not a duration")
+        raise TimeConversionError(
+            f"{value!r} is a bool, not a duration; use int ticks or datetime.timedelta"
+        )
     if isinstance(value, int):
         return value
     if isinstance(value, _dt.timedelta):

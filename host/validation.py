@@ -200,7 +200,8 @@ class StreamValidator:
             raise InvalidElementError(
                 r,
                 position,
-                f"unknown event id {r.id!r}: it was never inserted or is already fully retracted",
+                f"unknown event id {r.id!r}: it was never inserted or is already fully "
+                "retracted; retract only live events, quoting their current lifetime",
             )
         if r.start not in (live.start, live.original_start):
             raise InvalidElementError(
@@ -224,10 +225,14 @@ class StreamValidator:
                 f"new_end {format_time(new_end)} is before the event's start {r.start}; "
                 "a full retraction sets new_end = start",
             )
+        adjusted = False
         if new_end < start:  # retraction quoting the original start of an adjusted event
+            # The event was moved to start at an earlier CTI; a new end before
+            # that is before the CTI too and ends at it. Only a full retraction
+            # gets exactly what it asked for.
+            adjusted = r.new_end != r.start
             new_end = start
         sync = min(r.old_end, new_end)
-        adjusted = False
         if sync < self.cti:
             policy = self.cti_policy
             if policy is CtiPolicy.RAISE:
