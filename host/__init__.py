@@ -6,6 +6,7 @@ every engine is checked against.
 """
 
 from udm.host.cht import Cht, cht_diff, cht_equal, derive_cht
+from udm.host.engine import Consistency, Host, OutputId, output_cht, output_cht_by_key
 from udm.host.errors import (
     CtiViolationError,
     InvalidElementError,
@@ -41,6 +42,7 @@ __all__ = [
     "MIN_TIME",
     "TICKS_PER_SECOND",
     "Cht",
+    "Consistency",
     "CountByEndWindow",
     "CountByStartWindow",
     "Cti",
@@ -48,10 +50,12 @@ __all__ = [
     "CtiViolationError",
     "Element",
     "HoppingWindow",
+    "Host",
     "InputClipping",
     "Insert",
     "IntervalEvent",
     "InvalidElementError",
+    "OutputId",
     "OutputPolicy",
     "Retract",
     "SnapshotWindow",
@@ -73,6 +77,8 @@ __all__ = [
     "evaluate_by_key",
     "filter_events",
     "from_ticks",
+    "output_cht",
+    "output_cht_by_key",
     "point",
     "project",
     "to_duration_ticks",

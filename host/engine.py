@@ -446,6 +446,9 @@ class Host:
                 self._rebuild(ks, start, end_after)
             if self._emittable(ks, start):
                 self._refresh(ks, key, start, out)
+            elif ks.wins[start].outputs:
+                # reshaped past the watermark: its speculative output is void
+                self._emit_diff(ks.wins[start], key, [], out, start)
         m_new = max(self.cti, ks.max_start)
         if m_new > m_old:
             self._advance(ks, key, m_old, m_new, out, journal)
@@ -829,11 +832,12 @@ class Host:
         for ks, max_start, final_upto in journal.keys.values():
             ks.max_start, ks.final_upto = max_start, final_upto
         rebuild: list[tuple[_KeyState, int]] = []
-        for (_, start), (ks, saved) in journal.wins.items():
-            current = ks.wins.get(start)
+        # remove every touched window before restoring any: ends are unique
+        for (_, start), (ks, _saved) in journal.wins.items():
+            current = ks.wins.pop(start, None)
             if current is not None:
                 del ks.win_ends[current.end]
-                del ks.wins[start]
+        for (_, start), (ks, saved) in journal.wins.items():
             if saved is not None:
                 ks.wins[start] = saved
                 ks.win_ends[saved.end] = start

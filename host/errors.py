@@ -43,7 +43,7 @@ class UdmInvocationError(RuntimeError):
         self.udm = udm
         self.window = window
         self.element = element
-        where = f"UDM {udm!r} failed on window {window!r}"
+        where = f"UDM {udm!r} failed on window {window}"
         if element is not None:
             where += f" while processing {element!r}"
         super().__init__(f"{where}: {detail}")

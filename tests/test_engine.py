@@ -1,0 +1,331 @@
+"""The incremental host against the reference evaluator, plus its own
+guarantees: rollback on errors, snapshots, liveliness, cleanup."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from engine_support import (
+    ALL_FLAVORS,
+    Histogram,
+    Max,
+    Sum,
+    WeightedSum,
+    at_starts,
+    physical_streams,
+    random_stream,
+    total,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from udm.host import (
+    INFINITY,
+    CountByEndWindow,
+    CountByStartWindow,
+    Cti,
+    CtiViolationError,
+    HoppingWindow,
+    Host,
+    Insert,
+    InvalidElementError,
+    OutputPolicy,
+    Retract,
+    SnapshotWindow,
+    TumblingWindow,
+    UdmInvocationError,
+    derive_cht,
+    evaluate,
+    evaluate_by_key,
+    output_cht,
+    output_cht_by_key,
+    point,
+)
+from udm.sdk import IncrementalAggregate
+
+WINDOWS = [
+    TumblingWindow(5),
+    HoppingWindow(6, 2),
+    HoppingWindow(3, 5, offset=1),
+    SnapshotWindow(),
+    CountByStartWindow(1),
+    CountByStartWindow(3),
+    CountByEndWindow(1),
+    CountByEndWindow(2),
+]
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def policies_for(udm: Any, window: Any) -> list[str | None]:
+    pols: list[str | None] = [None, "align", "point_end"]
+    if udm.kind == "operator" and udm.time_sensitive:
+        pols += ["clip", "keep"]
+        if udm is at_starts and window.is_grid:
+            pols.append("time_bound")
+    return pols
+
+
+def run(host: Host, stream: list[Any]) -> list[Any]:
+    return host.process_many(stream) + host.flush()
+
+
+def reference_or_error(cht: Any, window: Any, udm: Any, **options: Any) -> Any:
+    try:
+        return evaluate(cht, window, udm, **options)
+    except (UdmInvocationError, ValueError) as exc:
+        return exc
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@pytest.mark.parametrize("udm", ALL_FLAVORS, ids=lambda u: u.__name__)
+@SETTINGS
+@given(data=st.data(), stream=physical_streams())
+def test_host_matches_reference(window: Any, udm: Any, data: Any, stream: list[Any]) -> None:
+    clipping = data.draw(st.sampled_from(["none", "left", "right", "full"]), label="clipping")
+    consistency = data.draw(st.sampled_from(["speculative", "conservative"]), label="mode")
+    policy = data.draw(st.sampled_from(policies_for(udm, window)), label="policy")
+    options = {"input_clipping": clipping, "output_policy": policy}
+    cht = derive_cht(stream)[0]
+    expected = reference_or_error(cht, window, udm, **options)
+    host = Host(window, udm, consistency=consistency, **options)
+    if isinstance(expected, Exception):
+        # the UDM or policy rejects this input: the host must too, and say why
+        with pytest.raises(type(expected)):
+            run(host, stream)
+        return
+    outputs = run(host, stream)
+    # the output is itself a valid physical stream: retractions match earlier
+    # outputs, lifetimes are valid, nothing violates an emitted output CTI
+    assert output_cht(outputs) == expected
+    if consistency == "conservative":
+        assert not any(isinstance(o, Retract) for o in outputs)
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@settings(max_examples=40, deadline=None)
+@given(stream=physical_streams(max_size=40))
+def test_speculative_output_before_end_of_stream(window: Any, stream: list[Any]) -> None:
+    """Before the end of the stream, the output holds exactly the windows the
+    watermark (latest CTI or event start) has passed."""
+    host = Host(window, Sum)
+    outputs = host.process_many(stream)
+    cht = derive_cht(stream)[0]
+    watermark = max([host.cti, *(e.start for e in cht)], default=host.cti)
+    # events retracted away still moved the watermark: take it from the host
+    watermark = max(watermark, *(ks.max_start for ks in host.keys.values()), host.cti)
+    assert output_cht(outputs) == evaluate(cht, window, Sum, watermark=watermark)
+
+
+@pytest.mark.parametrize("window", [TumblingWindow(4), SnapshotWindow(), CountByStartWindow(2)])
+@settings(max_examples=30, deadline=None)
+@given(stream=physical_streams(max_size=40, keys=3))
+def test_group_apply_matches_reference_per_key(window: Any, stream: list[Any]) -> None:
+    host = Host(window, Sum, key="k", value="v")
+    outputs = run(host, stream)
+    cht = derive_cht(stream)[0]
+    expected = evaluate_by_key(cht, "k", window, Sum, value="v")
+    got = output_cht_by_key(outputs)
+    assert {k: v for k, v in got.items()} == {k: v for k, v in expected.items() if len(v)}
+
+
+# --- hand-computed -------------------------------------------------------
+
+
+def test_tumbling_speculation_retraction_and_ctis() -> None:
+    host = Host(TumblingWindow(10), Sum)
+    assert host.process(point("a", 1, 5)) == []
+    assert host.process(point("b", 12, 1)) == [
+        Insert(host_id(0), 0, 10, 5),  # the watermark (12) passed [0, 10)
+    ]
+    # a late event for [0, 10): the speculative output is corrected
+    assert host.process(point("c", 3, 2)) == [
+        Retract(host_id(0), 0, 10, 0, 5),
+        Insert(host_id(1), 0, 10, 7),
+    ]
+    # CTI 15: [0, 10) is final; output CTI at the start of the open window
+    assert host.process(Cti(15)) == [Cti(10)]
+    assert host.process(Cti(20)) == [Insert(host_id(2), 10, 20, 1), Cti(20)]
+
+
+def host_id(n: int, key: Any = None) -> Any:
+    from udm.host import OutputId
+
+    return OutputId(key, n)
+
+
+def test_conservative_emits_only_final_windows() -> None:
+    host = Host(TumblingWindow(10), Sum, consistency="conservative")
+    assert host.process_many([point("a", 1, 5), point("b", 12, 1), point("c", 3, 2)]) == []
+    assert host.process(Cti(15)) == [Insert(host_id(0), 0, 10, 7), Cti(10)]
+
+
+def test_point_end_output_cti_follows_input_cti() -> None:
+    host = Host(TumblingWindow(10), Sum, output_policy="point_end")
+    out = host.process_many([point("a", 1, 5), Cti(15)])
+    assert out == [Insert(host_id(0), 9, 10, 5), Cti(15)]
+
+
+def test_time_bound_output_cti_equals_input_cti() -> None:
+    host = Host(TumblingWindow(10), at_starts, output_policy="time_bound")
+    out = host.process_many([point("a", 1, 5), Cti(3), point("b", 4, 6), Cti(7)])
+    assert out == [
+        Insert(host_id(0), 1, 2, 5),
+        Cti(3),
+        Insert(host_id(1), 4, 5, 6),
+        Cti(7),
+    ]
+
+
+def test_snapshot_split_shortens_output_in_place() -> None:
+    host = Host(SnapshotWindow(), Sum)
+    # at CTI 10 the event ending at 10 may still be extended, which would
+    # reshape [0, 10): the output CTI stays at the window start until CTI 11
+    out = host.process_many([Insert("a", 0, 10, 1), Cti(10), Cti(11)])
+    assert out == [Insert(host_id(0), 0, 10, 1), Cti(0), Cti(11)]
+    host = Host(SnapshotWindow(), Sum)
+    out = host.process_many([Insert("a", 0, 10, 1), point("x", 10, 0), Insert("b", 5, 10, 2)])
+    assert out == [
+        Insert(host_id(0), 0, 10, 1),
+        Retract(host_id(0), 0, 10, 5, 1),  # shortened: the first part is unchanged
+        Insert(host_id(1), 5, 10, 3),
+    ]
+
+
+def test_edge_event_needs_its_end_before_grid_flush() -> None:
+    host = Host(TumblingWindow(10), Sum)
+    host.process(Insert("edge", 3, INFINITY, 1))
+    with pytest.raises(ValueError, match="never ends"):
+        host.flush()
+    out = host.process_many([Retract("edge", 3, INFINITY, 25)]) + host.flush()
+    assert output_cht(out) == [(0, 10, 1), (10, 20, 1), (20, 30, 1)]
+
+
+def test_non_invertible_incremental_recomputes_on_removal() -> None:
+    stream = [Insert("a", 0, 5, 9), Insert("b", 1, 5, 4), Retract("a", 0, 5, 0), Cti(10)]
+    out = Host(TumblingWindow(10), Max).process_many(stream)
+    assert output_cht(out) == [(0, 10, 4)]
+
+
+# --- errors leave the host unchanged ------------------------------------
+
+
+class Fragile(IncrementalAggregate):
+    """Sums, but raises on the payload 13."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, payload: int) -> int:
+        if payload == 13:
+            raise ZeroDivisionError("thirteen")
+        return state + payload
+
+    def remove(self, state: int, payload: int) -> int:
+        return state - payload
+
+    def result(self, state: int) -> int:
+        return state
+
+
+@pytest.mark.parametrize("window", [TumblingWindow(5), SnapshotWindow(), CountByStartWindow(1)])
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_udm_error_leaves_state_unchanged(window: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    stream = random_stream(rng, 30)
+    position = rng.randrange(len(stream) + 1)
+    bad = Insert("bad", max([0, *(getattr(e, "time", 0) for e in stream[:position])]), 50, 13)
+    faulty = Host(window, Fragile)
+    clean = Host(window, Fragile)
+    out_faulty = faulty.process_many(stream[:position])
+    out_clean = clean.process_many(stream[:position])
+    with pytest.raises(UdmInvocationError) as info:
+        faulty.process(bad)
+    message = str(info.value)
+    assert "fragile" in message and "ZeroDivisionError: thirteen" in message
+    assert "Insert(id='bad'" in message and "window [" in message
+    out_faulty += faulty.process_many(stream[position:]) + faulty.flush()
+    out_clean += clean.process_many(stream[position:]) + clean.flush()
+    assert out_faulty == out_clean
+
+
+def test_rejected_elements_leave_state_unchanged() -> None:
+    host = Host(TumblingWindow(10), Sum)
+    host.process_many([Insert("a", 0, 5, 1), Cti(4)])
+    before = host.snapshot()
+    with pytest.raises(InvalidElementError, match="unknown event id 'zzz'"):
+        host.process(Retract("zzz", 5, 9, 7))
+    with pytest.raises(CtiViolationError, match="before the latest CTI 4"):
+        host.process(Insert("late", 2, 8, 1))
+    with pytest.raises(InvalidElementError, match="already live"):
+        host.process(Insert("a", 6, 8, 1))
+    assert host.snapshot() == before
+
+
+def test_cti_policies_drop_and_adjust_are_counted() -> None:
+    host = Host(TumblingWindow(10), Sum, cti_policy="adjust")
+    out = host.process_many([Cti(5), Insert("late", 2, 8, 4), point("gone", 1, 9), Cti(20)])
+    assert output_cht(out) == [(0, 10, 4)]
+    assert (host.stats.adjusted_inserts, host.stats.dropped_inserts) == (1, 1)
+
+
+# --- snapshots -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "window, udm",
+    [(TumblingWindow(5), Sum), (SnapshotWindow(), WeightedSum), (CountByEndWindow(2), Histogram)],
+    ids=repr,
+)
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_snapshot_restore_resumes_with_identical_output(window: Any, udm: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    stream = random_stream(rng, 40)
+    cut = rng.randrange(len(stream) + 1)
+    continuous = Host(window, udm)
+    expected = continuous.process_many(stream) + continuous.flush()
+    first = Host(window, udm)
+    got = first.process_many(stream[:cut])
+    resumed = Host(window, udm)
+    resumed.restore(first.snapshot())
+    got += resumed.process_many(stream[cut:]) + resumed.flush()
+    assert got == expected
+
+
+def test_restore_rejects_a_different_query() -> None:
+    blob = Host(TumblingWindow(5), Sum).snapshot()
+    with pytest.raises(ValueError, match="cannot be restored"):
+        Host(TumblingWindow(6), Sum).restore(blob)
+    with pytest.raises(ValueError, match="not a udm host snapshot"):
+        Host(TumblingWindow(5), Sum).restore(b"\x80\x04N.")
+
+
+# --- cleanup ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "window", [TumblingWindow(10), HoppingWindow(20, 5), SnapshotWindow(), CountByStartWindow(4)]
+)
+def test_memory_is_bounded_by_data_between_ctis(window: Any) -> None:
+    host = Host(window, total)
+    peak = (0, 0)
+    for i in range(3000):
+        host.process(Insert(f"e{i}", i, i + 3, i % 7))
+        if i % 50 == 49:
+            host.process(Cti(i - 5))
+            peak = max(peak, host.memory_size)
+    events, windows = host.memory_size
+    assert events <= 70 and windows <= 70, host.memory_size
+    assert peak[0] <= 70
+    assert len(host.validator.live) <= 2200  # pruned as it doubles
+
+
+def test_policy_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="keeps timestamps chosen by the UDM"):
+        Host(TumblingWindow(5), Sum, output_policy=OutputPolicy.KEEP)
+    with pytest.raises(ValueError, match="unknown consistency"):
+        Host(TumblingWindow(5), Sum, consistency="eventual")
