@@ -38,8 +38,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
+# mkdocstrings reads the API from the same shadow tree as mypy (see typecheck).
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict --site-dir .build/site
+	@mkdir -p .build/mypy/udm
+	@for p in sdk host cli; do test -e .build/mypy/udm/$$p || ln -s ../../../$$p .build/mypy/udm/$$p; done
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .build/site
 
 docs-serve: $(STAMP)
 	$(BIN)/mkdocs serve

@@ -1,0 +1,28 @@
+from udm.host import Cht, Cti, CtiViolationError, Insert, Retract, derive_cht
+
+stream = [
+    Insert("a", 0, 10, "a"),
+    Cti(5),  # no later element may modify time before 5
+    Insert("b", 2, 4, "b"),  # lies entirely before the CTI
+    Insert("c", 3, 8, "c"),  # starts before the CTI but ends after it
+    Retract("a", 0, 10, 3),  # would move a's end to 3, before the CTI
+]
+
+# raise (the default): the first violating element is rejected, with its position.
+try:
+    derive_cht(stream)
+except CtiViolationError as exc:
+    assert exc.position == 2 and exc.element == Insert("b", 2, 4, "b")
+    assert "before the latest CTI 5" in str(exc)
+else:
+    raise AssertionError("expected CtiViolationError")
+
+# drop: every violating element is discarded and counted.
+cht, stats = derive_cht(stream, cti_policy="drop")
+assert cht == Cht([(0, 10, "a")])
+assert (stats.dropped_inserts, stats.dropped_retractions) == (2, 1)
+
+# adjust: keep what lies after the CTI, drop the rest.
+cht, stats = derive_cht(stream, cti_policy="adjust")
+assert cht == Cht([(0, 5, "a"), (5, 8, "c")])  # a now ends at the CTI, c starts at it
+assert (stats.dropped_inserts, stats.adjusted_inserts, stats.adjusted_retractions) == (1, 1, 1)
