@@ -31,6 +31,7 @@ from sortedcontainers import SortedDict
 
 from udm.host.cht import Cht, freeze
 from udm.host.errors import UdmInvocationError
+from udm.host.gridpath import GridPath, eligible
 from udm.host.indexes import EventIndex, LiveEv, derive_windows
 from udm.host.invoke import (
     instantiate,
@@ -42,7 +43,7 @@ from udm.host.invoke import (
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME, format_time
-from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
+from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
 from udm.host.windows import (
     CountByEndWindow,
     CountByStartWindow,
@@ -145,6 +146,9 @@ class Host:
             :func:`udm.host.evaluate`.
         consistency: ``speculative`` (default) or ``conservative``.
         cti_policy: what to do with elements that violate the latest CTI.
+        fast_path: use the dict-based path for grid windows with invertible,
+            order-insensitive, time-insensitive incremental aggregates (same
+            output, several times faster); ``False`` forces the general one.
 
     Example:
         >>> from udm.host import Host, TumblingWindow, point, Cti
@@ -171,6 +175,7 @@ class Host:
         consistency: Consistency | str = Consistency.SPECULATIVE,
         cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
         args: dict[str, Any] | None = None,
+        fast_path: bool = True,
     ) -> None:
         self.window = window
         self.udm = instantiate(udm, args)
@@ -212,6 +217,25 @@ class Host:
         # the output of an empty window is nothing, so output retractions
         # are the only effect of losing all members
         self._current: Element | None = None
+        self._fast: GridPath | None = None
+        if fast_path and eligible(window, self.udm, self.policy, self.clipping) and isinstance(
+            window, HoppingWindow
+        ):
+            self._fast = GridPath(
+                window,
+                self.udm,
+                self.policy,
+                self.consistency is Consistency.CONSERVATIVE,
+                self._key_fn,
+                self._value_fn,
+                self._label,
+                self._new_id,
+            )
+
+    def _new_id(self, key: Hashable) -> OutputId:
+        oid = OutputId(key, self._next_out)
+        self._next_out += 1
+        return oid
 
     # ------------------------------------------------------------------ API
 
@@ -230,10 +254,36 @@ class Host:
         checked = self.validator.check(element)
         if checked is None:
             return []
-        journal = _Journal()
         out: list[Element] = []
         next_out, seq, cti, output_cti = self._next_out, self._seq, self.cti, self.output_cti
         self._current = element
+        fast = self._fast
+        if fast is not None:
+            fast.current = element
+            fast.begin(checked)
+            try:
+                if isinstance(checked, Insert):
+                    fast.insert(checked, out)
+                elif isinstance(checked, Retract):
+                    fast.retract(checked, out)
+                else:
+                    self.cti = checked.time
+                    candidate = fast.cti_advance(checked.time, out)
+                    if candidate > self.output_cti:
+                        self.output_cti = candidate
+                        out.append(Cti(candidate))
+                    self.validator.prune()
+            except BaseException:
+                fast.rollback(checked)
+                self._restore_validator(saved)
+                self._next_out, self.cti, self.output_cti = next_out, cti, output_cti
+                raise
+            finally:
+                fast.commit()
+                fast.current = None
+                self._current = None
+            return out
+        journal = _Journal()
         try:
             if isinstance(checked, Cti):
                 self._cti(checked.time, out, journal)
@@ -252,11 +302,31 @@ class Host:
         return out
 
     def process_many(self, elements: Iterable[Element]) -> list[Element]:
-        """Consume elements in order; return all outputs."""
+        """Consume elements in order; return all outputs.
+
+        On an error, the elements before the failing one stay processed and
+        their outputs are attached to the exception as ``outputs`` (and its
+        index as ``position``); the host is as it was before that element."""
         out: list[Element] = []
-        for element in elements:
-            out.extend(self.process(element))
-        return out
+        fast = self._fast
+        i = 0
+        try:
+            if fast is None:
+                for i, element in enumerate(elements):  # noqa: B007
+                    out.extend(self.process(element))
+                return out
+            live = self.validator.live
+            validator = self.validator
+            for i, element in enumerate(elements):  # noqa: B007
+                if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
+                    validator.position += 1
+                    continue
+                out.extend(self.process(element))
+            return out
+        except Exception as exc:
+            exc.outputs = out  # type: ignore[attr-defined]
+            exc.position = i  # type: ignore[attr-defined]
+            raise
 
     def flush(self) -> list[Element]:
         """End of stream: a CTI at the end of time finalizes every window."""
@@ -272,6 +342,8 @@ class Host:
     @property
     def memory_size(self) -> tuple[int, int]:
         """(live events, open windows) across keys: what cleanup bounds."""
+        if self._fast is not None:
+            return self._fast.memory_size()
         return (
             sum(len(ks.index) for ks in self.keys.values()),
             sum(len(ks.wins) for ks in self.keys.values()),
@@ -280,22 +352,24 @@ class Host:
     # --------------------------------------------------------- validation
 
     def _save_validator(self, element: Element) -> tuple[Any, ...]:
+        """What a host failure after validation must undo (cheap: this runs
+        for every element)."""
         v = self.validator
-        ident = getattr(element, "id", None)
-        live = None
-        if ident is not None:
-            try:
-                ev = v.live.get(ident)
-            except TypeError:
-                ev = None
-            live = None if ev is None else replace(ev)
-        dropped = ident is not None and _safe_in(ident, v.dropped_ids)
-        return (v.position, v.cti, replace(v.stats), ident, live, dropped)
+        if isinstance(element, Cti):
+            return (v.position, v.cti, v.stats.as_tuple(), None, None, False)
+        ident = element.id
+        try:
+            ev = v.live.get(ident)
+        except TypeError:  # unhashable id: the validator will reject it
+            return (v.position, v.cti, v.stats.as_tuple(), None, None, False)
+        live = None if ev is None else LiveEvent(ev.start, ev.end, ev.payload, ev.original_start)
+        dropped = bool(v.dropped_ids) and ident in v.dropped_ids
+        return (v.position, v.cti, v.stats.as_tuple(), ident, live, dropped)
 
     def _restore_validator(self, saved: tuple[Any, ...]) -> None:
         v = self.validator
         position, cti, stats, ident, live, dropped = saved
-        v.position, v.cti, v.stats = position, cti, stats
+        v.position, v.cti, v.stats = position, cti, ValidationStats(*stats)
         if ident is not None:
             if live is None:
                 v.live.pop(ident, None)
@@ -881,6 +955,7 @@ class Host:
                 ],
                 "dropped_ids": list(v.dropped_ids),
             },
+            "fast": None if self._fast is None else self._fast.dump(),
             "keys": [
                 {
                     "key": key,
@@ -922,8 +997,6 @@ class Host:
                 f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
                 f"running {self._label!r} over {self.window!r}"
             )
-        from udm.host.validation import LiveEvent
-
         self.cti, self.output_cti = data["cti"], data["output_cti"]
         self._next_out, self._seq = data["next_out"], data["seq"]
         vd = data["validator"]
@@ -932,6 +1005,8 @@ class Host:
         v.stats = ValidationStats(**vd["stats"])
         v.live = {i: LiveEvent(s, e, p, o) for i, s, e, p, o in vd["live"]}
         v.dropped_ids = set(vd["dropped_ids"])
+        if self._fast is not None:
+            self._fast.load(data["fast"])
         self.keys = {}
         self._key_of = {}
         for kd in data["keys"]:

@@ -65,6 +65,15 @@ class ValidationStats:
     def adjusted(self) -> int:
         return self.adjusted_inserts + self.adjusted_retractions
 
+    def as_tuple(self) -> tuple[int, int, int, int, int]:
+        return (
+            self.dropped_inserts,
+            self.dropped_retractions,
+            self.dropped_ctis,
+            self.adjusted_inserts,
+            self.adjusted_retractions,
+        )
+
     def as_dict(self) -> dict[str, int]:
         return {
             "dropped_inserts": self.dropped_inserts,
