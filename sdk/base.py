@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 from udm.sdk.errors import UdmDefinitionError
@@ -47,7 +47,8 @@ UdmKind = Literal["aggregate", "operator", "function"]
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """``MyAverage`` -> ``my_average``; acronyms stay whole (``HTTPCount`` -> ``http_count``)."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
 class Udm:
@@ -64,6 +65,9 @@ class Udm:
     time_sensitive: ClassVar[bool] = False
     incremental: ClassVar[bool] = False
     properties: ClassVar[Properties] = Properties()
+    # What the class (or its nearest ancestor) declared, before derivation:
+    # a subclass re-derives from it instead of inheriting resolved values.
+    _declared_properties: ClassVar[Properties] = Properties()
     name: ClassVar[str] = ""
     # Set on the flavor base classes themselves; concrete UDMs are validated.
     _flavor_base: ClassVar[bool] = True
@@ -100,11 +104,13 @@ class Udm:
         return f"<{self.flavor()} {type(self).__qualname__}>"
 
 
-def _positional_count(fn: Callable[..., Any]) -> tuple[int, bool]:
+def _positional_count(cls: type, method: str) -> tuple[int, bool]:
     """(number of positional parameters excluding self, accepts *args)."""
-    sig = inspect.signature(fn)
-    params = list(sig.parameters.values())
-    if params and params[0].name in ("self", "cls"):
+    params = list(inspect.signature(getattr(cls, method)).parameters.values())
+    # A plain function in a class receives the instance first, whatever that
+    # parameter is called; static and class methods do not.
+    raw = inspect.getattr_static(cls, method)
+    if inspect.isfunction(raw) and params and params[0].kind is not params[0].VAR_POSITIONAL:
         params = params[1:]
     var = any(p.kind is p.VAR_POSITIONAL for p in params)
     count = sum(
@@ -129,13 +135,13 @@ def _validate_class(cls: type[Udm]) -> None:
         fn = getattr(cls, method)
         if not callable(fn):
             raise UdmDefinitionError(f"{where}.{method} must be a method, not {type(fn).__name__}")
-        count, var = _positional_count(fn)
+        count, var = _positional_count(cls, method)
         if count != arity and not (var and count <= arity):
             raise UdmDefinitionError(
                 f"{where}.{method} takes {count} required argument(s) besides self, "
                 f"but a {cls.flavor()} calls it with {arity}"
             )
-    declared = cls.properties
+    declared = cls.__dict__.get("properties", cls._declared_properties)
     if not isinstance(declared, Properties):
         raise UdmDefinitionError(
             f"{where}.properties must be a udm.sdk.Properties, not {type(declared).__name__}"
@@ -164,6 +170,7 @@ def _validate_class(cls: type[Udm]) -> None:
         derived["output_within_window"] = True
     else:
         derived["output_within_window"] = False
+    cls._declared_properties = declared
     cls.properties = declared.resolved(**derived)
 
 
