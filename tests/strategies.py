@@ -149,9 +149,7 @@ def equivalent_streams(
     (insert plus corrections) in order, histories interleaved arbitrarily,
     up to ``ghosts`` extra events inserted and fully retracted, and
     optionally CTIs at the latest times the stream allows."""
-    histories: list[list[Element]] = [
-        draw(_history(e, f"e{i}")) for i, e in enumerate(cht)
-    ]
+    histories: list[list[Element]] = [draw(_history(e, f"e{i}")) for i, e in enumerate(cht)]
     n_ghosts = draw(st.integers(0, ghosts))
     histories += [draw(_ghost(f"g{i}", payload)) for i in range(n_ghosts)]
     # the k-th occurrence of history i in the schedule emits its k-th element
