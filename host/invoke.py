@@ -111,12 +111,15 @@ def prepare(
     then payload; time-insensitive UDMs, which see no lifetimes, get them by
     start time, then payload. Either way the order depends only on what the
     UDM can see, so a change that does not affect a window (an end moving
-    outside it) never reorders its input.
+    outside it) never reorders its input. Clipping only affects lifetimes,
+    so time-insensitive UDMs get unclipped events: their order (by original
+    start) must not depend on the clipping policy.
     """
-    events = [map_payload(clipping.clip(e, window), value_fn) for e in members]
     if time_sensitive:
+        events = [map_payload(clipping.clip(e, window), value_fn) for e in members]
         events.sort(key=canonical_key)
     else:
+        events = [map_payload(e, value_fn) for e in members]
         events.sort(key=lambda e: (e.start, repr(freeze(e.payload))))
     return events
 

@@ -329,6 +329,52 @@ class TestOutputPolicies:
         assert "(use 'clip')" in msg
         assert isinstance(err.value.__cause__, ValueError)
 
+    @pytest.mark.parametrize(
+        ("kind", "policy", "expected"),
+        [
+            (
+                "hopping",
+                "clip",
+                [(2, 6, "a"), (4, 9, "a"), (6, 10, "b"), (8, 9, "a"), (8, 14, "b"), (12, 14, "b")],
+            ),
+            (
+                "hopping",
+                "align",
+                [
+                    (0, 6, "a"),
+                    (4, 10, "a"),
+                    (4, 10, "b"),
+                    (8, 14, "a"),
+                    (8, 14, "b"),
+                    (12, 18, "b"),
+                ],
+            ),
+            (
+                "hopping",
+                "point_end",
+                [
+                    (5, 6, "a"),
+                    (9, 10, "a"),
+                    (9, 10, "b"),
+                    (13, 14, "a"),
+                    (13, 14, "b"),
+                    (17, 18, "b"),
+                ],
+            ),
+            ("snapshot", "clip", [(2, 6, "a"), (6, 9, "a"), (6, 9, "b"), (9, 14, "b")]),
+            ("snapshot", "align", [(2, 6, "a"), (6, 9, "a"), (6, 9, "b"), (9, 14, "b")]),
+            ("snapshot", "point_end", [(5, 6, "a"), (8, 9, "a"), (8, 9, "b"), (13, 14, "b")]),
+            ("count_by_end", "clip", [(8, 9, "a"), (8, 14, "b")]),
+            ("count_by_end", "align", [(8, 14, "a"), (8, 14, "b")]),
+            ("count_by_end", "point_end", [(13, 14, "a"), (13, 14, "b")]),
+        ],
+    )
+    def test_echo_per_kind_and_policy(
+        self, kind: str, policy: str, expected: list[tuple[int, int, str]]
+    ) -> None:
+        window, _ = CLIPPING_TABLE[kind]
+        assert evaluate(AB, window, Echo, output_policy=policy) == expected
+
     def test_count_by_start_echo(self) -> None:
         window = CountByStartWindow(2)
         assert evaluate(AB, window, Echo) == [(2, 7, "a"), (6, 7, "b")]
@@ -620,6 +666,14 @@ class TestCanonicalOrder:
         out = evaluate(cht, TumblingWindow(10), Collect)
         # by start, then payload: the end is invisible to the UDM
         assert out == [(0, 10, ("a", "b", "z", "c"))]
+
+    @pytest.mark.parametrize("clipping", CLIPPINGS)
+    def test_time_insensitive_order_ignores_clipping(self, clipping: str) -> None:
+        # left clipping would give both events start 5 in [5, 10); a
+        # time-insensitive UDM sees no lifetimes, so its order must not change
+        cht = Cht([E(0, 9, "z"), E(3, 9, "a")])
+        out = evaluate(cht, TumblingWindow(5), Collect, input_clipping=clipping)
+        assert out == [(0, 5, ("z", "a")), (5, 10, ("z", "a"))]
 
     def test_time_sensitive_udms_see_clipped_start_end_payload_order(self) -> None:
         cht = Cht([E(6, 7, "x"), E(-5, 8, "b"), E(2, 8, "a"), E(2, 4, "q")])

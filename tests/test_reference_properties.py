@@ -243,3 +243,11 @@ class TestInputOrder:
             out = evaluate(cht, window, udm, input_clipping=clipping)
             assert evaluate(shuffled, window, udm, input_clipping=clipping) == out
             assert evaluate(list(reversed(cht)), window, udm, input_clipping=clipping) == out
+
+    @FAST
+    @given(chts(max_size=8), windows, clippings)
+    def test_time_insensitive_udms_ignore_clipping(
+        self, cht: Cht, window: WindowSpec, clipping: str
+    ) -> None:
+        # clipping changes lifetimes only, which time-insensitive UDMs never see
+        assert evaluate(cht, window, Order, input_clipping=clipping) == evaluate(cht, window, Order)
