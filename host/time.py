@@ -44,6 +44,21 @@ def _from_nanos(nanos: int, what: Any) -> int:
     return nanos // 1000
 
 
+def _from_numpy(value: Any, unit: str) -> int:
+    """Ticks of a numpy datetime64/timedelta64 of any unit. Converting to
+    microseconds directly (not through nanoseconds, whose int64 range is
+    only 1678-2262) keeps far dates exact; a round trip detects finer parts."""
+    import numpy as np
+
+    micros = value.astype(unit)
+    if micros != value:
+        raise TimeConversionError(
+            f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
+            f"Round the value to microseconds first (e.g. value.astype({unit!r}))."
+        )
+    return int(micros.astype(np.int64))
+
+
 def to_ticks(value: Any) -> int:
     """Convert a point in time to ticks.
 
@@ -100,7 +115,7 @@ def to_ticks(value: Any) -> int:
                     "NaT (not a time) cannot be converted to ticks; "
                     "drop or fill missing times first"
                 )
-            return _from_nanos(int(value.astype("datetime64[ns]").astype(np.int64)), value)
+            return to_ticks(_from_numpy(value, "datetime64[us]"))
         if isinstance(value, np.integer):
             return to_ticks(int(value))
     if type_name.startswith("pyarrow."):
@@ -140,7 +155,7 @@ def to_duration_ticks(value: Any) -> int:
         import numpy as np
 
         if isinstance(value, np.timedelta64):
-            return _from_nanos(int(value.astype("timedelta64[ns]").astype(np.int64)), value)
+            return _from_numpy(value, "timedelta64[us]")
     raise TimeConversionError(
         f"cannot convert {value!r} ({type(value).__name__}) to a duration in ticks; "
         "use int ticks or datetime.timedelta"

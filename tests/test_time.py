@@ -101,8 +101,17 @@ class TestDatetimes:
     def test_numpy_sub_microsecond_rejected(self) -> None:
         with pytest.raises(TimeConversionError) as err:
             to_ticks(np.datetime64("2024-01-01T00:00:00.000000001"))
-        assert "1704067200000000001 ns" in str(err.value)
-        assert "Round the value to microseconds" in str(err.value)
+        assert "np.datetime64('2024-01-01T00:00:00.000000001')" in str(err.value)
+        assert "value.astype('datetime64[us]')" in str(err.value)
+
+    def test_numpy_far_dates_are_exact(self) -> None:
+        # beyond the 1678-2262 range of nanosecond int64
+        assert to_ticks(np.datetime64("3000-01-01")) == to_ticks(dt.datetime(3000, 1, 1))
+        assert to_ticks(np.datetime64("3000-01-01")) == 32_503_680_000 * TICKS_PER_SECOND
+        assert to_ticks(np.datetime64("1500-01-01T00:00:00.000001")) == to_ticks(
+            dt.datetime(1500, 1, 1, 0, 0, 0, 1)
+        )
+        assert to_ticks(pd.Timestamp("3000-01-01")) == 32_503_680_000 * TICKS_PER_SECOND
 
     def test_numpy_nat_rejected(self) -> None:
         with pytest.raises(TimeConversionError) as err:
@@ -207,8 +216,14 @@ class TestDurations:
     def test_sub_microsecond_durations_rejected(self) -> None:
         with pytest.raises(TimeConversionError, match="sub-microsecond precision"):
             to_duration_ticks(pd.Timedelta(1, unit="ns"))
-        with pytest.raises(TimeConversionError, match=r"1 ns\); udm ticks are microseconds"):
+        with pytest.raises(TimeConversionError) as err:
             to_duration_ticks(np.timedelta64(1, "ns"))
+        assert "np.timedelta64(1,'ns') has sub-microsecond precision" in str(err.value)
+        assert "value.astype('timedelta64[us]')" in str(err.value)
+
+    def test_long_numpy_durations_are_exact(self) -> None:
+        days = 400 * 365  # more than the 292 years of nanosecond int64
+        assert to_duration_ticks(np.timedelta64(days, "D")) == days * 86_400 * TICKS_PER_SECOND
 
     def test_bool_and_string_rejected(self) -> None:
         with pytest.raises(TimeConversionError) as err:
