@@ -582,41 +582,57 @@ class Host:
         else:
             w.n_events, w.state = n, state
 
+    def _belongs(self, ev: LiveEv, start: int, end: int) -> bool:
+        if self._count_start:
+            return start <= ev.start < end
+        if self._count_end:
+            return start < ev.end <= end
+        return ev.start < end and start < ev.end
+
     def _delta(self, ks: _KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
         """Apply the change of one event to a window that kept its shape."""
         w: _Win = ks.wins[start]
-        desc = WindowDescriptor(start, w.end)
-        spec = self.window
-        was = old is not None and spec.belongs(old.event(), desc)
-        now = new is not None and spec.belongs(new.event(), desc)
+        end = w.end
+        was = old is not None and self._belongs(old, start, end)
+        now = new is not None and self._belongs(new, start, end)
         w.n_events += int(now) - int(was)
-        if not self._incremental:
+        if not self._incremental or not (was or now):
             return
-        if was and now:
-            assert old is not None and new is not None
-            if not self._ts:
-                return
-            e_old, e_new = self._prepared(old, desc), self._prepared(new, desc)
-            if e_old == e_new:
-                return
+        if was and now and not self._ts:
+            return  # same payload, only the (invisible) lifetime changed
         u: Any = self.udm
+        if not self._ts:
+            if (was and not self._can_remove) or not self._order_free:
+                self._rebuild(ks, start, end)
+                return
+            value_fn = self._value_fn
+            if was:
+                assert old is not None
+                value = old.payload if value_fn is None else value_fn(old.payload)
+                w.state = self._guard(start, end, lambda: u.remove(w.state, value))
+            if now:
+                assert new is not None
+                value = new.payload if value_fn is None else value_fn(new.payload)
+                w.state = self._guard(start, end, lambda: u.add(w.state, value))
+            return
+        desc = WindowDescriptor(start, end)
+        e_old = self._prepared(old, desc) if was and old is not None else None
+        e_new = self._prepared(new, desc) if now and new is not None else None
+        if e_old == e_new:
+            return
         if (was and not self._can_remove) or not self._order_free:
-            self._rebuild(ks, start, w.end)
+            self._rebuild(ks, start, end)
             return
 
         def update() -> Any:
             state = w.state
-            if was:
-                assert old is not None
-                e = self._prepared(old, desc)
-                state = u.remove(state, e, desc) if self._ts else u.remove(state, e.payload)
-            if now:
-                assert new is not None
-                e = self._prepared(new, desc)
-                state = u.add(state, e, desc) if self._ts else u.add(state, e.payload)
+            if e_old is not None:
+                state = u.remove(state, e_old, desc)
+            if e_new is not None:
+                state = u.add(state, e_new, desc)
             return state
 
-        w.state = self._guard(start, w.end, update)
+        w.state = self._guard(start, end, update)
 
     # ------------------------------------------------------------- output
 
