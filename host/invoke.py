@@ -73,9 +73,10 @@ def udm_label(udm: Udm) -> str:
     return udm.name or type(udm).__qualname__
 
 
-def make_value_fn(value: str | Callable[[Any], Any] | None) -> ValueFn:
+def make_value_fn(value: str | Callable[[Any], Any] | None, argument: str = "value") -> ValueFn:
     """The mapping from an input payload to what the UDM receives: a field
-    name picks that field of mapping payloads, a callable is applied."""
+    name picks that field of mapping payloads, a callable is applied.
+    ``argument`` names the query argument the field came from, for errors."""
     if value is None or callable(value):
         return value
     field = value
@@ -86,7 +87,7 @@ def make_value_fn(value: str | Callable[[Any], Any] | None) -> ValueFn:
         except (KeyError, TypeError, IndexError):
             raise KeyError(
                 f"payload {payload!r} has no field {field!r}; "
-                "check the value= argument of the query"
+                f"check the {argument}= argument of the query"
             ) from None
 
     return pick

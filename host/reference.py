@@ -107,7 +107,7 @@ def evaluate_by_key(
 ) -> dict[Hashable, Cht]:
     """:func:`evaluate` applied to each group of events with the same key
     (a payload field name or a function of the payload): group-and-apply."""
-    key_fn = make_value_fn(key)
+    key_fn = make_value_fn(key, "key")
     assert key_fn is not None
     groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
     for e in cht:

@@ -611,6 +611,13 @@ class TestUdfsAndMapping:
         )
         assert out == {False: Cht([(4, 5, 1)]), True: Cht([(4, 5, 1)])}
 
+    def test_evaluate_by_key_missing_field(self) -> None:
+        with pytest.raises(KeyError) as err:
+            evaluate_by_key(READINGS, "room", TumblingWindow(5), Count)
+        msg = str(err.value)
+        assert "payload {'sensor': 's1', 'temp': 10.0} has no field 'room'" in msg
+        assert "check the key= argument of the query" in msg
+
     def test_udf_is_not_a_window_udm(self) -> None:
         with pytest.raises(TypeError) as err:
             evaluate(READINGS, TumblingWindow(5), fahrenheit)  # type: ignore[arg-type]
