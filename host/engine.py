@@ -21,6 +21,7 @@ is bounded by the data between CTIs.
 
 from __future__ import annotations
 
+import gc
 import pickle
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field, replace
@@ -184,7 +185,7 @@ class Host:
         self.consistency = Consistency.parse(consistency)
         self.key_option = key
         self.value_option = value
-        self._key_fn = make_value_fn(key)
+        self._key_fn = make_value_fn(key, "key")
         self._value_fn = make_value_fn(value)
         self.validator = StreamValidator(cti_policy=cti_policy)
         self.keys: dict[Hashable, _KeyState] = {}
@@ -218,8 +219,10 @@ class Host:
         # are the only effect of losing all members
         self._current: Element | None = None
         self._fast: GridPath | None = None
-        if fast_path and eligible(window, self.udm, self.policy, self.clipping) and isinstance(
-            window, HoppingWindow
+        if (
+            fast_path
+            and eligible(window, self.udm, self.policy, self.clipping)
+            and isinstance(window, HoppingWindow)
         ):
             self._fast = GridPath(
                 window,
@@ -306,10 +309,17 @@ class Host:
 
         On an error, the elements before the failing one stay processed and
         their outputs are attached to the exception as ``outputs`` (and its
-        index as ``position``); the host is as it was before that element."""
+        index as ``position``); the host is as it was before that element.
+
+        The cyclic garbage collector is paused while a batch runs: the host
+        creates no reference cycles, reference counting still frees memory,
+        and collections triggered by millions of short-lived objects would
+        otherwise cost a third of the time."""
         out: list[Element] = []
         fast = self._fast
         i = 0
+        collecting = gc.isenabled()
+        gc.disable()
         try:
             if fast is None:
                 for i, element in enumerate(elements):  # noqa: B007
@@ -327,6 +337,9 @@ class Host:
             exc.outputs = out  # type: ignore[attr-defined]
             exc.position = i  # type: ignore[attr-defined]
             raise
+        finally:
+            if collecting:
+                gc.enable()
 
     def flush(self) -> list[Element]:
         """End of stream: a CTI at the end of time finalizes every window."""

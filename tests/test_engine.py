@@ -115,7 +115,9 @@ def test_speculative_output_before_end_of_stream(window: Any, stream: list[Any])
     outputs = host.process_many(stream)
     cht = derive_cht(stream)[0]
     # the watermark: latest CTI or start of any insert (even one retracted since)
-    times = [e.time if isinstance(e, Cti) else e.start for e in stream if not isinstance(e, Retract)]
+    times = [
+        e.time if isinstance(e, Cti) else e.start for e in stream if not isinstance(e, Retract)
+    ]
     watermark = max(times, default=host.cti)
     assert output_cht(outputs) == evaluate(cht, window, Sum, watermark=watermark)
 
