@@ -1,0 +1,1106 @@
+"""The fluent query API: streams of events, windows, UDMs, in-process or on Spark.
+
+A :class:`Stream` is a lazy query plan over events with lifetimes::
+
+    Stream.from_dataframe(df, start="ts", key="sensor")     # point events
+          .where(lambda p: p["temp"] is not None)            # UDF filter
+          .hopping_window(size=timedelta(minutes=10), hop=timedelta(minutes=5))
+          .aggregate("stats.median", value="temp")           # a UDA by name
+          .to_dataframe()                                     # start, end, sensor, median
+
+Each event is a lifetime ``[start, end)`` and a payload: the row's columns
+other than its time columns (key columns included). Group keys
+(``key=`` or :meth:`Stream.group_apply`) split the stream into groups with
+their own windows, as StreamInsight's group-and-apply. A window operation
+(:meth:`WindowedStream.aggregate`, :meth:`WindowedStream.apply`) yields a
+new stream whose payload columns are the key columns and the results, so
+queries chain.
+
+Two engines run a plan with the same semantics: Spark (``to_dataframe()``,
+and ``to_cht()`` of DataFrame sources) and the in-process reference
+evaluator (``to_cht(engine="reference")``, and in-memory sources), which
+calls :func:`udm.host.evaluate` per group. This module never imports
+pyspark; the Spark engine lives in :mod:`udm.host.spark` and is imported on
+first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from udm.host.cht import Cht, derive_cht
+from udm.host.invoke import ValueFn, instantiate, make_value_fn
+from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
+from udm.host.reference import evaluate
+from udm.host.stream import Element
+from udm.host.time import INFINITY, format_time, to_ticks
+from udm.host.validation import CtiPolicy
+from udm.host.windows import (
+    CountByEndWindow,
+    CountByStartWindow,
+    HoppingWindow,
+    SnapshotWindow,
+    TumblingWindow,
+    WindowSpec,
+)
+from udm.sdk.base import Udm
+from udm.sdk.decorators import Function
+from udm.sdk.events import IntervalEvent
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "AggSpec",
+    "InvalidEventError",
+    "QueryMetrics",
+    "Stream",
+    "WindowedStream",
+    "agg",
+    "register_udm",
+]
+
+log = logging.getLogger("udm.query")
+
+#: Internal column names of the normalized event table (ticks, int64).
+S_COL = "__udm_s"
+E_COL = "__udm_e"
+INTERNAL_PREFIX = "__udm_"
+
+Shape = Literal["point", "interval", "edge"]
+OnInvalid = Literal["raise", "drop"]
+ValueArg = str | Sequence[str] | Callable[[Any], Any] | None
+Row = tuple[int, int, dict[str, Any]]
+
+
+class InvalidEventError(ValueError):
+    """An input row cannot be an event (null or unparsable time, end not
+    after start). The message names the column and shows the row."""
+
+
+# ---------------------------------------------------------------- registry
+
+_LOCAL_UDMS: dict[str, Any] = {}
+
+
+def register_udm(name: str, udm: Any) -> None:
+    """Make a UDM class or instance available by ``name`` in this process
+    (the plugin registry, :mod:`udm.host.registry`, supersedes this)."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a UDM name must be a non-empty string, got {name!r}")
+    _LOCAL_UDMS[name] = udm
+
+
+def _resolve_udm(name_or_udm: Any) -> Any:
+    """A UDM class or instance from itself or its registered name."""
+    if not isinstance(name_or_udm, str):
+        return name_or_udm
+    name = name_or_udm
+    if name in _LOCAL_UDMS:
+        return _LOCAL_UDMS[name]
+    try:
+        registry: Any = importlib.import_module("udm.host.registry")
+    except ImportError:
+        registry = None
+    if registry is not None and hasattr(registry, "get_registry"):
+        return registry.get_registry().resolve(name)
+    known = ", ".join(sorted(_LOCAL_UDMS)) or "none"
+    raise KeyError(
+        f"no UDM is registered as {name!r} (registered: {known}); pass the UDM class itself "
+        "or register it with udm.host.query.register_udm(name, cls)"
+    )
+
+
+# ------------------------------------------------------------ plan pieces
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate of a multi-aggregate call (see :func:`agg`)."""
+
+    udm: Any
+    value: ValueArg = None
+    returns: Any = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+
+def agg(udm: Any, value: ValueArg = None, *, returns: Any = None, **args: Any) -> AggSpec:
+    """An aggregate for ``aggregate(name=agg(...), ...)``: the UDM (name,
+    class or instance), its ``value`` mapping, result type and arguments."""
+    return AggSpec(udm, value, returns, dict(args))
+
+
+def _pick(columns: Sequence[str]) -> Callable[[Any], Any]:
+    cols = list(columns)
+
+    def pick(payload: Any) -> Any:
+        try:
+            return {c: payload[c] for c in cols}
+        except KeyError as exc:
+            raise KeyError(f"payload {payload!r} has no field {exc.args[0]!r}") from None
+
+    return pick
+
+
+@dataclass(frozen=True)
+class UdmCall:
+    """A resolved UDM invocation: output name, instance, input mapping."""
+
+    name: str
+    udm: Udm
+    value: ValueArg
+    returns: Any = None
+
+    @property
+    def value_fn(self) -> ValueFn:
+        if self.value is None or isinstance(self.value, str) or callable(self.value):
+            return make_value_fn(self.value)
+        return _pick(self.value)
+
+    def columns(self) -> list[str] | None:
+        """Input columns the UDM reads (``None``: the whole payload)."""
+        if isinstance(self.value, str):
+            return [self.value]
+        if self.value is None or callable(self.value):
+            return None
+        return list(self.value)
+
+    def describe(self) -> str:
+        if self.value is None:
+            v = "payload"
+        elif isinstance(self.value, str):
+            v = repr(self.value)
+        elif callable(self.value):
+            v = getattr(self.value, "__name__", "fn")
+        else:
+            v = repr(list(self.value))
+        return f"{self.udm.name}({v}) [{self.udm.flavor()}]"
+
+
+@dataclass(frozen=True)
+class WhereNode:
+    predicate: Any
+
+    def describe(self) -> str:
+        return f"where {_describe_expr(self.predicate)}"
+
+
+@dataclass(frozen=True)
+class SelectNode:
+    columns: tuple[Any, ...]
+    named: tuple[tuple[str, Any, Any], ...]  # (name, UDF or Column, returns)
+
+    def describe(self) -> str:
+        parts = [_describe_expr(c) for c in self.columns]
+        parts += [f"{n}={_describe_expr(e)}" for n, e, _ in self.named]
+        return "select " + ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class GroupNode:
+    keys: tuple[str, ...]
+
+    def describe(self) -> str:
+        return "group_apply " + (", ".join(self.keys) if self.keys else "(no key)")
+
+
+@dataclass(frozen=True)
+class WindowOp:
+    """A windowed aggregate (one or more UDAs) or operator."""
+
+    window: WindowSpec
+    kind: Literal["aggregate", "operator"]
+    calls: tuple[UdmCall, ...]
+    clipping: InputClipping
+    policy: OutputPolicy
+    emit_empty: bool
+    watermark: int
+    partial: bool | None
+    multi: bool  # aggregate(name=..., ...): struct fields are prefixed with the name
+
+    def mergeable(self) -> bool:
+        """Whether partial aggregation may be used: every UDA merges states
+        and does not depend on input order."""
+        return self.kind == "aggregate" and all(
+            c.udm.incremental
+            and bool(c.udm.properties.mergeable)
+            and c.udm.properties.order_insensitive
+            for c in self.calls
+        )
+
+    def use_partial(self) -> bool:
+        if self.partial is None:
+            return self.mergeable()
+        if self.partial and not self.mergeable():
+            bad = [c.udm.name for c in self.calls if not c.udm.properties.mergeable]
+            raise ValueError(
+                f"partial=True needs mergeable, order-insensitive incremental aggregates; "
+                f"{', '.join(bad) or 'these UDMs'} cannot merge states"
+            )
+        return self.partial
+
+    def describe(self) -> str:
+        wm = "" if self.watermark >= INFINITY else f", watermark={format_time(self.watermark)}"
+        lines = [f"window {self.window!r}{wm}"]
+        for c in self.calls:
+            lines.append(f"  {self.kind} {c.name} = {c.describe()}")
+        opts = f"input_clipping={self.clipping.value}, output_policy={self.policy.value}"
+        if self.emit_empty:
+            opts += ", emit_empty"
+        lines.append(f"  {opts}")
+        return "\n".join(lines)
+
+
+Node = WhereNode | SelectNode | GroupNode | WindowOp
+
+
+def _describe_expr(expr: Any) -> str:
+    if isinstance(expr, str):
+        return expr
+    if isinstance(expr, Function):
+        return f"udf {expr.name}"
+    if callable(expr) and not _is_column(expr):
+        return f"udf {getattr(expr, '__name__', type(expr).__name__)}"
+    return str(expr)
+
+
+def _is_column(expr: Any) -> bool:
+    return type(expr).__name__ == "Column" and type(expr).__module__.startswith("pyspark")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the events come from: a Spark DataFrame or in-memory rows."""
+
+    df: Any = None
+    rows: tuple[Row, ...] | None = None
+    start: str = "start"
+    end: str | None = None
+    shape: Shape = "point"
+    on_invalid: OnInvalid = "raise"
+    scalar: bool = False  # in-memory payloads were scalars, held in column "value"
+    timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
+
+    def describe(self) -> str:
+        if self.df is not None:
+            cols = ", ".join(f"{f.name}: {f.dataType.simpleString()}" for f in self.df.schema)
+            if self.shape == "point":
+                life = f"point events at {self.start!r}"
+            elif self.shape == "edge":
+                life = (
+                    f"edge events [{self.start!r}, {self.end!r}), open while {self.end!r} is null"
+                )
+            else:
+                life = f"interval events [{self.start!r}, {self.end!r})"
+            return f"DataFrame[{cols}]\n  {life}; on_invalid={self.on_invalid}"
+        assert self.rows is not None
+        return f"{len(self.rows)} in-memory events; on_invalid={self.on_invalid}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a CHT payload is made from an output row: one column's value
+    (``scalar``) or a dict of fields read from columns."""
+
+    scalar: str | None
+    fields: tuple[tuple[str, str], ...]
+
+    def payload(self, row: Mapping[str, Any]) -> Any:
+        if self.scalar is not None:
+            return row[self.scalar]
+        return {name: row[col] for name, col in self.fields}
+
+
+class QueryMetrics:
+    """What a run dropped under ``on_invalid="drop"``, by reason.
+
+    For the Spark engine the counts are observed while the output is
+    computed (no extra job), so they exist once an action on the output
+    DataFrame has finished; ``invalid_rows()`` returns ``None`` before that
+    (or waits with ``wait=True``).
+    """
+
+    def __init__(self, counts: Mapping[str, int] | None = None, observation: Any = None) -> None:
+        self._counts = dict(counts) if counts is not None else None
+        self._observation = observation
+        self._logged = False
+
+    def _ready(self) -> bool:
+        if self._counts is not None or self._observation is None:
+            return True
+        try:
+            return bool(self._observation._jo.future().isCompleted())
+        except Exception:  # pragma: no cover - other Spark builds
+            return True
+
+    def invalid_rows(self, wait: bool = False) -> dict[str, int] | None:
+        """Rows dropped by reason (only reasons that occurred), or ``None``
+        if the output has not been computed yet and ``wait`` is false."""
+        if self._counts is None and self._observation is not None:
+            if not wait and not self._ready():
+                return None
+            got = self._observation.get
+            self._counts = {k: int(v or 0) for k, v in got.items()}
+        counts = {k: v for k, v in (self._counts or {}).items() if v}
+        if counts and not self._logged:
+            self._logged = True
+            log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
+        return counts
+
+    @property
+    def dropped(self) -> int:
+        """Total rows dropped (waits for the output to be computed)."""
+        return sum((self.invalid_rows(wait=True) or {}).values())
+
+    def __repr__(self) -> str:
+        return f"QueryMetrics(invalid_rows={self.invalid_rows()!r})"
+
+
+# ------------------------------------------------------------ validation
+
+
+def reason_null(col: str) -> str:
+    return f"{col!r} is null"
+
+
+def reason_unparsable(col: str) -> str:
+    return f"{col!r} is not a valid time"
+
+
+def reason_end_of_time(col: str) -> str:
+    return f"{col!r} is the end of time (a point event cannot start there)"
+
+
+def reason_no_end(col: str) -> str:
+    return f"{col!r} is null (interval events need an end; use shape='edge' for open events)"
+
+
+def reason_order(start: str, end: str) -> str:
+    return f"{end!r} is not after {start!r}"
+
+
+def check_row(
+    start: Any, end: Any, shape: Shape, start_col: str, end_col: str | None
+) -> tuple[int, int] | str:
+    """Ticks of one in-memory row's lifetime, or the reason it is invalid."""
+    if start is None:
+        return reason_null(start_col)
+    try:
+        s = to_ticks(start)
+    except (ValueError, TypeError):
+        return reason_unparsable(start_col)
+    if shape == "point" or end_col is None:
+        if s >= INFINITY:
+            return reason_end_of_time(start_col)
+        return s, s + 1
+    if end is None:
+        if shape == "edge":
+            return s, INFINITY
+        return reason_no_end(end_col)
+    try:
+        e = to_ticks(end)
+    except (ValueError, TypeError):
+        return reason_unparsable(end_col)
+    if e <= s:
+        return reason_order(start_col, end_col)
+    return s, e
+
+
+def _invalid(reason: str, row: Any) -> InvalidEventError:
+    return InvalidEventError(
+        f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
+        "to drop such rows and count them (stream.metrics.invalid_rows())"
+    )
+
+
+# ----------------------------------------------------------------- streams
+
+
+def _keys(key: str | Sequence[str] | None) -> tuple[str, ...]:
+    if key is None:
+        return ()
+    if isinstance(key, str):
+        return (key,)
+    keys = tuple(key)
+    if not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"group keys must be column names, got {key!r}")
+    return keys
+
+
+class Stream:
+    """A lazy query over events; every method returns a new stream."""
+
+    def __init__(
+        self, source: Source, nodes: tuple[Node, ...] = (), keys: tuple[str, ...] = ()
+    ) -> None:
+        self._source = source
+        self._nodes = nodes
+        self._keys = keys
+        #: metrics of the latest run of this stream (``to_dataframe``/``to_cht``)
+        self.metrics = QueryMetrics({})
+
+    # ------------------------------------------------------------ sources
+
+    @classmethod
+    def from_dataframe(
+        cls,
+        df: DataFrame,
+        start: str = "start",
+        end: str | None = None,
+        key: str | Sequence[str] | None = None,
+        shape: Shape | None = None,
+        on_invalid: OnInvalid = "raise",
+    ) -> Stream:
+        """Events from a Spark DataFrame, one per row.
+
+        Args:
+            df: the rows; time columns are timestamps, timestamp_ntz, dates,
+                integer ticks or ISO strings.
+            start: the start column.
+            end: the end column (``None``: point events ``[start, start+1)``).
+            key: group key column(s), as :meth:`group_apply`.
+            shape: ``point`` (no end column), ``interval`` (end required) or
+                ``edge`` (a null end means the event has not ended).
+                Default: ``point`` without ``end``, else ``interval``.
+            on_invalid: ``raise`` (default) fails on the first row with a
+                null or unparsable time or an end not after its start, naming
+                the column and showing the row; ``drop`` drops and counts them
+                (see :attr:`metrics`).
+        """
+        shape = shape or ("point" if end is None else "interval")
+        if shape not in ("point", "interval", "edge"):
+            raise ValueError(f"unknown shape {shape!r}; use 'point', 'interval' or 'edge'")
+        if shape == "point" and end is not None:
+            raise ValueError("point events have no end column; drop end= or use shape='interval'")
+        if shape != "point" and end is None:
+            raise ValueError(f"{shape} events need an end column; pass end=")
+        if on_invalid not in ("raise", "drop"):
+            raise ValueError(f"unknown on_invalid {on_invalid!r}; use 'raise' or 'drop'")
+        columns = list(df.columns)
+        for role, col in (("start", start), ("end", end), *(("key", k) for k in _keys(key))):
+            if col is not None and col not in columns:
+                raise KeyError(
+                    f"{role} column {col!r} is not in the DataFrame; its columns are {columns}"
+                )
+        clash = [c for c in columns if c.startswith(INTERNAL_PREFIX)]
+        if clash:
+            raise ValueError(f"columns {clash} use the reserved prefix {INTERNAL_PREFIX!r}")
+        source = Source(df=df, start=start, end=end, shape=shape, on_invalid=on_invalid)
+        stream = cls(source)
+        return stream.group_apply(*_keys(key)) if key is not None else stream
+
+    @classmethod
+    def from_cht(
+        cls,
+        events: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
+        key: str | Sequence[str] | None = None,
+        on_invalid: OnInvalid = "raise",
+        timestamps: bool = False,
+    ) -> Stream:
+        """Events held in memory: ``IntervalEvent`` or ``(start, end, payload)``.
+
+        Dict payloads give one column per field; any other payload is one
+        column named ``value`` (and comes back unchanged from ``to_cht``).
+        ``timestamps=True`` turns tick columns into timestamps in
+        :meth:`to_dataframe`.
+        """
+        rows: list[Row] = []
+        scalar: bool | None = None
+        dropped: dict[str, int] = {}
+        for i, ev in enumerate(events):
+            if isinstance(ev, IntervalEvent):
+                start, end, payload = ev.start, ev.end, ev.payload
+            else:
+                start, end, payload = ev
+            lifetime = check_row(start, end, "interval", "start", "end")
+            if isinstance(lifetime, str):
+                if on_invalid == "raise":
+                    raise _invalid(lifetime, ev) from None
+                dropped[lifetime] = dropped.get(lifetime, 0) + 1
+                continue
+            is_map = isinstance(payload, Mapping)
+            if scalar is None:
+                scalar = not is_map
+            elif scalar == is_map:
+                raise TypeError(
+                    f"event #{i} {ev!r}: payloads must be all dicts or all scalars, not a mix"
+                )
+            cols = {str(k): v for k, v in payload.items()} if is_map else {"value": payload}
+            rows.append((lifetime[0], lifetime[1], cols))
+        source = Source(
+            rows=tuple(rows), on_invalid=on_invalid, scalar=bool(scalar), timestamps=timestamps
+        )
+        stream = cls(source)
+        stream.metrics = QueryMetrics(dropped)
+        return stream.group_apply(*_keys(key)) if key is not None else stream
+
+    @classmethod
+    def from_events(
+        cls,
+        elements: Iterable[Element],
+        key: str | Sequence[str] | None = None,
+        cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
+        timestamps: bool = False,
+    ) -> Stream:
+        """Events of a physical stream (inserts, retractions, CTIs): its CHT."""
+        cht, _ = derive_cht(elements, cti_policy=cti_policy)
+        return cls.from_cht(cht, key=key, timestamps=timestamps)
+
+    # ---------------------------------------------------------- operators
+
+    def _with(self, node: Node, keys: tuple[str, ...] | None = None) -> Stream:
+        return type(self)(self._source, (*self._nodes, node), self._keys if keys is None else keys)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The group key columns."""
+        return self._keys
+
+    def where(self, predicate: Any) -> Stream:
+        """Keep the events whose payload satisfies ``predicate``: a UDF
+        (``@function`` or any callable of the payload dict), a Spark Column
+        or a SQL expression string (Spark Columns and SQL run only on Spark,
+        or in a reference run as long as they come before any UDF)."""
+        if not (callable(predicate) or isinstance(predicate, str) or _is_column(predicate)):
+            raise TypeError(f"where() needs a UDF, a Column or a SQL string, got {predicate!r}")
+        return self._with(WhereNode(predicate))
+
+    def select(self, *columns: Any, **named: Any) -> Stream:
+        """Project the payload: keep the named columns, and compute new ones.
+
+        ``select("temp", f=fahrenheit, hi=(lambda p: p["temp"] > 30, "boolean"))``:
+        positional arguments are column names (or Spark Columns); keyword
+        arguments are UDFs of the payload dict (or Columns), optionally as
+        ``(udf, returns)`` to give the Spark type. Key columns always stay;
+        the lifetime is unchanged.
+        """
+        entries = []
+        for name, expr in named.items():
+            returns = None
+            if isinstance(expr, tuple):
+                if len(expr) != 2:
+                    raise TypeError(f"select({name}=...) takes a UDF or (udf, returns)")
+                expr, returns = expr
+            if not (callable(expr) or _is_column(expr)):
+                raise TypeError(f"select({name}=...) needs a UDF or a Column, got {expr!r}")
+            entries.append((name, expr, returns))
+        for c in columns:
+            if not (isinstance(c, str) or _is_column(c)):
+                raise TypeError(f"select() positional arguments are column names, got {c!r}")
+        return self._with(SelectNode(tuple(columns), tuple(entries)))
+
+    def group_apply(self, *keys: str) -> Stream:
+        """Split the stream by key columns: each group gets its own windows,
+        and window results carry the key columns."""
+        ks = _keys(list(keys))
+        return self._with(GroupNode(ks), ks)
+
+    def window(self, spec: WindowSpec) -> WindowedStream:
+        """Window the stream by any :class:`~udm.host.WindowSpec`."""
+        if not isinstance(spec, WindowSpec):
+            raise TypeError(f"window() needs a udm.host WindowSpec, got {spec!r}")
+        return WindowedStream(self, spec)
+
+    def hopping_window(self, size: Any, hop: Any, offset: Any = 0) -> WindowedStream:
+        """Windows ``[k*hop + offset, k*hop + offset + size)``; durations are
+        int ticks or ``timedelta``."""
+        return self.window(HoppingWindow(size, hop, offset))
+
+    def tumbling_window(self, size: Any, offset: Any = 0) -> WindowedStream:
+        """Gapless windows of ``size`` (a hopping window with hop = size)."""
+        return self.window(TumblingWindow(size, offset))
+
+    def snapshot_window(self) -> WindowedStream:
+        """A window between every two consecutive event endpoints."""
+        return self.window(SnapshotWindow())
+
+    def count_window(self, n: int, by: Literal["start", "end"] = "start") -> WindowedStream:
+        """Windows over ``n`` consecutive distinct start (or end) times."""
+        if by == "start":
+            return self.window(CountByStartWindow(n))
+        if by == "end":
+            return self.window(CountByEndWindow(n))
+        raise ValueError(f"count_window(by=...) is 'start' or 'end', not {by!r}")
+
+    # ----------------------------------------------------------- running
+
+    def explain(self) -> str:
+        """A readable plan: source, operations, and how Spark runs them."""
+        lines = ["Stream plan", f"  source: {self._source.describe()}"]
+        for node in self._nodes:
+            for i, line in enumerate(node.describe().splitlines()):
+                lines.append(("  - " if i == 0 else "    ") + line)
+            if isinstance(node, WindowOp):
+                lines.append("    spark: " + _spark_strategy(node, self._keys_at(node)))
+        lines.append("  output: " + self._output_description())
+        return "\n".join(lines)
+
+    def _keys_at(self, target: Node) -> tuple[str, ...]:
+        keys: tuple[str, ...] = ()
+        for node in self._nodes:
+            if isinstance(node, GroupNode):
+                keys = node.keys
+            if node is target:
+                break
+        return keys
+
+    def _output_description(self) -> str:
+        cols = ["start", "end", *self._keys]
+        last = next((n for n in reversed(self._nodes) if isinstance(n, WindowOp)), None)
+        if last is not None and last is self._nodes[-1]:
+            cols += [c.name for c in last.calls]
+            return ", ".join(cols) + "  (a struct result becomes one column per field)"
+        return ", ".join(cols) + ", payload columns"
+
+    def to_dataframe(self, spark: SparkSession | None = None) -> DataFrame:
+        """Run on Spark. Columns: ``start``, ``end`` (timestamps when the
+        input times were timestamps or dates, else int64 ticks; an end at the
+        end of time is null for timestamps), the key columns, then the payload
+        columns: for a window operation its results, struct results flattened
+        into one column per field."""
+        from udm.host.spark.execute import run_spark, to_output
+
+        frame, _layout, metrics = run_spark(self, spark)
+        self.metrics = metrics
+        return to_output(frame)
+
+    def to_cht(
+        self, engine: Literal["auto", "spark", "reference"] = "auto", spark: Any = None
+    ) -> Cht | dict[Hashable, Cht]:
+        """Run and return the output CHT: a :class:`Cht` without group keys,
+        else ``{key: Cht}`` (a tuple key for several key columns), as
+        :func:`udm.host.evaluate_by_key`. After a window operation a payload
+        is the result itself (one UDM) or a dict of result columns; otherwise
+        it is the dict of all payload columns.
+
+        ``engine="auto"`` runs DataFrame sources on Spark and in-memory ones
+        in-process; ``"reference"`` collects a DataFrame source and runs the
+        reference evaluator, for small data.
+        """
+        if engine == "auto":
+            engine = "spark" if self._source.df is not None else "reference"
+        if engine == "spark":
+            from udm.host.spark.execute import collect_rows, run_spark
+
+            frame, layout, metrics = run_spark(self, spark)
+            rows = collect_rows(frame)
+            self.metrics = metrics
+            metrics.invalid_rows(wait=True)
+        elif engine == "reference":
+            rows, layout, metrics = run_reference(self)
+            self.metrics = metrics
+            metrics.invalid_rows()
+        else:
+            raise ValueError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'reference'")
+        return rows_to_cht(rows, self._keys, layout)
+
+
+class WindowedStream:
+    """A stream with a window: finish it with :meth:`aggregate` or :meth:`apply`."""
+
+    def __init__(self, stream: Stream, window: WindowSpec) -> None:
+        self._stream = stream
+        self.window = window
+
+    def aggregate(
+        self,
+        udm: Any = None,
+        /,
+        value: ValueArg = None,
+        *,
+        input_clipping: InputClipping | str = InputClipping.NONE,
+        output_policy: OutputPolicy | str | None = None,
+        emit_empty: bool = False,
+        watermark: Any = INFINITY,
+        returns: Any = None,
+        alias: str | None = None,
+        partial: bool | None = None,
+        **kwargs: Any,
+    ) -> Stream:
+        """Run a UDA on every window.
+
+        ``aggregate(udm, value="temp", q=0.9)``: one UDA (name, class or
+        instance); extra keywords are its arguments; the result column is
+        ``alias`` or the UDA's name. ``aggregate(med=("stats.median", "temp"),
+        avg=agg(Mean, "temp"))``: several UDAs on the same windows, one
+        column per name (struct results as ``name_field``).
+
+        Args:
+            value: what the UDA receives per event: a column name, a list of
+                columns (a dict), a function of the payload dict, or ``None``
+                (the whole payload dict).
+            input_clipping / output_policy / emit_empty / watermark: as in
+                :func:`udm.host.evaluate`; ``watermark`` (a time) is needed
+                for hopping/tumbling windows over events that never end.
+            returns: the result's Spark type (DDL string such as ``"double"``)
+                when the UDA's return annotation does not say.
+            partial: partial aggregation of mergeable UDAs (default: whenever
+                every UDA is mergeable and order-insensitive).
+        """
+        if udm is None:
+            if not kwargs:
+                raise TypeError("aggregate() needs a UDA, or name=(uda, value) keywords")
+            if value is not None or alias is not None or returns is not None:
+                raise TypeError(
+                    "with name=(uda, value) keywords, give value/returns inside each entry"
+                )
+            calls = tuple(_multi_call(name, spec) for name, spec in kwargs.items())
+            multi = True
+        else:
+            calls = (_make_call(alias, udm, value, returns, kwargs),)
+            multi = False
+        return self._op(
+            "aggregate", calls, input_clipping, output_policy, emit_empty, watermark, partial, multi
+        )
+
+    def apply(
+        self,
+        udo: Any,
+        /,
+        value: ValueArg = None,
+        *,
+        input_clipping: InputClipping | str = InputClipping.NONE,
+        output_policy: OutputPolicy | str | None = None,
+        emit_empty: bool = False,
+        watermark: Any = INFINITY,
+        returns: Any = None,
+        alias: str | None = None,
+        **udm_args: Any,
+    ) -> Stream:
+        """Run a UDO on every window: each output payload is one output
+        event (time-sensitive operators choose the lifetimes, subject to the
+        output policy)."""
+        call = _make_call(alias, udo, value, returns, udm_args)
+        return self._op(
+            "operator", (call,), input_clipping, output_policy, emit_empty, watermark, False, False
+        )
+
+    def _op(
+        self,
+        kind: Literal["aggregate", "operator"],
+        calls: tuple[UdmCall, ...],
+        input_clipping: InputClipping | str,
+        output_policy: OutputPolicy | str | None,
+        emit_empty: bool,
+        watermark: Any,
+        partial: bool | None,
+        multi: bool,
+    ) -> Stream:
+        for c in calls:
+            if c.udm.kind != kind:
+                verb = "aggregate" if c.udm.kind == "aggregate" else "apply"
+                raise TypeError(f"{c.udm.name!r} is a {c.udm.flavor()}; use .{verb}() for it")
+        names = [c.name for c in calls]
+        if len(set(names)) != len(names):
+            raise ValueError(f"result names must be distinct, got {names}")
+        policies = {resolve_output_policy(output_policy, self.window, c.udm) for c in calls}
+        if len(policies) != 1:
+            raise ValueError(f"the aggregates resolve to different output policies {policies}")
+        if emit_empty and not isinstance(self.window, HoppingWindow):
+            raise ValueError(
+                f"emit_empty applies to hopping and tumbling windows only; {self.window!r} "
+                "windows are defined by events and are never empty"
+            )
+        op = WindowOp(
+            window=self.window,
+            kind=kind,
+            calls=calls,
+            clipping=InputClipping.parse(input_clipping),
+            policy=policies.pop(),
+            emit_empty=emit_empty,
+            watermark=to_ticks(watermark),
+            partial=partial,
+            multi=multi,
+        )
+        op.use_partial()  # validates partial=True early
+        return self._stream._with(op)
+
+
+def _make_call(
+    alias: str | None, udm: Any, value: ValueArg, returns: Any, args: Mapping[str, Any]
+) -> UdmCall:
+    resolved = _resolve_udm(udm)
+    if isinstance(resolved, Function):
+        raise TypeError(
+            f"{resolved.name!r} is a UDF (scalar function); use it in where()/select(), "
+            "not as a window aggregate or operator"
+        )
+    instance = instantiate(resolved, dict(args) or None)
+    if value is not None and not (isinstance(value, str) or callable(value)):
+        value = tuple(value)
+        if not all(isinstance(v, str) for v in value):
+            raise TypeError(f"value= takes a column name, a list of names or a function: {value!r}")
+    name = alias or (instance.name or type(instance).__name__).replace(".", "_")
+    return UdmCall(name, instance, value, returns)
+
+
+def _multi_call(name: str, spec: Any) -> UdmCall:
+    if isinstance(spec, AggSpec):
+        return _make_call(name, spec.udm, spec.value, spec.returns, spec.args)
+    if isinstance(spec, tuple):
+        if not 1 <= len(spec) <= 3:
+            raise TypeError(f"{name}=... takes (uda,), (uda, value) or (uda, value, args)")
+        udm, value, args = (*spec, None, None)[:3]
+        return _make_call(name, udm, value, None, args or {})
+    return _make_call(name, spec, None, None, {})
+
+
+def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
+    by = ", ".join([*keys, "window"])
+    w = op.window
+    if isinstance(w, HoppingWindow):
+        assign = "explode a generated array of window starts per event"
+    elif isinstance(w, SnapshotWindow):
+        assign = "distinct endpoints per key + lead() give windows; join events by endpoint rank"
+    else:
+        edge = "start" if isinstance(w, CountByStartWindow) else "end"
+        assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
+    if op.use_partial():
+        run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
+    else:
+        run = f"groupBy({by}).applyInArrow, events sorted canonically per window"
+    return f"{assign}; {run}"
+
+
+# ------------------------------------------------------- shared row logic
+
+
+def normalize_value(value: Any) -> Any:
+    """A result in plain Python terms: dataclasses and named tuples become
+    dicts, numpy scalars Python numbers, recursively."""
+    if value is None or isinstance(value, str | bytes | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): normalize_value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: normalize_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {str(k): normalize_value(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [normalize_value(v) for v in value]
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and callable(item):
+        return normalize_value(item())
+    return value
+
+
+def returns_is_struct(returns: Any) -> bool | None:
+    """Whether an explicit ``returns=`` names a struct (``None``: not given)."""
+    if returns is None:
+        return None
+    if isinstance(returns, str):
+        return returns.strip().lower().startswith("struct")
+    return type(returns).__name__ == "StructType" or (
+        isinstance(returns, type)
+        and (dataclasses.is_dataclass(returns) or hasattr(returns, "__required_keys__"))
+    )
+
+
+def result_columns(
+    op: WindowOp, structs: Sequence[Sequence[str] | None]
+) -> list[tuple[str, str, str | None]]:
+    """Output columns of a window operation: (column, call name, struct
+    field or None), given each call's struct fields (None: not a struct)."""
+    out: list[tuple[str, str, str | None]] = []
+    for call, fields in zip(op.calls, structs, strict=True):
+        if fields is None:
+            out.append((call.name, call.name, None))
+        else:
+            for f in fields:
+                out.append((f"{call.name}_{f}" if op.multi else f, call.name, f))
+    return out
+
+
+def op_layout(op: WindowOp, columns: Sequence[tuple[str, str, str | None]]) -> Layout:
+    """The CHT payload of a window operation's output rows."""
+    if not op.multi:
+        if columns and columns[0][2] is None:
+            return Layout(columns[0][0], ())
+        return Layout(None, tuple((f or c, c) for c, _, f in columns))
+    return Layout(None, tuple((c, c) for c, _, _ in columns))
+
+
+def check_output_names(keys: Sequence[str], columns: Sequence[str]) -> None:
+    seen = {"start", "end", *keys}
+    for c in columns:
+        if c in seen:
+            raise ValueError(
+                f"result column {c!r} clashes with the start/end or key columns; "
+                "name the result with alias= (or aggregate(name=...))"
+            )
+        seen.add(c)
+
+
+def rows_to_cht(
+    rows: Iterable[Row], keys: Sequence[str], layout: Layout
+) -> Cht | dict[Hashable, Cht]:
+    if not keys:
+        return Cht(IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows)
+    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+    for s, e, p in rows:
+        k = p[keys[0]] if len(keys) == 1 else tuple(p[c] for c in keys)
+        groups.setdefault(k, []).append(IntervalEvent(s, e, layout.payload(p)))
+    return {k: Cht(v) for k, v in groups.items()}
+
+
+# -------------------------------------------------------- reference engine
+
+
+def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
+    """Run a plan in-process with the reference evaluator."""
+    source = stream._source
+    nodes = list(stream._nodes)
+    metrics = stream.metrics
+    if source.df is not None:
+        from udm.host.spark.execute import collect_rows, source_frame
+
+        pushed: list[Node] = []
+        while nodes and _spark_only(nodes[0]):
+            pushed.append(nodes.pop(0))
+        frame, metrics = source_frame(stream, pushed)
+        rows = collect_rows(frame)
+        columns = [c for c in frame.df.columns if c not in (S_COL, E_COL)]
+        scalar = False
+    else:
+        assert source.rows is not None
+        rows = list(source.rows)
+        columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+        scalar = source.scalar
+    layout = Layout("value", ()) if scalar else Layout(None, tuple((c, c) for c in columns))
+    keys: tuple[str, ...] = ()
+    for node in nodes:
+        if isinstance(node, GroupNode):
+            missing = [k for k in node.keys if k not in columns]
+            if missing:
+                raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
+            keys = node.keys
+        elif isinstance(node, WhereNode):
+            pred = _python_udf(node.predicate, "where")
+            rows = [r for r in rows if pred(r[2])]
+        elif isinstance(node, SelectNode):
+            rows, columns = _select_rows(rows, columns, keys, node)
+            layout = Layout(None, tuple((c, c) for c in columns))
+        else:
+            rows, columns, layout = _window_rows(rows, columns, keys, node)
+    return rows, layout, metrics
+
+
+def _spark_only(node: Node) -> bool:
+    if isinstance(node, WhereNode):
+        return isinstance(node.predicate, str) or _is_column(node.predicate)
+    if isinstance(node, SelectNode):
+        return any(_is_column(c) for c in node.columns) or any(
+            _is_column(e) for _, e, _ in node.named
+        )
+    return False
+
+
+def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
+    if isinstance(expr, str) or _is_column(expr):
+        raise TypeError(
+            f"{where}({expr}) is a Spark expression, which the reference engine can only run "
+            "before any UDF; run on Spark (to_cht(engine='spark')) or use a UDF"
+        )
+    fn: Callable[[Any], Any] = expr
+    return fn
+
+
+def _select_rows(
+    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode
+) -> tuple[list[Row], list[str]]:
+    names = [c for c in node.columns if isinstance(c, str)]
+    if len(names) != len(node.columns):
+        _python_udf(next(c for c in node.columns if not isinstance(c, str)), "select")
+    missing = [c for c in names if c not in columns]
+    if missing:
+        raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
+    keep = list(dict.fromkeys([*keys, *names]))
+    fns = [(n, _python_udf(e, "select")) for n, e, _ in node.named]
+    out_cols = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
+    out = []
+    for s, e, p in rows:
+        q = {c: p[c] for c in keep}
+        for n, fn in fns:
+            q[n] = fn(p)
+        out.append((s, e, q))
+    return out, out_cols
+
+
+def _window_rows(
+    rows: list[Row], columns: list[str], keys: tuple[str, ...], op: WindowOp
+) -> tuple[list[Row], list[str], Layout]:
+    for c in op.calls:
+        missing = [col for col in (c.columns() or []) if col not in columns]
+        if missing:
+            raise KeyError(
+                f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {columns}"
+            )
+    groups: dict[tuple[Any, ...], list[IntervalEvent[Any]]] = {}
+    for s, e, p in rows:
+        groups.setdefault(tuple(p[k] for k in keys), []).append(IntervalEvent(s, e, p))
+    # per group, per call: output events
+    outputs: list[tuple[tuple[Any, ...], list[list[IntervalEvent[Any]]]]] = []
+    for key, events in groups.items():
+        per_call = [
+            list(
+                evaluate(
+                    events,
+                    op.window,
+                    c.udm,
+                    input_clipping=op.clipping,
+                    output_policy=op.policy,
+                    value=c.value_fn,
+                    watermark=op.watermark,
+                    emit_empty=op.emit_empty,
+                )
+            )
+            for c in op.calls
+        ]
+        outputs.append((key, per_call))
+    structs = [
+        _struct_fields(c, [ev.payload for _, pc in outputs for ev in pc[i]])
+        for i, c in enumerate(op.calls)
+    ]
+    cols = result_columns(op, structs)
+    check_output_names(keys, [c for c, _, _ in cols])
+    out_rows: list[Row] = []
+    for key, per_call in outputs:
+        base = dict(zip(keys, key, strict=True))
+        if op.kind == "operator":
+            events_rows = [[ev] for ev in per_call[0]]
+        else:
+            events_rows = [list(evs) for evs in zip(*per_call, strict=True)]
+        for evs in events_rows:
+            first = evs[0]
+            payload = dict(base)
+            for ev, c, fields in zip(evs, op.calls, structs, strict=True):
+                value = normalize_value(ev.payload)
+                if fields is None:
+                    payload[c.name] = value
+                else:
+                    for f in fields:
+                        col = f"{c.name}_{f}" if op.multi else f
+                        payload[col] = None if value is None else value.get(f)
+            out_rows.append((first.start, first.end, payload))
+    out_columns = [*keys, *(c for c, _, _ in cols)]
+    return out_rows, out_columns, op_layout(op, cols)
+
+
+def _struct_fields(call: UdmCall, results: Iterable[Any]) -> list[str] | None:
+    """Fields of a struct result (dicts, dataclasses), or None for scalars."""
+    declared = returns_is_struct(call.returns)
+    fields: dict[str, None] = {}
+    saw_struct = False
+    for r in results:
+        v = normalize_value(r)
+        if isinstance(v, dict):
+            saw_struct = True
+            fields.update(dict.fromkeys(v))
+    if declared is False or not saw_struct:
+        return None
+    return list(fields)

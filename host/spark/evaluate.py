@@ -1,0 +1,472 @@
+"""UDM evaluation in Spark's Python workers, over Arrow batches.
+
+Each (key, window) group of the window-assigned event table reaches a
+Python worker through ``groupBy(...).applyInArrow`` as Arrow record
+batches. The worker builds the window's events and calls
+:func:`udm.host.invoke.compute_window`, the very function the reference
+evaluator uses: the same canonical order, clipping, output policies and
+error wrapping, so results match the reference exactly.
+
+Mergeable, order-insensitive incremental UDAs are partially aggregated
+instead: ``mapInArrow`` folds each partition's events into per-(key,
+window) states (pickled into a binary column) before the shuffle, and the
+groups merge those states, so neither a hot key nor a huge window has to
+sit on one worker.
+
+Results whose Spark type is known (``returns=`` or annotations) are
+written typed; others are pickled first and typed from their values by
+:func:`decode_pickled`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.errors import UdmInvocationError
+from udm.host.invoke import compute_window, stamp_result, udm_label
+from udm.host.query import (
+    E_COL,
+    S_COL,
+    Layout,
+    UdmCall,
+    WindowOp,
+    check_output_names,
+    op_layout,
+    result_columns,
+)
+from udm.host.spark.frame import EventFrame, q
+from udm.host.spark.types import (
+    arrow_schema,
+    concrete,
+    declared_result_type,
+    dumps,
+    from_returns,
+    infer_column,
+    normalize_value,
+    type_name,
+    unify,
+)
+from udm.host.spark.windows import MARK, WE, WS, assign_windows
+from udm.host.windows import describe_window
+from udm.sdk.base import Udm
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = ["decode_pickled", "evaluate_op", "to_arrow_column"]
+
+_STATE = "__udm_state"
+
+
+def _result_col(i: int) -> str:
+    return f"__udm_r{i}"
+
+
+def call_type(call: UdmCall) -> T.DataType | None:
+    """The declared Spark type of a call's results (None: infer from data)."""
+    if call.returns is not None:
+        return from_returns(call.returns)
+    return declared_result_type(call.udm)
+
+
+# ------------------------------------------------------------ worker side
+
+
+def to_arrow_column(
+    values: list[Any], dtype: pa.DataType | None, what: Callable[[int], str]
+) -> pa.Array:
+    """Values as an Arrow array of ``dtype`` (None: pickled binary)."""
+    if dtype is None:
+        return pa.array([None if v is None else dumps(v) for v in values], pa.binary())
+    try:
+        return pa.array(values, type=dtype)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        for i, v in enumerate(values):
+            try:
+                pa.array([v], type=dtype)
+            except Exception:
+                raise TypeError(
+                    f"{what(i)} returned {v!r:.80}, which does not fit the result type "
+                    f"{dtype}; fix the UDM's return annotation or pass returns= "
+                    "(a Spark DDL type such as 'double')"
+                ) from None
+        raise TypeError(f"results do not fit the result type {dtype}: {exc}") from None
+
+
+def _wrap(udm: Udm, window: WindowDescriptor, key: list[Any], exc: BaseException) -> Exception:
+    cause = exc.__cause__ if isinstance(exc, UdmInvocationError) and exc.__cause__ else exc
+    where = describe_window(window) + (f" of key {key[0]!r}" if len(key) == 1 else "")
+    if len(key) > 1:
+        where += f" of key {tuple(key)!r}"
+    return UdmInvocationError(udm_label(udm), where, f"{type(cause).__name__}: {cause}")
+
+
+class _Columns:
+    """One group's rows as Python values, read lazily per column."""
+
+    def __init__(self, table: pa.Table, payload: list[str]) -> None:
+        self.table = table
+        self.payload = payload
+        self._cache: dict[str, list[Any]] = {}
+        self._rows: list[dict[str, Any]] | None = None
+
+    def col(self, name: str) -> list[Any]:
+        got = self._cache.get(name)
+        if got is None:
+            got = self._cache[name] = self.table.column(name).to_pylist()
+        return got
+
+    def rows(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = self.table.select(self.payload).to_pylist()
+        return self._rows
+
+    def events(self, call: UdmCall) -> tuple[list[IntervalEvent[Any]], Any]:
+        """The call's member events and the value function still to apply."""
+        starts, ends = self.col(S_COL), self.col(E_COL)
+        if isinstance(call.value, str):
+            vals: list[Any] = self.col(call.value)
+            return [
+                IntervalEvent(s, e, v) for s, e, v in zip(starts, ends, vals, strict=True)
+            ], None
+        rows = self.rows()
+        return (
+            [IntervalEvent(s, e, p) for s, e, p in zip(starts, ends, rows, strict=True)],
+            call.value_fn,
+        )
+
+
+def _group_table(batches: Iterator[pa.RecordBatch], has_mark: bool) -> pa.Table:
+    table = pa.Table.from_batches(list(batches))
+    if has_mark:
+        import pyarrow.compute as pc
+
+        table = table.filter(pc.invert(pc.fill_null(table.column(MARK), False)))
+    return table
+
+
+def _label(what: Callable[[int, int], str], j: int) -> Callable[[int], str]:
+    return lambda i: what(j, i)
+
+
+def _output_batch(
+    rows: list[tuple[int, int, list[Any]]],
+    key: list[Any],
+    schema: pa.Schema,
+    n_keys: int,
+    what: Callable[[int, int], str],
+) -> pa.RecordBatch:
+    arrays: list[pa.Array] = [
+        pa.array([r[0] for r in rows], pa.int64()),
+        pa.array([r[1] for r in rows], pa.int64()),
+    ]
+    for i in range(n_keys):
+        arrays.append(pa.array([key[i]] * len(rows), schema.field(2 + i).type))
+    for j in range(len(schema) - 2 - n_keys):
+        field = schema.field(2 + n_keys + j)
+        dtype = None if field.metadata and b"udm.pickled" in field.metadata else field.type
+        arrays.append(to_arrow_column([r[2][j] for r in rows], dtype, _label(what, j)))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def make_group_fn(
+    op: WindowOp, n_keys: int, payload: list[str], schema: pa.Schema, has_mark: bool
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """The applyInArrow function computing every window from its events."""
+    calls = op.calls
+    aggregate = op.kind == "aggregate"
+
+    def evaluate_group(
+        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        kv = [k.as_py() for k in key]
+        keys, window = kv[:n_keys], WindowDescriptor(kv[n_keys], kv[n_keys + 1])
+        cols = _Columns(_group_table(batches, has_mark), payload)
+        per_call: list[list[IntervalEvent[Any]]] = []
+        for call in calls:
+            members, value_fn = cols.events(call)
+            try:
+                per_call.append(
+                    compute_window(call.udm, window, members, op.clipping, op.policy, value_fn)
+                )
+            except Exception as exc:
+                raise _wrap(call.udm, window, keys, exc) from exc
+        if aggregate:
+            rows = [
+                (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
+                for evs in zip(*per_call, strict=True)
+            ]
+        else:
+            rows = [(e.start, e.end, [normalize_value(e.payload)]) for e in per_call[0]]
+
+        def what(j: int, i: int) -> str:
+            return f"UDM {calls[j].udm.name!r} on window {describe_window(window)}"
+
+        yield _output_batch(rows, keys, schema, n_keys, what)
+
+    return evaluate_group
+
+
+def make_partial_fn(
+    op: WindowOp, keys: list[str], payload: list[str], has_mark: bool
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function folding a partition into per-window states."""
+    calls = op.calls
+    clipping = op.clipping
+    n_keys = len(keys)
+
+    def partial_states(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        states: dict[tuple[Any, ...], list[Any]] = {}
+        for batch in batches:
+            cols = _Columns(pa.Table.from_batches([batch]), payload)
+            key_cols = [cols.col(k) for k in keys]
+            ws, we = cols.col(WS), cols.col(WE)
+            marks = cols.col(MARK) if has_mark else None
+            inputs = [cols.events(c) for c in calls]
+            for i in range(batch.num_rows):
+                gk = (*(kc[i] for kc in key_cols), ws[i], we[i])
+                window = WindowDescriptor(ws[i], we[i])
+                st = states.get(gk)
+                call: UdmCall | None = None
+                try:
+                    if st is None:
+                        st = states[gk] = []
+                        for call in calls:
+                            st.append(cast(Any, call.udm).initial_state())
+                    if marks is not None and marks[i]:
+                        continue
+                    for j, call in enumerate(calls):
+                        events, value_fn = inputs[j]
+                        ev = clipping.clip(events[i], window)
+                        u: Any = call.udm
+                        v = ev.payload if value_fn is None else value_fn(ev.payload)
+                        if call.udm.time_sensitive:
+                            st[j] = u.add(st[j], IntervalEvent(ev.start, ev.end, v), window)
+                        else:
+                            st[j] = u.add(st[j], v)
+                except Exception as exc:
+                    udm = (call or calls[0]).udm
+                    raise _wrap(udm, window, list(gk[:n_keys]), exc) from exc
+        out_keys: list[list[Any]] = [[] for _ in keys]
+        out_ws, out_we, out_state = [], [], []
+        for gk, st in states.items():
+            for j in range(n_keys):
+                out_keys[j].append(gk[j])
+            out_ws.append(gk[n_keys])
+            out_we.append(gk[n_keys + 1])
+            out_state.append(dumps(st))
+        if not states:
+            return
+        names = [*keys, WS, WE, _STATE]
+        arrays = [
+            *[pa.array(v) for v in out_keys],
+            pa.array(out_ws, pa.int64()),
+            pa.array(out_we, pa.int64()),
+            pa.array(out_state, pa.binary()),
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+    return partial_states
+
+
+def make_merge_fn(
+    op: WindowOp, n_keys: int, schema: pa.Schema
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """The applyInArrow function merging partial states into results."""
+    calls = op.calls
+
+    def merge_states(
+        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        kv = [k.as_py() for k in key]
+        keys, window = kv[:n_keys], WindowDescriptor(kv[n_keys], kv[n_keys + 1])
+        blobs: list[bytes] = []
+        for batch in batches:
+            blobs.extend(batch.column(_STATE).to_pylist())
+        parts = [pickle.loads(b) for b in sorted(blobs)]
+        results: list[Any] = []
+        start = end = 0
+        for j, call in enumerate(calls):
+            u: Any = call.udm
+            try:
+                state = parts[0][j]
+                for other in parts[1:]:
+                    state = u.merge(state, other[j])
+                raw = u.result(state, window) if call.udm.time_sensitive else u.result(state)
+                (ev,) = stamp_result(call.udm, window, raw, op.policy)
+            except Exception as exc:
+                raise _wrap(call.udm, window, keys, exc) from exc
+            start, end = ev.start, ev.end
+            results.append(normalize_value(ev.payload))
+
+        def what(j: int, i: int) -> str:
+            return f"UDM {calls[j].udm.name!r} on window {describe_window(window)}"
+
+        yield _output_batch([(start, end, results)], keys, schema, n_keys, what)
+
+    return merge_states
+
+
+# ------------------------------------------------------------ driver side
+
+
+def _pickled_field(name: str) -> T.StructField:
+    return T.StructField(name, T.BinaryType(), True, metadata={"udm.pickled": True})
+
+
+def evaluate_op(
+    frame: EventFrame, keys: tuple[str, ...], op: WindowOp
+) -> tuple[EventFrame, Layout]:
+    """The output event table of a window operation."""
+    df = frame.df
+    payload = frame.columns
+    for c in op.calls:
+        missing = [col for col in (c.columns() or []) if col not in payload]
+        if missing:
+            raise KeyError(
+                f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {payload}"
+            )
+    types = [call_type(c) for c in op.calls]
+    schema_of = {f.name: f for f in df.schema.fields}
+    whole = any(c.columns() is None for c in op.calls)
+    needed = (
+        payload
+        if whole
+        else list(dict.fromkeys([*keys, *(col for c in op.calls for col in (c.columns() or []))]))
+    )
+    assigned = assign_windows(df, keys, op.window, op.watermark, op.emit_empty)
+    has_mark = op.emit_empty
+    extra = [MARK] if has_mark else []
+    assigned = assigned.select(
+        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, S_COL, E_COL, *extra, *needed])]
+    )
+    out_fields = [
+        T.StructField(S_COL, T.LongType(), False),
+        T.StructField(E_COL, T.LongType(), False),
+        *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
+    ]
+    for i, t in enumerate(types):
+        out_fields.append(
+            _pickled_field(_result_col(i)) if t is None else T.StructField(_result_col(i), t, True)
+        )
+    out_schema = T.StructType(out_fields)
+    pa_schema = _arrow_schema_with_marks(out_schema)
+    group_cols = [*[F.col(q(k)) for k in keys], F.col(WS), F.col(WE)]
+    if op.use_partial():
+        part_schema = T.StructType(
+            [
+                *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
+                T.StructField(WS, T.LongType(), False),
+                T.StructField(WE, T.LongType(), False),
+                T.StructField(_STATE, T.BinaryType(), False),
+            ]
+        )
+        partial = assigned.mapInArrow(
+            make_partial_fn(op, list(keys), needed, has_mark), part_schema
+        )
+        result = partial.groupBy(*group_cols).applyInArrow(
+            make_merge_fn(op, len(keys), pa_schema), out_schema
+        )
+    else:
+        result = assigned.groupBy(*group_cols).applyInArrow(
+            make_group_fn(op, len(keys), needed, pa_schema, has_mark), out_schema
+        )
+    pickled = [_result_col(i) for i, t in enumerate(types) if t is None]
+    if pickled:
+        result, inferred = decode_pickled(result, pickled)
+        types = [inferred.get(_result_col(i), t) for i, t in enumerate(types)]
+    structs = [list(t.fieldNames()) if isinstance(t, T.StructType) else None for t in types]
+    cols = result_columns(op, structs)
+    check_output_names(keys, [c for c, _, _ in cols])
+    index = {c.name: i for i, c in enumerate(op.calls)}
+    select = [F.col(S_COL), F.col(E_COL), *[F.col(q(k)) for k in keys]]
+    for col, call_name, field in cols:
+        src = F.col(_result_col(index[call_name]))
+        select.append((src if field is None else src.getField(field)).alias(col))
+    return frame.with_df(result.select(*select)), op_layout(op, cols)
+
+
+def _arrow_schema_with_marks(schema: T.StructType) -> pa.Schema:
+    """The Arrow schema of ``schema``; pickled columns keep a metadata mark
+    so the worker knows to pickle them."""
+    base = arrow_schema(schema)
+    fields = []
+    for f, sf in zip(base, schema.fields, strict=True):
+        if sf.metadata.get("udm.pickled"):
+            f = f.with_metadata({b"udm.pickled": b"1"})
+        fields.append(f)
+    return pa.schema(fields)
+
+
+# ----------------------------------------------------- typing pickled data
+
+
+def _collect_types(
+    columns: list[str],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def types_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        found: dict[str, T.DataType | None] = dict.fromkeys(columns)
+        for batch in batches:
+            for c in columns:
+                values = (pickle.loads(b) for b in batch.column(c).to_pylist() if b is not None)
+                found[c] = unify(found[c], infer_column(values))
+        yield pa.RecordBatch.from_pydict(
+            {
+                "column": list(found),
+                "type": [None if t is None else t.json() for t in found.values()],
+            }
+        )
+
+    return types_of
+
+
+def _decode(
+    schema: pa.Schema, columns: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            arrays = []
+            for f in schema:
+                col = batch.column(f.name)
+                if f.name in columns:
+                    values = [None if b is None else pickle.loads(b) for b in col.to_pylist()]
+                    col = to_arrow_column(values, f.type, lambda i: f"result {i}")
+                arrays.append(col)
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return decode
+
+
+def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[str, T.DataType]]:
+    """Type pickled result columns from their values.
+
+    The pickled table is persisted (the UDMs run once), one job unifies
+    the value types of every column over all rows, and a ``mapInArrow``
+    decodes them. Give ``returns=`` or annotate the UDM to skip this.
+    """
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    found: dict[str, T.DataType | None] = dict.fromkeys(columns)
+    rows = df.select(*columns).mapInArrow(_collect_types(columns), "column string, type string")
+    for r in rows.collect():
+        t = None if r["type"] is None else T._parse_datatype_json_string(r["type"])
+        try:
+            found[r["column"]] = unify(found[r["column"]], t)
+        except TypeError as exc:
+            raise TypeError(f"UDM results of column {r['column']}: {exc}") from None
+    types = {c: concrete(t) for c, t in found.items()}
+    fields = [
+        T.StructField(f.name, types[f.name], True) if f.name in types else f
+        for f in df.schema.fields
+    ]
+    schema = T.StructType(fields)
+    decoded = df.mapInArrow(_decode(arrow_schema(schema), columns), schema)
+    return decoded, types
+
+
+__all__ += ["call_type", "type_name"]

@@ -1,0 +1,197 @@
+"""Running a :class:`~udm.host.query.Stream` plan on Spark.
+
+Each plan node maps one event table to the next: UDF filters and
+projections run in Python workers over Arrow batches (``mapInArrow``; the
+UDF sees the same payload dicts as in the reference engine), Spark
+Columns and SQL strings run natively, window operations go through
+:mod:`udm.host.spark.windows` and :mod:`udm.host.spark.evaluate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.query import (
+    E_COL,
+    S_COL,
+    GroupNode,
+    Layout,
+    Node,
+    QueryMetrics,
+    Row,
+    SelectNode,
+    WhereNode,
+    WindowOp,
+    _is_column,
+)
+from udm.host.spark.evaluate import _pickled_field, decode_pickled, evaluate_op, to_arrow_column
+from udm.host.spark.frame import EventFrame, from_rows, normalize, output, q
+from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
+
+if TYPE_CHECKING:
+    from udm.host.query import Stream
+
+__all__ = ["collect_rows", "run_spark", "source_frame", "to_output"]
+
+
+def _session(spark: SparkSession | None) -> SparkSession:
+    if spark is not None:
+        return spark
+    active = SparkSession.getActiveSession()
+    if active is None:
+        raise RuntimeError(
+            "no active SparkSession: pass spark= or create one (SparkSession.builder.getOrCreate())"
+        )
+    return active
+
+
+def source_frame(
+    stream: Stream, pushed: list[Node] | None = None, spark: SparkSession | None = None
+) -> tuple[EventFrame, QueryMetrics]:
+    """The normalized source table, with leading Spark-only nodes applied."""
+    source = stream._source
+    if source.df is not None:
+        frame, metrics = normalize(source)
+    else:
+        assert source.rows is not None
+        frame = from_rows(_session(spark), list(source.rows), source.timestamps)
+        metrics = stream.metrics
+    keys: tuple[str, ...] = ()
+    for node in pushed or []:
+        frame, keys = _apply_simple(frame, keys, node)
+    return frame, metrics
+
+
+def _apply_simple(
+    frame: EventFrame, keys: tuple[str, ...], node: Node
+) -> tuple[EventFrame, tuple[str, ...]]:
+    if isinstance(node, GroupNode):
+        missing = [k for k in node.keys if k not in frame.columns]
+        if missing:
+            raise KeyError(f"key columns {missing} are not in the stream; columns: {frame.columns}")
+        return frame, node.keys
+    if isinstance(node, WhereNode):
+        return frame.with_df(_where(frame, node.predicate)), keys
+    if isinstance(node, SelectNode):
+        return frame.with_df(_select(frame, keys, node)), keys
+    raise TypeError(f"not a simple node: {node!r}")
+
+
+def run_spark(
+    stream: Stream, spark: SparkSession | None = None
+) -> tuple[EventFrame, Layout, QueryMetrics]:
+    """The output event table of a plan and how to read CHT payloads."""
+    frame, metrics = source_frame(stream, spark=spark)
+    keys: tuple[str, ...] = ()
+    layout = (
+        Layout("value", ())
+        if stream._source.scalar
+        else Layout(None, tuple((c, c) for c in frame.columns))
+    )
+    for node in stream._nodes:
+        if isinstance(node, WindowOp):
+            frame, layout = evaluate_op(frame, keys, node)
+        else:
+            frame, keys = _apply_simple(frame, keys, node)
+            if isinstance(node, SelectNode):
+                layout = Layout(None, tuple((c, c) for c in frame.columns))
+    return frame, layout, metrics
+
+
+def to_output(frame: EventFrame) -> DataFrame:
+    return output(frame)
+
+
+def collect_rows(frame: EventFrame) -> list[Row]:
+    """The event table on the driver, payloads as Arrow gives them to UDMs."""
+    table = frame.df.toArrow()
+    starts = table.column(S_COL).to_pylist()
+    ends = table.column(E_COL).to_pylist()
+    payload = table.select([c for c in table.column_names if c not in (S_COL, E_COL)]).to_pylist()
+    return list(zip(starts, ends, payload, strict=True))
+
+
+# --------------------------------------------------------------- UDF nodes
+
+
+def _where(frame: EventFrame, predicate: Any) -> DataFrame:
+    df = frame.df
+    if isinstance(predicate, str):
+        return df.where(F.expr(predicate))
+    if _is_column(predicate):
+        return df.where(predicate)
+    payload = frame.columns
+    fn: Callable[[Any], Any] = predicate
+
+    def filter_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.select(payload).to_pylist()
+            yield batch.filter(pa.array([bool(fn(r)) for r in rows], pa.bool_()))
+
+    return df.mapInArrow(filter_batches, df.schema)
+
+
+def _const(label: str) -> Callable[[int], str]:
+    return lambda i: label
+
+
+def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode) -> DataFrame:
+    df = frame.df
+    columns = frame.columns
+    names: list[Any] = []
+    for c in node.columns:
+        if isinstance(c, str):
+            if c not in columns:
+                raise KeyError(f"select(): column {c!r} is not in the stream; columns: {columns}")
+            names.append(c)
+        else:
+            names.append(c)
+    keep: list[Any] = [
+        S_COL,
+        E_COL,
+        *dict.fromkeys([*keys, *[n for n in names if isinstance(n, str)]]),
+    ]
+    keep_cols = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
+    native = [(n, e) for n, e, _ in node.named if _is_column(e)]
+    udfs = [(n, e, r) for n, e, r in node.named if not _is_column(e)]
+    out = df.select(*keep_cols, *[e.alias(n) for n, e in native]) if not udfs else df
+    if not udfs:
+        return out
+    # UDF columns: computed in a mapInArrow over the whole payload, then projected
+    types: list[T.DataType | None] = [
+        from_returns(r) if r is not None else function_result_type(e) for _, e, r in udfs
+    ]
+    tmp = [f"__udm_f{i}" for i in range(len(udfs))]
+    fields = list(df.schema.fields)
+    for name, t in zip(tmp, types, strict=True):
+        fields.append(_pickled_field(name) if t is None else T.StructField(name, t, True))
+    schema = T.StructType(fields)
+    new_types = [f.type for f in arrow_schema(T.StructType(fields[len(df.schema.fields) :]))]
+    pickled_flags = [t is None for t in types]
+    fns = [e for _, e, _ in udfs]
+    labels = [n for n, _, _ in udfs]
+
+    def project_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.select(columns).to_pylist()
+            arrays = list(batch.columns)
+            for j, fn in enumerate(fns):
+                values = [normalize_value(fn(r)) for r in rows]
+                dtype = None if pickled_flags[j] else new_types[j]
+                arrays.append(to_arrow_column(values, dtype, _const(f"select({labels[j]}=...)")))
+            yield pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, *tmp])
+
+    computed = df.mapInArrow(project_batches, schema)
+    pickled = [n for n, t in zip(tmp, types, strict=True) if t is None]
+    if pickled:
+        computed, _ = decode_pickled(computed, pickled)
+    sel = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
+    sel += [e.alias(n) for n, e in native]
+    sel += [F.col(t).alias(n) for t, (n, _, _) in zip(tmp, udfs, strict=True)]
+    return computed.select(*sel)

@@ -1,0 +1,208 @@
+"""Window assignment in Spark: one row per (event, window it belongs to).
+
+* Hopping/tumbling: each event's window indexes ``k`` are an integer range
+  computed with exact int64 arithmetic (floor division via ``pmod``); a
+  generated ``sequence`` of them is exploded.
+* Snapshot: the distinct endpoints (starts and ends) of each key, numbered
+  by ``row_number`` and paired with the next one by ``lead``, are the
+  windows; an event spans the windows between the ranks of its start and
+  end, joined back to their bounds.
+* Count by start/end: distinct start (end) times numbered per key; window i
+  spans ranks ``i .. i+n-1`` (its bounds from ``lead(t, n-1)``); an event of
+  rank r belongs to windows ``r-n+1 .. r``.
+
+The result has the window bounds ``__udm_ws``/``__udm_we`` next to the
+event's columns; only windows that end by the watermark are kept, exactly
+as :meth:`udm.host.WindowSpec.windows` does. Hopping windows over an event
+that never ends fail (infinitely many windows) unless a finite watermark
+is given.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from udm.host.query import E_COL, S_COL
+from udm.host.spark.frame import q
+from udm.host.time import INFINITY
+from udm.host.windows import (
+    CountByEndWindow,
+    CountByStartWindow,
+    HoppingWindow,
+    SnapshotWindow,
+    WindowSpec,
+)
+
+__all__ = ["MARK", "WE", "WS", "assign_windows"]
+
+WS = "__udm_ws"
+WE = "__udm_we"
+#: marks the placeholder rows of empty windows (emit_empty)
+MARK = "__udm_mark"
+_K = "__udm_k"
+_T = "__udm_t"
+_TN = "__udm_tn"
+_I = "__udm_i"
+
+
+def _floordiv(a: str, b: int) -> str:
+    """Exact floor division of a BIGINT expression by a positive constant."""
+    return f"((({a}) - pmod(({a}), {b}L)) div {b}L)"
+
+
+def _key_cols(keys: tuple[str, ...], prefix: str) -> list[Column]:
+    return [F.col(q(k)).alias(f"{prefix}{i}") for i, k in enumerate(keys)]
+
+
+def _key_match(df: DataFrame, other: DataFrame, keys: tuple[str, ...], prefix: str) -> list[Column]:
+    return [df[q(k)].eqNullSafe(other[f"{prefix}{i}"]) for i, k in enumerate(keys)]
+
+
+def assign_windows(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    window: WindowSpec,
+    watermark: int = INFINITY,
+    emit_empty: bool = False,
+) -> DataFrame:
+    """Rows of ``df`` (an event table) paired with each window they belong to."""
+    if isinstance(window, HoppingWindow):
+        return _hopping(df, keys, window, watermark, emit_empty)
+    if emit_empty:
+        raise ValueError(f"emit_empty applies to hopping and tumbling windows, not {window!r}")
+    if isinstance(window, SnapshotWindow):
+        out = _snapshot(df, keys)
+    elif isinstance(window, CountByStartWindow):
+        out = _count(df, keys, S_COL, window.count, by_end=False)
+    elif isinstance(window, CountByEndWindow):
+        out = _count(df, keys, E_COL, window.count, by_end=True)
+    else:
+        raise TypeError(f"the Spark engine does not know window {window!r}")
+    if watermark < INFINITY:
+        out = out.where(F.col(WE) <= F.lit(watermark))
+    return out
+
+
+def _hopping(
+    df: DataFrame, keys: tuple[str, ...], w: HoppingWindow, watermark: int, emit_empty: bool
+) -> DataFrame:
+    size, hop, offset = w.size, w.hop, w.offset
+    k_min = F.expr(f"{_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1")
+    k_max = F.expr(f"-{_floordiv(f'{offset}L - {E_COL}', hop)} - 1")
+    if watermark < INFINITY:
+        k_last = (watermark - size - offset) // hop
+        k_max = F.least(k_max, F.lit(k_last))
+    else:
+        k_last = None
+        k_max = F.when(
+            F.col(E_COL) >= F.lit(INFINITY),
+            F.raise_error(
+                F.concat(
+                    F.lit(
+                        f"{w!r} windows over an event that never ends are infinitely many "
+                        "(event starting at tick "
+                    ),
+                    F.col(S_COL).cast("string"),
+                    F.lit(
+                        "); pass watermark= (the time up to which windows are complete) "
+                        "to aggregate()/apply(), or end the event"
+                    ),
+                )
+            ),
+        ).otherwise(k_max)
+    ranged = df.select("*", k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")).where(
+        F.col("__udm_kmin") <= F.col("__udm_kmax")
+    )
+    exploded = ranged.select(
+        *[F.col(q(c)) for c in df.columns],
+        F.explode(F.sequence(F.col("__udm_kmin"), F.col("__udm_kmax"))).alias(_K),
+    )
+    if emit_empty:
+        exploded = exploded.withColumn(MARK, F.lit(False))
+        bounds = exploded.groupBy(*[F.col(q(k)) for k in keys]).agg(
+            F.min(_K).alias("__udm_first"), F.max(_K).alias("__udm_last")
+        )
+        last = F.col("__udm_last")
+        if k_last is not None:
+            last = F.greatest(last, F.lit(k_last))
+        markers = bounds.select(
+            *[F.col(q(k)) for k in keys],
+            F.explode(F.sequence(F.col("__udm_first"), last)).alias(_K),
+            F.lit(True).alias(MARK),
+        )
+        exploded = exploded.unionByName(markers, allowMissingColumns=True)
+    start = F.col(_K) * F.lit(hop) + F.lit(offset)
+    return exploded.withColumn(WS, start).withColumn(WE, start + F.lit(size)).drop(_K)
+
+
+def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    kp = "__udm_pk"
+    points = (
+        df.select(*_key_cols(keys, kp), F.col(S_COL).alias(_T))
+        .union(df.select(*_key_cols(keys, kp), F.col(E_COL).alias(_T)))
+        .distinct()
+    )
+    order = Window.partitionBy(*[f"{kp}{i}" for i in range(len(keys))]).orderBy(_T)
+    points = points.select(
+        "*",
+        (F.row_number().over(order) - 1).alias(_I),
+        F.lead(_T).over(order).alias(_TN),
+    )
+    starts = points.select(*[f"{kp}{i}" for i in range(len(keys))], F.col(_T), F.col(_I))
+    ends = starts.select(
+        *[F.col(f"{kp}{i}").alias(f"__udm_qk{i}") for i in range(len(keys))],
+        F.col(_T).alias("__udm_te"),
+        F.col(_I).alias("__udm_ie"),
+    )
+    cols = [F.col(q(c)) for c in df.columns]
+    with_start = df.join(
+        starts, [*_key_match(df, starts, keys, kp), df[S_COL] == starts[_T]]
+    ).select(*[df[q(c)] for c in df.columns], starts[_I].alias("__udm_is"))
+    with_end = with_start.join(
+        ends,
+        [*_key_match(with_start, ends, keys, "__udm_qk"), with_start[E_COL] == ends["__udm_te"]],
+    ).select(*[with_start[q(c)] for c in [*df.columns, "__udm_is"]], ends["__udm_ie"])
+    spanned = with_end.select(
+        *cols, F.explode(F.sequence(F.col("__udm_is"), F.col("__udm_ie") - 1)).alias(_I)
+    )
+    wins = points.where(F.col(_TN).isNotNull()).select(
+        *[F.col(f"{kp}{i}").alias(f"__udm_wk{i}") for i in range(len(keys))],
+        F.col(_I).alias("__udm_wi"),
+        F.col(_T).alias(WS),
+        F.col(_TN).alias(WE),
+    )
+    joined = spanned.join(
+        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
+    )
+    return joined.select(*[spanned[q(c)] for c in df.columns], wins[WS], wins[WE])
+
+
+def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: bool) -> DataFrame:
+    kp = "__udm_dk"
+    key_names = [f"{kp}{i}" for i in range(len(keys))]
+    distinct = df.select(*_key_cols(keys, kp), F.col(time_col).alias(_T)).distinct()
+    order = Window.partitionBy(*key_names).orderBy(_T)
+    last = F.col(_T) if n == 1 else F.lead(_T, n - 1).over(order)
+    ranked = distinct.select("*", (F.row_number().over(order) - 1).alias(_I), last.alias(_TN))
+    with_rank = df.join(
+        ranked, [*_key_match(df, ranked, keys, kp), df[time_col] == ranked[_T]]
+    ).select(*[df[q(c)] for c in df.columns], ranked[_I].alias("__udm_r"))
+    lo = F.greatest(F.col("__udm_r") - F.lit(n - 1), F.lit(0))
+    spanned = with_rank.select(
+        *[F.col(q(c)) for c in df.columns], F.explode(F.sequence(lo, F.col("__udm_r"))).alias(_I)
+    )
+    if by_end:
+        ws, we = F.col(_T) - F.lit(1), F.col(_TN)
+    else:
+        ws, we = F.col(_T), F.col(_TN) + F.lit(1)
+    wins = ranked.where(F.col(_TN).isNotNull()).select(
+        *[F.col(k).alias(f"__udm_wk{i}") for i, k in enumerate(key_names)],
+        F.col(_I).alias("__udm_wi"),
+        ws.alias(WS),
+        we.alias(WE),
+    )
+    joined = spanned.join(
+        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
+    )
+    return joined.select(*[spanned[q(c)] for c in df.columns], wins[WS], wins[WE])

@@ -1,0 +1,67 @@
+"""Shared fixtures: one small local SparkSession for the whole test session.
+
+Starting Spark costs seconds, so every Spark test shares the session-scoped
+``spark`` fixture: ``local[2]`` (CI machines have two cores), two shuffle
+partitions, no UI, Arrow on, UTC session time zone and quiet logs. Tests that
+need it are skipped, with the reason, only when no Java runtime is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _java_missing() -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").exists():
+        return None
+    if shutil.which("java"):
+        return None
+    return "no Java runtime found (install Java 17 or set JAVA_HOME); Spark tests need it"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    reason = _java_missing()
+    if reason:
+        pytest.skip(reason)
+    # Python workers must run this interpreter (with udm installed) and be
+    # able to import test modules: UDMs defined at module level in a test
+    # file are pickled by reference.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    paths = [str(TESTS), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    os.environ.setdefault("TZ", "UTC")
+
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("udm-tests")
+        .config("spark.driver.memory", "1g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
