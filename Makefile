@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.udm-installed
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: venv demo test lint typecheck unit docs docs-serve bench lock clean
+.PHONY: venv demo test lint typecheck unit shadow docs docs-serve bench lock clean
 
 venv: $(STAMP)
 
@@ -30,22 +30,22 @@ lint: $(STAMP)
 
 # mypy cannot follow setuptools' editable import hook, so it reads a shadow
 # tree of symlinks that mirrors the installed layout (udm/sdk -> sdk, ...).
-typecheck: $(STAMP)
-	@rm -rf .build/mypy && mkdir -p .build/mypy/udm
-	@ln -s ../../../sdk .build/mypy/udm/sdk && ln -s ../../../host .build/mypy/udm/host && ln -s ../../../cli .build/mypy/udm/cli
+typecheck: $(STAMP) shadow
 	$(BIN)/mypy -p udm.sdk -p udm.host
 
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-# mkdocstrings reads the API from the same shadow tree as mypy (see typecheck).
-docs: $(STAMP)
+# mkdocstrings reads the same shadow tree as mypy (udm/sdk -> sdk, ...).
+shadow:
 	@mkdir -p .build/mypy/udm
 	@for p in sdk host cli; do test -e .build/mypy/udm/$$p || ln -s ../../../$$p .build/mypy/udm/$$p; done
+
+docs: $(STAMP) shadow
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .build/site
 
-docs-serve: $(STAMP)
-	$(BIN)/mkdocs serve
+docs-serve: $(STAMP) shadow
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 test: lint typecheck unit docs
 
