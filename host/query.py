@@ -316,6 +316,36 @@ class Layout:
         return {name: row[col] for name, col in self.fields}
 
 
+#: The column holding scalar (non-dict) payloads of in-memory sources.
+SCALAR_COL = "value"
+
+
+def udf_input(fn: Callable[[Any], Any], scalar: bool) -> Callable[[Any], Any]:
+    """A UDF of the row dict: scalar streams pass the scalar payload."""
+    if not scalar:
+        return fn
+
+    def on_scalar(row: Any) -> Any:
+        return fn(row[SCALAR_COL])
+
+    return on_scalar
+
+
+def adapt_op(op: WindowOp, scalar: bool) -> WindowOp:
+    """The window operation as run on rows: on a scalar stream a UDM (or a
+    value function) receives the scalar payload, not the row dict."""
+    if not scalar:
+        return op
+    calls = []
+    for c in op.calls:
+        if c.value is None:
+            c = dataclasses.replace(c, value=SCALAR_COL)
+        elif callable(c.value):
+            c = dataclasses.replace(c, value=udf_input(c.value, True))
+        calls.append(c)
+    return dataclasses.replace(op, calls=tuple(calls))
+
+
 class QueryMetrics:
     """What a run dropped under ``on_invalid="drop"``, by reason.
 
@@ -530,7 +560,7 @@ class Stream:
                 raise TypeError(
                     f"event #{i} {ev!r}: payloads must be all dicts or all scalars, not a mix"
                 )
-            cols = {str(k): v for k, v in payload.items()} if is_map else {"value": payload}
+            cols = {str(k): v for k, v in payload.items()} if is_map else {SCALAR_COL: payload}
             rows.append((lifetime[0], lifetime[1], cols))
         source = Source(
             rows=tuple(rows), on_invalid=on_invalid, scalar=bool(scalar), timestamps=timestamps
@@ -971,7 +1001,7 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
         rows = list(source.rows)
         columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
         scalar = source.scalar
-    layout = Layout("value", ()) if scalar else Layout(None, tuple((c, c) for c in columns))
+    layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
     keys: tuple[str, ...] = ()
     for node in nodes:
         if isinstance(node, GroupNode):
@@ -980,13 +1010,15 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
                 raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
             keys = node.keys
         elif isinstance(node, WhereNode):
-            pred = _python_udf(node.predicate, "where")
+            pred = udf_input(_python_udf(node.predicate, "where"), scalar)
             rows = [r for r in rows if pred(r[2])]
         elif isinstance(node, SelectNode):
-            rows, columns = _select_rows(rows, columns, keys, node)
+            rows, columns = _select_rows(rows, columns, keys, node, scalar)
             layout = Layout(None, tuple((c, c) for c in columns))
+            scalar = False
         else:
-            rows, columns, layout = _window_rows(rows, columns, keys, node)
+            rows, columns, layout = _window_rows(rows, columns, keys, adapt_op(node, scalar))
+            scalar = False
     return rows, layout, metrics
 
 
@@ -1011,7 +1043,7 @@ def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
 
 
 def _select_rows(
-    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode
+    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode, scalar: bool
 ) -> tuple[list[Row], list[str]]:
     names = [c for c in node.columns if isinstance(c, str)]
     if len(names) != len(node.columns):
@@ -1020,7 +1052,7 @@ def _select_rows(
     if missing:
         raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
     keep = list(dict.fromkeys([*keys, *names]))
-    fns = [(n, _python_udf(e, "select")) for n, e, _ in node.named]
+    fns = [(n, udf_input(_python_udf(e, "select"), scalar)) for n, e, _ in node.named]
     out_cols = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
     out = []
     for s, e, p in rows:

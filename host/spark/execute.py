@@ -20,6 +20,7 @@ from pyspark.sql import types as T
 from udm.host.query import (
     E_COL,
     S_COL,
+    SCALAR_COL,
     GroupNode,
     Layout,
     Node,
@@ -29,6 +30,8 @@ from udm.host.query import (
     WhereNode,
     WindowOp,
     _is_column,
+    adapt_op,
+    udf_input,
 )
 from udm.host.spark.evaluate import _pickled_field, decode_pickled, evaluate_op, to_arrow_column
 from udm.host.spark.frame import EventFrame, from_rows, normalize, output, q
@@ -69,7 +72,7 @@ def source_frame(
 
 
 def _apply_simple(
-    frame: EventFrame, keys: tuple[str, ...], node: Node
+    frame: EventFrame, keys: tuple[str, ...], node: Node, scalar: bool = False
 ) -> tuple[EventFrame, tuple[str, ...]]:
     if isinstance(node, GroupNode):
         missing = [k for k in node.keys if k not in frame.columns]
@@ -77,9 +80,9 @@ def _apply_simple(
             raise KeyError(f"key columns {missing} are not in the stream; columns: {frame.columns}")
         return frame, node.keys
     if isinstance(node, WhereNode):
-        return frame.with_df(_where(frame, node.predicate)), keys
+        return frame.with_df(_where(frame, node.predicate, scalar)), keys
     if isinstance(node, SelectNode):
-        return frame.with_df(_select(frame, keys, node)), keys
+        return frame.with_df(_select(frame, keys, node, scalar)), keys
     raise TypeError(f"not a simple node: {node!r}")
 
 
@@ -89,18 +92,19 @@ def run_spark(
     """The output event table of a plan and how to read CHT payloads."""
     frame, metrics = source_frame(stream, spark=spark)
     keys: tuple[str, ...] = ()
+    scalar = stream._source.scalar
     layout = (
-        Layout("value", ())
-        if stream._source.scalar
-        else Layout(None, tuple((c, c) for c in frame.columns))
+        Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in frame.columns))
     )
     for node in stream._nodes:
         if isinstance(node, WindowOp):
-            frame, layout = evaluate_op(frame, keys, node)
+            frame, layout = evaluate_op(frame, keys, adapt_op(node, scalar))
+            scalar = False
         else:
-            frame, keys = _apply_simple(frame, keys, node)
+            frame, keys = _apply_simple(frame, keys, node, scalar)
             if isinstance(node, SelectNode):
                 layout = Layout(None, tuple((c, c) for c in frame.columns))
+                scalar = False
     return frame, layout, metrics
 
 
@@ -120,14 +124,14 @@ def collect_rows(frame: EventFrame) -> list[Row]:
 # --------------------------------------------------------------- UDF nodes
 
 
-def _where(frame: EventFrame, predicate: Any) -> DataFrame:
+def _where(frame: EventFrame, predicate: Any, scalar: bool) -> DataFrame:
     df = frame.df
     if isinstance(predicate, str):
         return df.where(F.expr(predicate))
     if _is_column(predicate):
         return df.where(predicate)
     payload = frame.columns
-    fn: Callable[[Any], Any] = predicate
+    fn = udf_input(predicate, scalar)
 
     def filter_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -141,7 +145,7 @@ def _const(label: str) -> Callable[[int], str]:
     return lambda i: label
 
 
-def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode) -> DataFrame:
+def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: bool) -> DataFrame:
     df = frame.df
     columns = frame.columns
     names: list[Any] = []
@@ -174,7 +178,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode) -> DataF
     schema = T.StructType(fields)
     new_types = [f.type for f in arrow_schema(T.StructType(fields[len(df.schema.fields) :]))]
     pickled_flags = [t is None for t in types]
-    fns = [e for _, e, _ in udfs]
+    fns = [udf_input(e, scalar) for _, e, _ in udfs]
     labels = [n for n, _, _ in udfs]
 
     def project_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

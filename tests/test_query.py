@@ -1,0 +1,387 @@
+"""The fluent query API on the in-process reference engine (no Spark).
+
+The UDMs and the event generator here are shared by the Spark tests
+(``test_spark_*.py``), whose Python workers import this module.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import statistics
+import subprocess
+import sys
+from typing import Any, TypedDict
+
+import pytest
+
+from udm.host import (
+    INFINITY,
+    Cht,
+    CountByEndWindow,
+    CountByStartWindow,
+    HoppingWindow,
+    IntervalEvent,
+    SnapshotWindow,
+    TumblingWindow,
+    UdmInvocationError,
+    WindowDescriptor,
+    evaluate,
+    evaluate_by_key,
+    point,
+)
+from udm.host.query import InvalidEventError, Stream, agg, register_udm
+from udm.host.stream import Cti, Insert, Retract
+from udm.sdk import (
+    IncrementalAggregate,
+    TimeSensitiveIncrementalAggregate,
+    aggregate,
+    function,
+    operator,
+)
+
+# ---------------------------------------------------------------- UDMs
+
+
+@aggregate
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+@aggregate
+def median_untyped(values):  # type: ignore[no-untyped-def]
+    return statistics.median(values)
+
+
+class Mean(IncrementalAggregate):
+    """Mergeable and invertible: partial aggregation applies."""
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], v: float) -> tuple[float, int]:
+        return (state[0] + v, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], v: float) -> tuple[float, int]:
+        return (state[0] - v, state[1] - 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float | None:
+        return state[0] / state[1] if state[1] else None
+
+
+class Span(TimeSensitiveIncrementalAggregate):
+    """Mergeable, time-sensitive: total (clipped) duration of the members."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, event: IntervalEvent[Any], window: WindowDescriptor) -> int:
+        return state + min(event.end, window.end) - max(event.start, window.start)
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def result(self, state: int, window: WindowDescriptor) -> int:
+        return state
+
+
+@aggregate(time_sensitive=True)
+def twa(events: list[IntervalEvent[float]], window: WindowDescriptor) -> float:
+    """Time-weighted average over the window (lifetimes clipped here)."""
+    total = sum(e.payload * (min(e.end, window.end) - max(e.start, window.start)) for e in events)
+    return total / (window.end - window.start)
+
+
+class Range(TypedDict):
+    lo: float
+    hi: float
+
+
+@aggregate
+def value_range(values: list[float]) -> Range:
+    return {"lo": min(values), "hi": max(values)}
+
+
+@aggregate
+def range_untyped(values):  # type: ignore[no-untyped-def]
+    return {"lo": min(values), "n": len(values)}
+
+
+@operator(time_sensitive=True)
+def rises(events: list[IntervalEvent[float]], window: WindowDescriptor) -> list[IntervalEvent[Any]]:
+    """A pattern UDO: a point event at each rise over the previous value."""
+    out = []
+    prev = None
+    for e in events:
+        if prev is not None and e.payload > prev:
+            t = max(e.start, window.start)
+            out.append(IntervalEvent(t, t + 1, {"frm": prev, "to": e.payload}))
+        prev = e.payload
+    return out
+
+
+@aggregate
+def first_payload(payloads: list[dict[str, Any]]) -> str:
+    """Sees whole payload dicts (value=None)."""
+    return ",".join(f"{p['sensor']}:{p['temp']}" for p in payloads[:2])
+
+
+@aggregate
+def fragile(values: list[float]) -> float:
+    if any(v > 18 for v in values):
+        raise ArithmeticError("value above 18")
+    return sum(values)
+
+
+@function
+def fahrenheit(payload: dict[str, Any]) -> float:
+    return float(payload["temp"] * 9 / 5 + 32)
+
+
+# ---------------------------------------------------------- generated data
+
+KEYS = ("a", "b", None)
+
+
+def make_rows(seed: int, n: int = 40) -> list[tuple[str | None, int, int, float]]:
+    """(sensor, start, end, temp): points and intervals, shared start and end
+    times, a null key; temps are halves, so sums are exact in any order."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        s = rng.randrange(0, 50)
+        d = 1 if rng.random() < 0.4 else rng.randrange(1, 13)
+        rows.append((rng.choice(KEYS), s, s + d, rng.randrange(0, 40) / 2))
+    return rows
+
+
+def rows_cht(rows: list[tuple[str | None, int, int, float]]) -> Cht:
+    return Cht(IntervalEvent(s, e, {"sensor": k, "temp": t}) for k, s, e, t in rows)
+
+
+def field_of(got: dict[Any, Cht], name: str) -> dict[Any, Cht]:
+    """One result column of a multi-aggregate output, per key."""
+    return {
+        k: Cht(IntervalEvent(e.start, e.end, e.payload[name]) for e in c) for k, c in got.items()
+    }
+
+
+WINDOWS = [
+    HoppingWindow(10, 5),
+    TumblingWindow(7, offset=3),
+    SnapshotWindow(),
+    CountByStartWindow(3),
+    CountByEndWindow(2),
+]
+
+# ------------------------------------------------------------------ tests
+
+READINGS = [
+    IntervalEvent(1, 2, {"sensor": "a", "temp": 2.0}),
+    IntervalEvent(3, 4, {"sensor": "a", "temp": 4.0}),
+    IntervalEvent(12, 13, {"sensor": "a", "temp": 1.0}),
+    IntervalEvent(5, 6, {"sensor": "b", "temp": 7.0}),
+    IntervalEvent(15, 16, {"sensor": "b", "temp": 3.0}),
+    IntervalEvent(16, 17, {"sensor": "b", "temp": 5.0}),
+]
+
+
+def test_tumbling_median_per_key_hand_computed() -> None:
+    got = (
+        Stream.from_cht(READINGS, key="sensor")
+        .tumbling_window(10)
+        .aggregate(median, value="temp")
+        .to_cht()
+    )
+    assert got == {
+        "a": Cht([(0, 10, 3.0), (10, 20, 1.0)]),
+        "b": Cht([(0, 10, 7.0), (10, 20, 4.0)]),
+    }
+
+
+def test_unkeyed_stream_gives_one_cht_and_scalar_payloads_round_trip() -> None:
+    got = Stream.from_cht([(0, 4, 1.0), (2, 3, 5.0)]).snapshot_window().aggregate(Mean).to_cht()
+    assert got == Cht([(0, 2, 1.0), (2, 3, 3.0), (3, 4, 1.0)])
+    same = Stream.from_cht([(0, 4, 1.0), (2, 3, 5.0)]).to_cht()
+    assert same == Cht([(0, 4, 1.0), (2, 3, 5.0)])
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: w.kind)
+def test_reference_engine_equals_evaluate_by_key(window: Any) -> None:
+    rows = make_rows(7)
+    cht = rows_cht(rows)
+    got = (
+        Stream.from_cht(cht, key="sensor")
+        .window(window)
+        .aggregate(med=(median, "temp"), mean=agg(Mean, "temp"), twa=(twa, "temp"))
+        .to_cht()
+    )
+    assert isinstance(got, dict)
+    for name, udm in (("med", median), ("mean", Mean), ("twa", twa)):
+        assert field_of(got, name) == evaluate_by_key(cht, "sensor", window, udm, value="temp")
+
+
+def test_multi_aggregate_payload_and_struct_columns() -> None:
+    stream = Stream.from_cht(READINGS, key="sensor").tumbling_window(10)
+    single = stream.aggregate(value_range, value="temp").to_cht()
+    assert isinstance(single, dict)
+    assert single["a"] == Cht([(0, 10, {"lo": 2.0, "hi": 4.0}), (10, 20, {"lo": 1.0, "hi": 1.0})])
+    multi = stream.aggregate(r=(value_range, "temp"), n=(Span, "temp")).to_cht()
+    assert isinstance(multi, dict)
+    assert multi["b"] == Cht(
+        [
+            (0, 10, {"r_lo": 7.0, "r_hi": 7.0, "n": 1}),
+            (10, 20, {"r_lo": 3.0, "r_hi": 5.0, "n": 2}),
+        ]
+    )
+
+
+def test_udm_by_registered_name_and_arguments() -> None:
+    @aggregate
+    def quantile(values: list[float], q: float = 0.5) -> float:
+        return sorted(values)[int(q * (len(values) - 1))]
+
+    register_udm("test.quantile", quantile)
+    got = (
+        Stream.from_cht([(0, 1, 1.0), (1, 2, 2.0), (2, 3, 9.0)])
+        .tumbling_window(10)
+        .aggregate("test.quantile", q=1.0)
+        .to_cht()
+    )
+    assert got == Cht([(0, 10, 9.0)])
+    with pytest.raises(KeyError, match=r"no UDM is registered as 'test\.nope'"):
+        Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10).aggregate("test.nope")
+
+
+def test_wrong_udm_kinds_and_options_are_rejected_when_building() -> None:
+    w = Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10)
+    with pytest.raises(
+        TypeError, match=r"is a time-sensitive non-incremental operator; use \.apply"
+    ):
+        w.aggregate(rises)
+    with pytest.raises(TypeError, match=r"use \.aggregate"):
+        w.apply(median)
+    with pytest.raises(TypeError, match="UDF"):
+        w.aggregate(fahrenheit)
+    with pytest.raises(ValueError, match="partial=True needs mergeable"):
+        w.aggregate(median, partial=True)
+    with pytest.raises(ValueError, match="emit_empty applies to hopping and tumbling"):
+        Stream.from_cht([(0, 1, 1.0)]).snapshot_window().aggregate(median, emit_empty=True)
+    with pytest.raises(ValueError, match="'clip' keeps timestamps chosen by the UDM"):
+        w.aggregate(median, output_policy="clip")
+
+
+def test_durations_accept_timedelta() -> None:
+    s = Stream.from_cht([(0, 1, 1.0)])
+    assert s.hopping_window(dt.timedelta(seconds=10), dt.timedelta(seconds=5)).window == (
+        HoppingWindow(10_000_000, 5_000_000)
+    )
+    assert s.count_window(3, by="end").window == CountByEndWindow(3)
+    with pytest.raises(ValueError, match="'start' or 'end'"):
+        s.count_window(3, by="middle")  # type: ignore[arg-type]
+
+
+def test_explain_names_every_stage() -> None:
+    text = (
+        Stream.from_cht(READINGS, key="sensor")
+        .where(lambda p: p["temp"] > 1)
+        .hopping_window(10, 5)
+        .aggregate(Mean, value="temp")
+        .explain()
+    )
+    assert text.splitlines() == [
+        "Stream plan",
+        "  source: 6 in-memory events; on_invalid=raise",
+        "  - group_apply sensor",
+        "  - where udf <lambda>",
+        "  - window HoppingWindow(size=10, hop=5)",
+        "      aggregate mean = mean('temp') [time-insensitive incremental aggregate]",
+        "      input_clipping=none, output_policy=align",
+        "    spark: explode a generated array of window starts per event; partial states per "
+        "partition (mapInArrow), shuffle, merge per (sensor, window) (applyInArrow)",
+        "  output: start, end, sensor, mean  (a struct result becomes one column per field)",
+    ]
+
+
+def test_in_memory_invalid_rows_raise_or_are_counted() -> None:
+    bad = [(0, 5, 1.0), (7, 7, 2.0), (None, 3, 3.0)]
+    with pytest.raises(InvalidEventError, match=r"'end' is not after 'start'; row: \(7, 7, 2.0\)"):
+        Stream.from_cht(bad)
+    stream = Stream.from_cht(bad, on_invalid="drop")
+    assert stream.to_cht() == Cht([(0, 5, 1.0)])
+    assert stream.metrics.invalid_rows() == {"'end' is not after 'start'": 1, "'start' is null": 1}
+
+
+def test_udf_filter_projection_and_chaining() -> None:
+    got = (
+        Stream.from_cht(READINGS, key="sensor")
+        .where(lambda p: p["temp"] != 4.0)
+        .select("temp", f=fahrenheit)
+        .tumbling_window(10)
+        .aggregate(hi=(value_range, "f"), n=(Span, "f"))
+        .tumbling_window(20)
+        .aggregate(Mean, value="hi_hi")
+        .to_cht()
+    )
+    # a: windows [0,10) {35.6} and [10,20) {33.8}; b: 44.6 and max(37.4, 41) = 41
+    assert got == {"a": Cht([(0, 20, (35.6 + 33.8) / 2)]), "b": Cht([(0, 20, (44.6 + 41.0) / 2)])}
+
+
+def test_whole_payload_reaches_the_udm() -> None:
+    got = Stream.from_cht(READINGS).tumbling_window(10).aggregate(first_payload).to_cht()
+    assert got == Cht([(0, 10, "a:2.0,a:4.0"), (10, 20, "a:1.0,b:3.0")])
+
+
+def test_spark_expressions_after_a_udf_need_spark() -> None:
+    class FakeColumn:  # what a Column looks like to the plan
+        pass
+
+    FakeColumn.__module__ = "pyspark.sql.column"
+    FakeColumn.__name__ = "Column"
+    stream = Stream.from_cht(READINGS).where(lambda p: True).where(FakeColumn())
+    with pytest.raises(TypeError, match="reference engine can only run"):
+        stream.to_cht()
+
+
+def test_udm_errors_name_the_udm_and_window() -> None:
+    stream = Stream.from_cht([(0, 1, 1.0), (12, 13, 19.0)]).tumbling_window(10).aggregate(fragile)
+    with pytest.raises(UdmInvocationError) as err:
+        stream.to_cht()
+    assert str(err.value) == (
+        "UDM 'fragile' failed on window [10, 20): ArithmeticError: value above 18"
+    )
+
+
+def test_physical_stream_source_and_emit_empty_with_watermark() -> None:
+    elements = [
+        point("p", 1, 2.0),
+        Insert("e", 3, INFINITY, 4.0),
+        Retract("e", 3, INFINITY, 14),
+        Cti(5),
+        point("q", 31, 6.0),
+    ]
+    got = (
+        Stream.from_events(elements)
+        .tumbling_window(10)
+        .aggregate(Mean, emit_empty=True, watermark=50)
+        .to_cht()
+    )
+    assert got == Cht([(0, 10, 3.0), (10, 20, 4.0), (20, 30, None), (30, 40, 6.0), (40, 50, None)])
+    assert got == evaluate(
+        Cht([(1, 2, 2.0), (3, 14, 4.0), (31, 32, 6.0)]),
+        TumblingWindow(10),
+        Mean,
+        emit_empty=True,
+        watermark=50,
+    )
+
+
+def test_importing_the_host_does_not_import_spark() -> None:
+    code = (
+        "import sys, udm.sdk, udm.host, udm.host.query\n"
+        "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
