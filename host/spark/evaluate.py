@@ -44,10 +44,12 @@ from udm.host.query import (
 )
 from udm.host.spark.frame import EventFrame, q
 from udm.host.spark.types import (
+    accepts,
     arrow_schema,
     concrete,
     declared_result_type,
     dumps,
+    expected_value_type,
     from_returns,
     infer_column,
     normalize_value,
@@ -334,6 +336,17 @@ def evaluate_op(
             )
     types = [call_type(c) for c in op.calls]
     schema_of = {f.name: f for f in df.schema.fields}
+    for c in op.calls:
+        expected = expected_value_type(c.udm) if isinstance(c.value, str) else None
+        if expected is not None and isinstance(c.value, str):
+            column = schema_of[c.value].dataType
+            if not accepts(expected, column):
+                raise TypeError(
+                    f"UDM {c.udm.name!r} takes {expected.__name__} values, but column "
+                    f"{c.value!r} is {column.simpleString()}; cast the column (e.g. "
+                    f"df.withColumn({c.value!r}, F.col({c.value!r}).cast('double'))) "
+                    "or pass another value="
+                )
     whole = any(c.columns() is None for c in op.calls)
     needed = (
         payload

@@ -9,6 +9,7 @@ Columns and SQL strings run natively, window operations go through
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -17,11 +18,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from udm.host.errors import UdmInvocationError
 from udm.host.query import (
     E_COL,
     S_COL,
     SCALAR_COL,
     GroupNode,
+    InvalidEventError,
     Layout,
     Node,
     QueryMetrics,
@@ -112,9 +115,47 @@ def to_output(frame: EventFrame) -> DataFrame:
     return output(frame)
 
 
+class SparkUdmInvocationError(UdmInvocationError):
+    """A UDM failed inside a Spark worker; the message is the worker's."""
+
+    def __init__(self, message: str) -> None:
+        self.udm = message.split("'")[1] if message.count("'") >= 2 else ""
+        self.window = None
+        self.element = None
+        RuntimeError.__init__(self, message)
+
+
+def translate_error(exc: Exception) -> Exception | None:
+    """The udm error behind a Spark exception (a UDM failure in a worker,
+    an invalid row, a window error), without the JVM noise."""
+    text = str(exc)
+    m = re.search(r"udm\.host\.errors\.UdmInvocationError: (.*)", text)
+    if m:
+        return SparkUdmInvocationError(m.group(1).strip())
+    m = re.search(r"(invalid event: .*?)(?: SQLSTATE: \w+)?$", text, re.S)
+    if m:
+        return InvalidEventError(m.group(1).strip())
+    m = re.search(r"\[USER_RAISED_EXCEPTION\] (.*?)(?: SQLSTATE: \w+)?$", text, re.S)
+    if m:
+        return ValueError(m.group(1).strip())
+    m = re.search(r"\n(\w*(?:Type|Value|Key)Error: .*)", text)
+    if m:
+        return ValueError(m.group(1).strip())
+    return None
+
+
 def collect_rows(frame: EventFrame) -> list[Row]:
-    """The event table on the driver, payloads as Arrow gives them to UDMs."""
-    table = frame.df.toArrow()
+    """The event table on the driver, payloads as Arrow gives them to UDMs.
+    Errors raised in Spark are re-raised as the udm errors behind them."""
+    from pyspark.errors import PySparkException
+
+    try:
+        table = frame.df.toArrow()
+    except PySparkException as exc:
+        translated = translate_error(exc)
+        if translated is None:
+            raise
+        raise translated from exc
     starts = table.column(S_COL).to_pylist()
     ends = table.column(E_COL).to_pylist()
     payload = table.select([c for c in table.column_names if c not in (S_COL, E_COL)]).to_pylist()

@@ -132,7 +132,9 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
             s_ticks.alias(S_COL), e_ticks.alias(E_COL), *[F.col(q(c)) for c in payload]
         )
     else:
-        row_json = F.to_json(F.struct(*[F.col(q(c)) for c in df.columns]))
+        row_json = F.to_json(
+            F.struct(*[F.col(q(c)) for c in df.columns]), {"ignoreNullFields": "false"}
+        )
         message = F.concat(
             F.lit("invalid event: "),
             problem,

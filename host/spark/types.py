@@ -229,6 +229,46 @@ def declared_result_type(udm: Udm) -> T.DataType | None:
     return annotation_type(ann)
 
 
+def _element(tp: Any) -> Any:
+    """``X`` of ``list[X]``, ``Sequence[X]``, ``IntervalEvent[X]``, ..."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (list, tuple, Sequence, Iterable, Iterator, IntervalEvent) and args:
+        return _element(args[0]) if origin is not IntervalEvent else args[0]
+    return tp
+
+
+def expected_value_type(udm: Udm) -> type | None:
+    """The scalar type (float, int, str, bool) a UDM's input payloads are
+    annotated with, or ``None`` when the annotations do not say."""
+    cls = type(udm)
+    wrapped = getattr(cls, "__wrapped__", None)
+    try:
+        if wrapped is not None:
+            hints = typing.get_type_hints(wrapped)
+            params = list(inspect.signature(wrapped).parameters)
+            ann = hints.get(params[0]) if params else None
+        else:
+            method = getattr(cls, "add" if udm.incremental else "compute_result")
+            hints = typing.get_type_hints(method)
+            params = [p for p in inspect.signature(method).parameters if p != "self"]
+            index = 1 if udm.incremental else 0
+            ann = hints.get(params[index]) if len(params) > index else None
+    except Exception:
+        return None
+    elem = _element(ann)
+    return elem if elem in (float, int, str, bool) else None
+
+
+def accepts(expected: type, column: T.DataType) -> bool:
+    """Whether values of a Spark column type can be UDM inputs of ``expected``."""
+    if expected in (float, int):
+        return isinstance(column, T.NumericType)
+    if expected is str:
+        return isinstance(column, T.StringType)
+    return isinstance(column, T.BooleanType)
+
+
 def function_result_type(fn: Any) -> T.DataType | None:
     """The Spark type a UDF's return annotation names."""
     return annotation_type(_return_annotation(getattr(fn, "fn", fn)))

@@ -89,7 +89,11 @@ def _hopping(
 ) -> DataFrame:
     size, hop, offset = w.size, w.hop, w.offset
     k_min = F.expr(f"{_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1")
-    k_max = F.expr(f"-{_floordiv(f'{offset}L - {E_COL}', hop)} - 1")
+    # windows must end by the watermark, so an end beyond it counts as the
+    # watermark (which also keeps the int64 arithmetic from overflowing)
+    cap = min(watermark, INFINITY - 2 * hop)
+    end = f"least({E_COL}, {cap}L)"
+    k_max = F.expr(f"-{_floordiv(f'{offset}L - {end}', hop)} - 1")
     if watermark < INFINITY:
         k_last = (watermark - size - offset) // hop
         k_max = F.least(k_max, F.lit(k_last))

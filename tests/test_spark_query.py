@@ -1,0 +1,306 @@
+"""Queries on Spark: every path checked against the reference evaluator.
+
+One generated event table (three keys, one of them null; points and
+intervals with shared endpoints) is reused by the differential tests; the
+rest are hand-computed. All share the session-wide ``spark`` fixture, and
+each test runs as few Spark jobs as it can.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+from test_query import (
+    READINGS,
+    WINDOWS,
+    Mean,
+    Span,
+    field_of,
+    fragile,
+    make_rows,
+    median,
+    median_untyped,
+    range_untyped,
+    rises,
+    rows_cht,
+    twa,
+    value_range,
+)
+
+from udm.host import (
+    Cht,
+    CountByStartWindow,
+    HoppingWindow,
+    IntervalEvent,
+    TumblingWindow,
+    UdmInvocationError,
+    cht_equal,
+    evaluate,
+    evaluate_by_key,
+)
+from udm.host.query import InvalidEventError, Stream
+
+pytestmark = pytest.mark.spark
+
+ROWS = make_rows(7)
+CHT = rows_cht(ROWS)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def events(spark: Any) -> Any:
+    df = spark.createDataFrame(ROWS, "sensor string, ts long, te long, temp double")
+    return df.cache()
+
+
+def keyed(events: Any) -> Stream:
+    return Stream.from_dataframe(events, start="ts", end="te", key="sensor")
+
+
+CLIPPING = {
+    "hopping": "none",
+    "tumbling": "full",
+    "snapshot": "left",
+    "count_by_start": "right",
+    "count_by_end": "none",
+}
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=lambda w: w.kind)
+def test_window_kinds_match_reference(events: Any, window: Any) -> None:
+    clipping = CLIPPING[window.kind]
+    got = (
+        keyed(events)
+        .window(window)
+        .aggregate(med=(median, "temp"), mean=(Mean, "temp"), twa=(twa, "temp"))
+        .to_cht()
+    )
+    assert isinstance(got, dict)
+    for name, udm in (("med", median), ("mean", Mean), ("twa", twa)):
+        assert field_of(got, name) == evaluate_by_key(CHT, "sensor", window, udm, value="temp")
+    # clipping changes only the time-sensitive aggregate: run it once clipped
+    clipped = keyed(events).window(window).aggregate(twa, value="temp", input_clipping=clipping)
+    assert clipped.to_cht() == evaluate_by_key(
+        CHT, "sensor", window, twa, value="temp", input_clipping=clipping
+    )
+
+
+@pytest.mark.parametrize(
+    "window", [HoppingWindow(10, 3), CountByStartWindow(2)], ids=lambda w: w.kind
+)
+def test_partial_aggregation_matches_reference(events: Any, window: Any) -> None:
+    query = keyed(events).window(window).aggregate(mean=(Mean, "temp"), span=(Span, "temp"))
+    assert "partial states per partition (mapInArrow)" in query.explain()
+    out = query.to_dataframe()
+    assert "MapInArrow" in out._jdf.queryExecution().executedPlan().toString()
+    got = query.to_cht()
+    assert isinstance(got, dict)
+    assert field_of(got, "mean") == evaluate_by_key(CHT, "sensor", window, Mean, value="temp")
+    assert field_of(got, "span") == evaluate_by_key(CHT, "sensor", window, Span, value="temp")
+
+
+def test_partial_aggregation_can_be_turned_off(events: Any) -> None:
+    query = keyed(events).hopping_window(10, 3).aggregate(Mean, value="temp", partial=False)
+    assert "groupBy(sensor, window).applyInArrow" in query.explain()
+    assert query.to_cht() == evaluate_by_key(
+        CHT, "sensor", HoppingWindow(10, 3), Mean, value="temp"
+    )
+
+
+@pytest.mark.parametrize("window", [WINDOWS[0], WINDOWS[4]], ids=lambda w: w.kind)
+def test_time_sensitive_operator_matches_reference(events: Any, window: Any) -> None:
+    """rises has no result annotation: its struct type is inferred from the values."""
+    query = keyed(events).window(window).apply(rises, value="temp")
+    out = query.to_dataframe()
+    assert out.columns == ["start", "end", "sensor", "frm", "to"]
+    assert query.to_cht() == evaluate_by_key(CHT, "sensor", window, rises, value="temp")
+
+
+def test_timestamps_in_timestamps_out(spark: Any) -> None:
+    minute = dt.timedelta(minutes=1)
+    df = spark.createDataFrame(
+        [("a", T0 + k * minute, float(k)) for k in (0, 1, 5, 11, 12)] + [("b", T0, 9.0)],
+        "sensor string, ts timestamp, temp double",
+    )
+    out = (
+        Stream.from_dataframe(df, start="ts", key="sensor")
+        .tumbling_window(dt.timedelta(minutes=10))
+        .aggregate(median, value="temp")
+        .to_dataframe()
+    )
+    assert [(f.name, f.dataType.simpleString()) for f in out.schema.fields] == [
+        ("start", "timestamp"),
+        ("end", "timestamp"),
+        ("sensor", "string"),
+        ("median", "double"),
+    ]
+    rows = [tuple(r) for r in out.orderBy("sensor", "start").collect()]
+    naive = T0.replace(tzinfo=None)  # collect() shows UTC wall clock (session time zone)
+    assert rows == [
+        (naive, naive + 10 * minute, "a", 1.0),
+        (naive + 10 * minute, naive + 20 * minute, "a", 11.5),
+        (naive, naive + 10 * minute, "b", 9.0),
+    ]
+
+
+def test_string_times_and_counted_drops(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [
+            ("2024-01-01 00:00:00", "2024-01-01 00:00:30", 1.0),
+            ("2024-01-01 00:00:10", "2024-01-01 00:00:05", 2.0),  # ends before it starts
+            ("yesterday", "2024-01-01 00:00:20", 3.0),  # unparsable
+            ("2024-01-01 00:00:20", None, 4.0),  # interval without an end
+            ("2024-01-01 00:00:40", "2024-01-01 00:00:50", 5.0),
+        ],
+        "t0 string, t1 string, v double",
+    )
+    stream = Stream.from_dataframe(df, start="t0", end="t1", on_invalid="drop")
+    query = stream.tumbling_window(dt.timedelta(minutes=1)).aggregate(Mean, value="v")
+    assert query.to_cht() == Cht([(T0_TICKS, T0_TICKS + 60_000_000, 3.0)])
+    assert query.metrics.invalid_rows() == {
+        "'t0' is not a valid time": 1,
+        "'t1' is null (interval events need an end; use shape='edge' for open events)": 1,
+        "'t1' is not after 't0'": 1,
+    }
+    assert query.metrics.dropped == 3
+
+
+T0_TICKS = 1_704_067_200_000_000
+
+
+def test_invalid_rows_fail_naming_column_and_row(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [("a", 1, 1.0), ("a", None, 2.0)], "sensor string, ts long, temp double"
+    )
+    query = (
+        Stream.from_dataframe(df, start="ts", key="sensor")
+        .tumbling_window(10)
+        .aggregate(median, value="temp")
+    )
+    with pytest.raises(InvalidEventError) as err:
+        query.to_cht()
+    assert str(err.value) == (
+        'invalid event: \'ts\' is null; row: {"sensor":"a","ts":null,"temp":2.0}. '
+        "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
+        "(stream.metrics.invalid_rows())"
+    )
+
+
+def test_missing_columns_and_wrong_value_types_fail_before_running(events: Any) -> None:
+    with pytest.raises(KeyError, match=r"end column 'stop' is not in the DataFrame; its columns"):
+        Stream.from_dataframe(events, start="ts", end="stop")
+    with pytest.raises(KeyError, match=r"value column\(s\) \['humidity'\] of 'median'"):
+        keyed(events).tumbling_window(10).aggregate(median, value="humidity").to_dataframe()
+    with pytest.raises(TypeError, match="UDM 'median' takes float values, but column 'sensor'"):
+        keyed(events).tumbling_window(10).aggregate(median, value="sensor").to_dataframe()
+
+
+def test_udm_failure_names_udm_window_and_key(events: Any) -> None:
+    query = keyed(events).tumbling_window(10).aggregate(fragile, value="temp")
+    with pytest.raises(
+        UdmInvocationError,
+        match=r"UDM 'fragile' failed on window \[\d+, \d+\) "
+        r"of key '?\w+'?: ArithmeticError: value above 18",
+    ):
+        query.to_cht()
+
+
+def test_edge_events_need_a_watermark_for_grid_windows(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [(1, 4, 2.0), (3, None, 4.0), (12, 14, 6.0)], "ts long, te long, v double"
+    )
+    stream = Stream.from_dataframe(df, start="ts", end="te", shape="edge")
+    with pytest.raises(ValueError, match=r"never ends are infinitely many .* pass watermark="):
+        stream.tumbling_window(10).aggregate(Mean, value="v").to_cht()
+    got = stream.tumbling_window(10).aggregate(Mean, value="v", watermark=40, emit_empty=True)
+    cht = Cht([(1, 4, {"v": 2.0}), (3, 2**63 - 1, {"v": 4.0}), (12, 14, {"v": 6.0})])
+    expected = evaluate(cht, TumblingWindow(10), Mean, value="v", watermark=40, emit_empty=True)
+    assert (
+        got.to_cht() == expected == Cht([(0, 10, 3.0), (10, 20, 5.0), (20, 30, 4.0), (30, 40, 4.0)])
+    )
+    # snapshot windows end at every endpoint: the open event's last one is infinite
+    snap = stream.snapshot_window().aggregate(Mean, value="v").to_dataframe()
+    assert snap.where(F.col("end") == 2**63 - 1).collect()[0]["mean"] == 4.0
+
+
+def test_udfs_columns_and_chaining_match_the_reference_engine(events: Any) -> None:
+    query = (
+        keyed(events)
+        .where(F.col("temp") > 1.0)
+        .where(lambda p: p["temp"] != 5.0)
+        .select(
+            "temp", f=lambda p: p["temp"] * 9 / 5 + 32, hot=(lambda p: p["temp"] > 10, "boolean")
+        )
+        .hopping_window(12, 4)
+        .aggregate(hi=(value_range, "f"), n=(Span, "f"))
+        .where("n > 2")
+        .tumbling_window(20)
+        .aggregate(Mean, value="hi_hi")
+    )
+    spark_out = query.to_cht(engine="spark")
+    with pytest.raises(TypeError, match="reference engine can only run"):
+        query.to_cht(engine="reference")  # "n > 2" comes after UDFs
+    reference = Stream.from_cht(CHT, key="sensor")
+    expected = (
+        reference.where(lambda p: p["temp"] > 1.0 and p["temp"] != 5.0)
+        .select("temp", f=lambda p: p["temp"] * 9 / 5 + 32)
+        .hopping_window(12, 4)
+        .aggregate(hi=(value_range, "f"), n=(Span, "f"))
+        .where(lambda p: p["n"] > 2)
+        .tumbling_window(20)
+        .aggregate(Mean, value="hi_hi")
+        .to_cht()
+    )
+    # Mean merges partial sums of non-integral values: equal up to rounding
+    assert isinstance(spark_out, dict) and isinstance(expected, dict)
+    assert set(spark_out) == set(expected) == {"a", "b", None}
+    assert all(cht_equal(spark_out[k], expected[k], rel_tol=1e-12) for k in expected)
+
+
+def test_result_types_inferred_from_values(events: Any) -> None:
+    query = (
+        keyed(events)
+        .snapshot_window()
+        .aggregate(med=(median_untyped, "temp"), r=(range_untyped, "temp"))
+    )
+    out = query.to_dataframe()
+    assert [(f.name, f.dataType.simpleString()) for f in out.schema.fields] == [
+        ("start", "bigint"),
+        ("end", "bigint"),
+        ("sensor", "string"),
+        ("med", "double"),
+        ("r_lo", "double"),
+        ("r_n", "bigint"),
+    ]
+    got = query.to_cht()
+    assert isinstance(got, dict)
+    window = WINDOWS[2]
+    assert field_of(got, "med") == evaluate_by_key(
+        CHT, "sensor", window, median_untyped, value="temp"
+    )
+    ranges = evaluate_by_key(CHT, "sensor", window, range_untyped, value="temp")
+    for key, cht in ranges.items():
+        flat = Cht(
+            IntervalEvent(e.start, e.end, {"r_lo": e.payload["lo"], "r_n": e.payload["n"]})
+            for e in cht
+        )
+        mine = Cht(
+            IntervalEvent(e.start, e.end, {k: e.payload[k] for k in ("r_lo", "r_n")})
+            for e in got[key]
+        )
+        assert mine == flat
+
+
+def test_in_memory_source_runs_on_spark_with_timestamps(spark: Any) -> None:
+    stream = Stream.from_cht(READINGS, key="sensor", timestamps=True)
+    query = stream.tumbling_window(10).aggregate(value_range, value="temp")
+    out = query.to_dataframe(spark)
+    assert out.columns == ["start", "end", "sensor", "lo", "hi"]
+    first = out.where("sensor = 'a'").orderBy("start").first()
+    assert first is not None
+    epoch = dt.datetime(1970, 1, 1)
+    assert tuple(first) == (epoch, epoch + dt.timedelta(microseconds=10), "a", 2.0, 4.0)
+    assert query.to_cht(engine="spark") == query.to_cht(engine="reference")
