@@ -144,6 +144,7 @@ def fahrenheit(payload: dict[str, Any]) -> float:
 # ---------------------------------------------------------- generated data
 
 KEYS = ("a", "b", None)
+ROWS_SEED = 7
 
 
 def make_rows(seed: int, n: int = 40) -> list[tuple[str | None, int, int, float]]:

@@ -15,6 +15,7 @@ import pytest
 from pyspark.sql import functions as F
 from test_query import (
     READINGS,
+    ROWS_SEED,
     WINDOWS,
     Mean,
     Span,
@@ -45,7 +46,7 @@ from udm.host.query import InvalidEventError, Stream
 
 pytestmark = pytest.mark.spark
 
-ROWS = make_rows(7)
+ROWS = make_rows(ROWS_SEED)
 CHT = rows_cht(ROWS)
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

@@ -278,6 +278,9 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
         yield (_out_time(ev.start, kind), _out_time(ev.end, kind), *keys, *values)
 
 
+_REGISTERED: set[str] = set()
+
+
 def register_sql(
     spark: SparkSession, udm: Any, name: str | None = None, *, returns: Any = None
 ) -> str:
@@ -293,8 +296,14 @@ def register_sql(
     sql_name = name or (udm if isinstance(udm, str) else default).replace(".", "_")
     if not sql_name.replace("_", "").isalnum():
         raise ValueError(f"{sql_name!r} is not a valid SQL function name; pass name=")
+    if sql_name not in _REGISTERED and spark.catalog.functionExists(sql_name):
+        raise ValueError(
+            f"Spark SQL already has a function named {sql_name!r}; register the UDM under "
+            "another name with name="
+        )
     from pyspark.sql.functions import udtf
 
+    _REGISTERED.add(sql_name)
     table_function: Any = udtf(_make_udtf(resolved, returns))
     spark.udtf.register(sql_name, table_function)
     return sql_name

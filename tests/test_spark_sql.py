@@ -1,0 +1,115 @@
+"""UDMs called from Spark SQL as table functions, against the reference."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from test_query import ROWS_SEED, Mean, make_rows, median, rises, rows_cht, value_range
+
+from udm.host import Cht, IntervalEvent, SnapshotWindow, evaluate_by_key
+from udm.host.query import register_udm
+from udm.host.spark.sql import register_sql
+from udm.sdk import aggregate
+
+pytestmark = pytest.mark.spark
+
+
+@aggregate
+def quantile(values: list[float], q: float = 0.5) -> float:
+    return sorted(values)[int(q * (len(values) - 1))]
+
+
+@pytest.fixture(scope="module")
+def sql(spark: Any) -> Any:
+    register_udm("stats.median", median)
+    register_udm("stats.quantile", quantile)
+    assert register_sql(spark, "stats.median") == "stats_median"
+    assert register_sql(spark, "stats.quantile") == "stats_quantile"
+    assert register_sql(spark, value_range, name="value_range") == "value_range"
+    with pytest.raises(ValueError, match="already has a function named 'mean'; register"):
+        register_sql(spark, Mean)
+    assert register_sql(spark, Mean, name="udm_mean") == "udm_mean"
+    assert register_sql(spark, rises) == "rises"
+    readings = spark.createDataFrame(
+        [
+            ("a", 1, 2.0),
+            ("a", 3, 4.0),
+            ("a", 12, 1.0),
+            ("b", 5, 7.0),
+            ("b", 15, 3.0),
+            ("b", 16, 5.0),
+        ],
+        "sensor string, ts long, temp double",
+    )
+    readings.createOrReplaceTempView("readings")
+    events = spark.createDataFrame(
+        make_rows(ROWS_SEED), "sensor string, ts long, te long, temp double"
+    )
+    events.createOrReplaceTempView("events")
+    return spark.sql
+
+
+def test_median_per_sensor_on_tumbling_windows(sql: Any) -> None:
+    rows = sql(
+        "SELECT * FROM stats_median(TABLE(readings), start => 'ts', key => 'sensor', "
+        "value => 'temp', window => 'tumbling', size => 10) ORDER BY sensor, start"
+    ).collect()
+    assert [tuple(r) for r in rows] == [
+        (0, 10, "a", 3.0),
+        (10, 20, "a", 1.0),
+        (0, 10, "b", 7.0),
+        (10, 20, "b", 4.0),
+    ]
+    assert rows[0].asDict() == {"start": 0, "end": 10, "sensor": "a", "median": 3.0}
+
+
+def test_snapshot_windows_over_intervals_match_reference(sql: Any) -> None:
+    rows = sql(
+        "SELECT * FROM udm_mean(TABLE(events), start => 'ts', end => 'te', key => 'sensor', "
+        "value => 'temp', window => 'snapshot')"
+    ).collect()
+    got: dict[Any, list[IntervalEvent[Any]]] = {}
+    for r in rows:
+        got.setdefault(r["sensor"], []).append(IntervalEvent(r["start"], r["end"], r["mean"]))
+    expected = evaluate_by_key(
+        rows_cht(make_rows(ROWS_SEED)), "sensor", SnapshotWindow(), Mean, value="temp"
+    )
+    assert {k: Cht(v) for k, v in got.items()} == expected
+
+
+def test_timestamps_intervals_arguments_and_struct_results(sql: Any, spark: Any) -> None:
+    t0 = dt.datetime(2024, 1, 1)
+    spark.createDataFrame(
+        [(t0 + dt.timedelta(minutes=m), float(m)) for m in (0, 4, 8, 12)], "ts timestamp, v double"
+    ).createOrReplaceTempView("minutes")
+    hopping = (
+        "window => 'hopping', size => INTERVAL '10' MINUTE, hop => INTERVAL '5' MINUTE, "
+        "watermark => 1704067800000000"  # 00:10: only windows ending by then
+    )
+    q = sql(
+        f"SELECT * FROM stats_quantile(TABLE(minutes), start => 'ts', value => 'v', {hopping}, "
+        "args => '{\"q\": 1.0}') ORDER BY start"
+    ).collect()
+    five = dt.timedelta(minutes=5)
+    assert [tuple(r) for r in q] == [(t0 - five, t0 + five, 4.0), (t0, t0 + 2 * five, 8.0)]
+    r = sql(
+        f"SELECT * FROM value_range(TABLE(minutes), start => 'ts', value => 'v', {hopping}) "
+        "ORDER BY start"
+    ).collect()
+    assert [r_.asDict() for r_ in r] == [
+        {"start": t0 - five, "end": t0 + five, "lo": 0.0, "hi": 4.0},
+        {"start": t0, "end": t0 + 2 * five, "lo": 0.0, "hi": 8.0},
+    ]
+
+
+def test_bad_calls_say_what_to_pass(sql: Any) -> None:
+    with pytest.raises(Exception, match="needs start => '<time column>'"):
+        sql("SELECT * FROM udm_mean(TABLE(readings), window => 'tumbling', size => 10)").collect()
+    with pytest.raises(Exception, match="unknown argument 'sise'"):
+        sql("SELECT * FROM udm_mean(TABLE(readings), start => 'ts', sise => 10)").collect()
+    with pytest.raises(Exception, match="result type of UDM 'rises' is unknown"):
+        sql(
+            "SELECT * FROM rises(TABLE(readings), start => 'ts', window => 'tumbling', size => 5)"
+        ).collect()
