@@ -7,6 +7,11 @@ import typer
 app = typer.Typer(help="udm: user-defined temporal modules on Spark.", no_args_is_help=True)
 
 
+@app.callback()
+def main() -> None:
+    """udm: user-defined temporal modules on Spark."""
+
+
 @app.command()
 def version() -> None:
     """Print the udm version."""
