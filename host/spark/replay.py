@@ -1,0 +1,323 @@
+"""Physical-stream replay: the incremental host run per key inside Spark.
+
+A DataFrame of physical stream elements (one row per insert, retraction or
+CTI, with an arrival sequence) is grouped by key; each group is replayed in
+arrival order through its own :class:`udm.host.Host` in a Python worker
+(``applyInArrow``), exactly as a live deployment would see it. The result
+is the output physical stream as a changelog, or its CHT.
+
+Input columns (names configurable):
+
+* ``kind``: ``insert``, ``retract`` or ``cti`` (any case);
+* ``id``: the event id (inserts and retractions);
+* ``start``: the event start, or the CTI time;
+* ``end``: an insert's end, a retraction's old end (null: never ends);
+* ``new_end``: a retraction's new end (its start for a full retraction);
+* ``seq``: the arrival order (any orderable column);
+* the key columns; a CTI row with null keys applies to every key, and a
+  retraction with null keys to the key of the insert with its id;
+* the payload columns (of inserts).
+
+Changelog output: ``seq`` (output order within the key), ``kind``, ``id``
+(unique within the key), ``start``, ``end``, ``new_end``, the key columns,
+then the result columns. Times come back as they went in (ticks, or
+timestamps with null for the end of time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.engine import Host, output_cht
+from udm.host.invoke import instantiate
+from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.query import (
+    E_COL,
+    S_COL,
+    UdmCall,
+    ValueArg,
+    _resolve_udm,
+    normalize_value,
+)
+from udm.host.spark.evaluate import (
+    _arrow_schema_with_marks,
+    _pickled_field,
+    call_type,
+    decode_pickled,
+    to_arrow_column,
+)
+from udm.host.spark.frame import TimeKind, q
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.time import INFINITY
+from udm.host.windows import WindowSpec
+
+__all__ = ["replay"]
+
+_NE = "__udm_ne"
+_KIND = "__udm_kind"
+_SEQ = "__udm_seq"
+_GROUP = "__udm_group"
+_OUT_KINDS = {Insert: "insert", Retract: "retract", Cti: "cti"}
+
+
+def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
+    dtype = df.schema[name].dataType
+    c = F.col(q(name))
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_micros(c), "timestamp"
+    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return c.cast("long"), "long"
+    raise TypeError(
+        f"column {name!r} has type {dtype.simpleString()}; replay times must be timestamps "
+        "or integer ticks"
+    )
+
+
+def _elements(table: pa.Table, id_col: str, payload: list[str]) -> list[tuple[Element, int]]:
+    kinds = table.column(_KIND).to_pylist()
+    ids = table.column(id_col).to_pylist()
+    starts = table.column(S_COL).to_pylist()
+    ends = table.column(E_COL).to_pylist()
+    new_ends = table.column(_NE).to_pylist()
+    seqs = table.column(_SEQ).to_pylist()
+    rows = table.select(payload).to_pylist()
+    out: list[tuple[Element, int]] = []
+    for i in sorted(range(len(kinds)), key=lambda i: seqs[i]):
+        kind, s = kinds[i], starts[i]
+        if s is None:
+            raise ValueError(f"replay row #{seqs[i]} ({kind}, id {ids[i]!r}) has a null start")
+        element: Element
+        if kind == "insert":
+            element = Insert(ids[i], s, INFINITY if ends[i] is None else ends[i], rows[i])
+        elif kind == "retract":
+            if new_ends[i] is None:
+                raise ValueError(
+                    f"replay row #{seqs[i]} retracts {ids[i]!r} without a new end; "
+                    "give new_end (the start itself for a full retraction)"
+                )
+            element = Retract(ids[i], s, INFINITY if ends[i] is None else ends[i], new_ends[i])
+        elif kind == "cti":
+            element = Cti(s)
+        else:
+            raise ValueError(
+                f"replay row #{seqs[i]} has kind {kind!r}; use 'insert', 'retract' or 'cti'"
+            )
+        out.append((element, i))
+    return out
+
+
+def _make_replay_fn(
+    window: WindowSpec,
+    call: UdmCall,
+    options: dict[str, Any],
+    keys: list[str],
+    id_col: str,
+    payload: list[str],
+    schema: pa.Schema,
+    as_cht: bool,
+    flush: bool,
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    def replay_group(
+        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches))
+        key_values = [k.as_py() for k in key[1:]]
+        host = Host(window, call.udm, value=call.value_fn, **options)
+        outputs: list[Element] = []
+        for element, _ in _elements(table, id_col, payload):
+            outputs.extend(host.process(element))
+        if flush:
+            outputs.extend(host.flush())
+        columns: list[list[Any]] = [[] for _ in schema]
+        n_fixed = 2 if as_cht else 6
+        records: list[tuple[list[Any], Any]] = []
+        if as_cht:
+            for ev in sorted(output_cht(outputs), key=lambda e: (e.start, e.end)):
+                records.append(([ev.start, ev.end], ev.payload))
+        else:
+            for n, el in enumerate(outputs):
+                if isinstance(el, Cti):
+                    records.append(([n, "cti", None, el.time, None, None], None))
+                elif isinstance(el, Insert):
+                    records.append(([n, "insert", _n(el.id), el.start, el.end, None], el.payload))
+                else:
+                    fixed = [n, "retract", _n(el.id), el.start, el.old_end, el.new_end]
+                    records.append((fixed, el.payload))
+        for fixed, result in records:
+            for j, v in enumerate(fixed):
+                columns[j].append(v)
+            for j, k in enumerate(key_values):
+                columns[n_fixed + j].append(k)
+            columns[n_fixed + len(keys)].append(normalize_value(result))
+        arrays = []
+        for j, field in enumerate(schema):
+            pickled = bool(field.metadata and b"udm.pickled" in field.metadata)
+            arrays.append(to_arrow_column(columns[j], None if pickled else field.type, _what))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return replay_group
+
+
+def _what(i: int) -> str:
+    return "the UDM"
+
+
+def _n(ident: Any) -> Any:
+    return getattr(ident, "n", ident)
+
+
+def replay(
+    df: DataFrame,
+    window: WindowSpec,
+    udm: Any,
+    *,
+    key: str | Sequence[str] | None = None,
+    value: ValueArg = None,
+    kind: str = "kind",
+    id: str = "id",
+    start: str = "start",
+    end: str = "end",
+    new_end: str = "new_end",
+    seq: str = "seq",
+    input_clipping: InputClipping | str = InputClipping.NONE,
+    output_policy: OutputPolicy | str | None = None,
+    consistency: str = "speculative",
+    cti_policy: str = "raise",
+    flush: bool = True,
+    output: Literal["changelog", "cht"] = "changelog",
+    returns: Any = None,
+    **udm_args: Any,
+) -> DataFrame:
+    """Replay a physical stream per key through the incremental host.
+
+    ``flush=True`` ends the stream after the last element (a CTI at the end
+    of time), so every window is output; ``output="cht"`` returns each key's
+    output CHT (``start``, ``end``, keys, results) instead of the changelog.
+    """
+    keys = [key] if isinstance(key, str) else list(key or [])
+    missing = [c for c in (kind, id, start, end, new_end, seq, *keys) if c not in df.columns]
+    if missing:
+        raise KeyError(f"replay: columns {missing} are not in the DataFrame; columns: {df.columns}")
+    instance = instantiate(_resolve_udm(udm), udm_args or None)
+    name = (instance.name or type(instance).__name__).replace(".", "_")
+    call = UdmCall(name, instance, value, returns)
+    options: dict[str, Any] = {
+        "input_clipping": input_clipping,
+        "output_policy": output_policy,
+        "consistency": consistency,
+        "cti_policy": cti_policy,
+    }
+    Host(window, instance, value=call.value_fn, **options)  # validate options on the driver
+    s_ticks, time_kind = _ticks(df, start)
+    e_ticks, e_kind = _ticks(df, end)
+    ne_ticks, ne_kind = _ticks(df, new_end)
+    if len({time_kind, e_kind, ne_kind}) != 1:
+        raise TypeError(f"{start!r}, {end!r} and {new_end!r} must all be ticks or all timestamps")
+    times = {kind, start, end, new_end, seq}
+    payload = [c for c in df.columns if c not in times]
+    group = F.lit(0).alias(_GROUP)
+    norm = df.select(
+        group,
+        F.lower(F.col(q(kind))).alias(_KIND),
+        F.col(q(seq)).alias(_SEQ),
+        s_ticks.alias(S_COL),
+        e_ticks.alias(E_COL),
+        ne_ticks.alias(_NE),
+        *[F.col(q(c)) for c in payload if c != id],
+        F.col(q(id)),
+    )
+    if keys:
+        is_cti = F.col(_KIND) == "cti"
+        no_key = F.lit(True)
+        for k in keys:
+            no_key = no_key & F.col(q(k)).isNull()
+        # a retraction without keys belongs to the key of its insert
+        orphan = (F.col(_KIND) == "retract") & no_key
+        owners = norm.where(F.col(_KIND) == "insert").select(
+            F.col(q(id)).alias("__udm_oid"),
+            *[F.col(q(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
+        )
+        orphans = norm.where(orphan).join(owners, F.col(q(id)) == F.col("__udm_oid"), "left")
+        orphans = orphans.select(
+            *[
+                F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(q(c))
+                for c in norm.columns
+            ]
+        )
+        broadcast = norm.where(is_cti & no_key).drop(*keys)
+        rest = norm.where(~(is_cti & no_key) & ~orphan).unionByName(orphans)
+        key_values = rest.where(~is_cti).select(*[F.col(q(k)) for k in keys]).distinct()
+        norm = rest.unionByName(key_values.crossJoin(broadcast))
+    payload = [c for c in payload if c != id]
+    schema_of = {f.name: f.dataType for f in df.schema.fields}
+    time_type: T.DataType = T.LongType()
+    rtype = call_type(call)
+    result_field = _pickled_field(_RESULT) if rtype is None else T.StructField(_RESULT, rtype, True)
+    key_fields = [T.StructField(k, schema_of[k], True) for k in keys]
+    if output == "cht":
+        fields = [
+            T.StructField(S_COL, time_type, False),
+            T.StructField(E_COL, time_type, False),
+        ]
+    elif output == "changelog":
+        fields = [
+            T.StructField("seq", T.LongType(), False),
+            T.StructField("kind", T.StringType(), False),
+            T.StructField("id", T.LongType(), True),
+            T.StructField(S_COL, time_type, True),
+            T.StructField(E_COL, time_type, True),
+            T.StructField(_NE, time_type, True),
+        ]
+    else:
+        raise ValueError(f"output is 'changelog' or 'cht', not {output!r}")
+    schema = T.StructType([*fields, *key_fields, result_field])
+    fn = _make_replay_fn(
+        window,
+        call,
+        options,
+        keys,
+        id,
+        [*payload],
+        _arrow_schema_with_marks(schema),
+        output == "cht",
+        flush,
+    )
+    result = norm.groupBy(F.col(_GROUP), *[F.col(q(k)) for k in keys]).applyInArrow(fn, schema)
+    rtypes: T.DataType | None = rtype
+    if rtype is None:
+        result, inferred = decode_pickled(result, [_RESULT])
+        rtypes = inferred[_RESULT]
+    result_cols: list[Column]
+    if isinstance(rtypes, T.StructType):
+        result_cols = [F.col(_RESULT).getField(f).alias(f) for f in rtypes.fieldNames()]
+    else:
+        result_cols = [F.col(_RESULT).alias(name)]
+    times_out = [_show(S_COL, time_kind).alias("start"), _show(E_COL, time_kind).alias("end")]
+    key_cols = [F.col(q(k)) for k in keys]
+    if output == "cht":
+        return result.select(*times_out, *key_cols, *result_cols)
+    return result.select(
+        "seq",
+        "kind",
+        "id",
+        *times_out,
+        _show(_NE, time_kind).alias("new_end"),
+        *key_cols,
+        *result_cols,
+    )
+
+
+_RESULT = "__udm_result"
+
+
+def _show(col: str, kind: TimeKind) -> Column:
+    c = F.col(col)
+    if kind == "long":
+        return c
+    return F.when(c >= F.lit(INFINITY), F.lit(None)).otherwise(F.timestamp_micros(c))
