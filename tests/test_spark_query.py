@@ -12,6 +12,8 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from test_query import (
     READINGS,
@@ -35,16 +37,35 @@ from udm.host import (
     Cht,
     CountByStartWindow,
     HoppingWindow,
+    InputClipping,
     IntervalEvent,
+    OutputPolicy,
     TumblingWindow,
     UdmInvocationError,
+    WindowDescriptor,
     cht_equal,
     evaluate,
     evaluate_by_key,
 )
+from udm.host.invoke import compute_window
 from udm.host.query import InvalidEventError, Stream
+from udm.host.spark.evaluate import evaluate_window
+from udm.sdk import aggregate
 
 pytestmark = pytest.mark.spark
+
+
+@aggregate
+def first_two(values: list[float]) -> list[float]:
+    """Order-sensitive: shows which payloads come first."""
+    return list(values[:2])
+
+
+@aggregate(time_sensitive=True)
+def twa_list(events: list[IntervalEvent[float]], window: WindowDescriptor) -> list[Any]:
+    """Order-sensitive and time-sensitive: the lifetimes and payloads in order."""
+    return [(e.start, e.end, e.payload) for e in events]
+
 
 ROWS = make_rows(ROWS_SEED)
 CHT = rows_cht(ROWS)
@@ -305,3 +326,31 @@ def test_in_memory_source_runs_on_spark_with_timestamps(spark: Any) -> None:
     epoch = dt.datetime(1970, 1, 1)
     assert tuple(first) == (epoch, epoch + dt.timedelta(microseconds=10), "a", 2.0, 4.0)
     assert query.to_cht(engine="spark") == query.to_cht(engine="reference")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 12), st.integers(1, 6), st.sampled_from([0.5, 1.0, 10.0, 2.0])),
+        max_size=8,
+    ),
+    st.sampled_from(["none", "left", "right", "full"]),
+    st.booleans(),
+)
+def test_window_evaluation_shortcut_equals_compute_window(
+    members: list[tuple[int, int, float]], clipping: str, presorted: bool
+) -> None:
+    """The worker skips payload sort keys when lifetimes do not tie; with
+    or without ties, and in any input order, it equals compute_window."""
+    window = WindowDescriptor(3, 11)
+    if presorted:
+        members = sorted(members, key=lambda m: (m[0], m[0] + m[1]))
+    starts = [s for s, _, _ in members]
+    ends = [s + d for s, d, _ in members]
+    values = [v for _, _, v in members]
+    events = [IntervalEvent(s, e, v) for s, e, v in zip(starts, ends, values, strict=True)]
+    clip = InputClipping(clipping)
+    for udm, policy in ((first_two(), OutputPolicy.ALIGN), (twa_list(), OutputPolicy.POINT_END)):
+        expected = compute_window(udm, window, events, clip, policy)
+        got = evaluate_window(udm, window, starts, ends, values, None, clip, policy)
+        assert got == expected

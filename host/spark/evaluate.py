@@ -20,6 +20,7 @@ written typed; others are pickled first and typed from their values by
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -31,7 +32,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.errors import UdmInvocationError
-from udm.host.invoke import compute_window, stamp_result, udm_label
+from udm.host.invoke import compute_window, raw_result, stamp_result, udm_label
+from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import (
     E_COL,
     S_COL,
@@ -56,7 +58,7 @@ from udm.host.spark.types import (
     type_name,
     unify,
 )
-from udm.host.spark.windows import MARK, WE, WS, assign_windows
+from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
 from udm.host.windows import describe_window
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -64,6 +66,8 @@ from udm.sdk.events import IntervalEvent, WindowDescriptor
 __all__ = ["decode_pickled", "evaluate_op", "to_arrow_column"]
 
 _STATE = "__udm_state"
+#: windows of one key evaluated per Python call (consecutive ordinals)
+BUCKET = 128
 
 
 def _result_col(i: int) -> str:
@@ -129,28 +133,90 @@ class _Columns:
             self._rows = self.table.select(self.payload).to_pylist()
         return self._rows
 
-    def events(self, call: UdmCall) -> tuple[list[IntervalEvent[Any]], Any]:
-        """The call's member events and the value function still to apply."""
-        starts, ends = self.col(S_COL), self.col(E_COL)
+    def values(self, call: UdmCall) -> tuple[list[Any], Any]:
+        """The call's raw input values per row and the value function still
+        to apply to them."""
         if isinstance(call.value, str):
-            vals: list[Any] = self.col(call.value)
-            return [
-                IntervalEvent(s, e, v) for s, e, v in zip(starts, ends, vals, strict=True)
-            ], None
-        rows = self.rows()
-        return (
-            [IntervalEvent(s, e, p) for s, e, p in zip(starts, ends, rows, strict=True)],
-            call.value_fn,
-        )
+            return self.col(call.value), None
+        return self.rows(), call.value_fn
 
 
-def _group_table(batches: Iterator[pa.RecordBatch], has_mark: bool) -> pa.Table:
-    table = pa.Table.from_batches(list(batches))
-    if has_mark:
-        import pyarrow.compute as pc
+def _windows_of(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int, int, int]]]:
+    """The rows sorted by window, then lifetime, and the runs ``(ws, we, lo,
+    hi)`` of each window's rows: one Python call evaluates a batch of windows."""
+    import pyarrow.compute as pc
 
-        table = table.filter(pc.invert(pc.fill_null(table.column(MARK), False)))
-    return table
+    keys = [(WS, "ascending"), (WE, "ascending"), (S_COL, "ascending"), (E_COL, "ascending")]
+    order = pc.sort_indices(table, sort_keys=keys)
+    table = table.take(order)
+    ws, we = table.column(WS).to_pylist(), table.column(WE).to_pylist()
+    runs = []
+    lo = 0
+    for i in range(1, len(ws) + 1):
+        if i == len(ws) or ws[i] != ws[lo] or we[i] != we[lo]:
+            runs.append((ws[lo], we[lo], lo, i))
+            lo = i
+    return table, runs
+
+
+def _increasing(xs: list[Any]) -> bool:
+    return all(a < b for a, b in itertools.pairwise(xs))
+
+
+def evaluate_window(
+    udm: Udm,
+    window: WindowDescriptor,
+    starts: list[int],
+    ends: list[int],
+    values: list[Any],
+    value_fn: Any,
+    clipping: InputClipping,
+    policy: OutputPolicy,
+) -> list[IntervalEvent[Any]]:
+    """:func:`~udm.host.invoke.compute_window` for members given by
+    lifetime order.
+
+    The canonical order sorts by the (clipped) lifetime the UDM sees, then
+    by the payload's text. When those lifetimes strictly increase in the
+    given order (no two members tie, the usual case), that order is
+    already canonical and the costly payload keys are skipped; otherwise
+    this is exactly ``compute_window``.
+    """
+    ws, we = window.start, window.end
+    try:
+        cs = [max(s, ws) for s in starts] if clipping.clips_left else starts
+        if udm.time_sensitive:
+            ce = [min(e, we) for e in ends] if clipping.clips_right else ends
+            fast = _increasing(cs) or _increasing(list(zip(cs, ce, strict=True)))
+        else:
+            fast = _increasing(cs)
+        if fast:
+            if value_fn is not None:
+                values = [value_fn(v) for v in values]
+            if udm.time_sensitive:
+                events = [IntervalEvent(s, e, v) for s, e, v in zip(cs, ce, values, strict=True)]
+                raw = raw_result(udm, window, events)
+            else:
+                raw = _raw_payloads(udm, values)
+            return stamp_result(udm, window, raw, policy)
+    except Exception as exc:
+        raise UdmInvocationError(
+            udm_label(udm), describe_window(window), f"{type(exc).__name__}: {exc}"
+        ) from exc
+    members = [IntervalEvent(s, e, v) for s, e, v in zip(starts, ends, values, strict=True)]
+    return compute_window(udm, window, members, clipping, policy, value_fn)
+
+
+def _raw_payloads(udm: Udm, payloads: list[Any]) -> Any:
+    """A time-insensitive UDM's result from its payloads in order (as
+    :func:`~udm.host.invoke.raw_result`)."""
+    u: Any = udm
+    if udm.incremental:
+        state = u.initial_state()
+        for p in payloads:
+            state = u.add(state, p)
+        return u.result(state)
+    return u.compute_result(list(payloads))
 
 
 def _label(what: Callable[[int, int], str], j: int) -> Callable[[int], str]:
@@ -180,39 +246,55 @@ def _output_batch(
 def make_group_fn(
     op: WindowOp, n_keys: int, payload: list[str], schema: pa.Schema, has_mark: bool
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
-    """The applyInArrow function computing every window from its events."""
+    """The applyInArrow function computing a batch of windows of one key
+    from their events (the group key is the key columns and a bucket of
+    window ordinals)."""
     calls = op.calls
     aggregate = op.kind == "aggregate"
 
-    def evaluate_group(
+    def evaluate_windows(
         key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
-        kv = [k.as_py() for k in key]
-        keys, window = kv[:n_keys], WindowDescriptor(kv[n_keys], kv[n_keys + 1])
-        cols = _Columns(_group_table(batches, has_mark), payload)
-        per_call: list[list[IntervalEvent[Any]]] = []
-        for call in calls:
-            members, value_fn = cols.events(call)
-            try:
-                per_call.append(
-                    compute_window(call.udm, window, members, op.clipping, op.policy, value_fn)
-                )
-            except Exception as exc:
-                raise _wrap(call.udm, window, keys, exc) from exc
-        if aggregate:
-            rows = [
-                (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
-                for evs in zip(*per_call, strict=True)
-            ]
-        else:
-            rows = [(e.start, e.end, [normalize_value(e.payload)]) for e in per_call[0]]
+        keys = [k.as_py() for k in key[:n_keys]]
+        table, runs = _windows_of(pa.Table.from_batches(list(batches)))
+        marks = table.column(MARK).to_pylist() if has_mark else None
+        cols = _Columns(table, payload)
+        starts, ends = cols.col(S_COL), cols.col(E_COL)
+        inputs = [cols.values(c) for c in calls]
+        rows: list[tuple[int, int, list[Any]]] = []
+        row_windows: list[WindowDescriptor] = []
+        for ws, we, lo, hi in runs:
+            window = WindowDescriptor(ws, we)
+            idx = range(lo, hi) if marks is None else [r for r in range(lo, hi) if not marks[r]]
+            s_, e_ = [starts[r] for r in idx], [ends[r] for r in idx]
+            per_call: list[list[IntervalEvent[Any]]] = []
+            for call, (values, value_fn) in zip(calls, inputs, strict=True):
+                v_ = [values[r] for r in idx]
+                try:
+                    per_call.append(
+                        evaluate_window(
+                            call.udm, window, s_, e_, v_, value_fn, op.clipping, op.policy
+                        )
+                    )
+                except Exception as exc:
+                    raise _wrap(call.udm, window, keys, exc) from exc
+            if aggregate:
+                for evs in zip(*per_call, strict=True):
+                    rows.append(
+                        (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
+                    )
+                    row_windows.append(window)
+            else:
+                for e in per_call[0]:
+                    rows.append((e.start, e.end, [normalize_value(e.payload)]))
+                    row_windows.append(window)
 
         def what(j: int, i: int) -> str:
-            return f"UDM {calls[j].udm.name!r} on window {describe_window(window)}"
+            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
 
         yield _output_batch(rows, keys, schema, n_keys, what)
 
-    return evaluate_group
+    return evaluate_windows
 
 
 def make_partial_fn(
@@ -225,52 +307,47 @@ def make_partial_fn(
 
     def partial_states(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         states: dict[tuple[Any, ...], list[Any]] = {}
+        adds = [cast(Any, c.udm).add for c in calls]
+        sensitive = [c.udm.time_sensitive for c in calls]
         for batch in batches:
             cols = _Columns(pa.Table.from_batches([batch]), payload)
             key_cols = [cols.col(k) for k in keys]
-            ws, we = cols.col(WS), cols.col(WE)
+            ws, we, wo = cols.col(WS), cols.col(WE), cols.col(WO)
+            starts, ends = cols.col(S_COL), cols.col(E_COL)
             marks = cols.col(MARK) if has_mark else None
-            inputs = [cols.events(c) for c in calls]
+            inputs = [cols.values(c) for c in calls]
             for i in range(batch.num_rows):
-                gk = (*(kc[i] for kc in key_cols), ws[i], we[i])
-                window = WindowDescriptor(ws[i], we[i])
+                gk = (*(kc[i] for kc in key_cols), ws[i], we[i], wo[i])
                 st = states.get(gk)
-                call: UdmCall | None = None
+                j = 0
                 try:
                     if st is None:
-                        st = states[gk] = []
-                        for call in calls:
-                            st.append(cast(Any, call.udm).initial_state())
+                        st = states[gk] = [cast(Any, c.udm).initial_state() for c in calls]
                     if marks is not None and marks[i]:
                         continue
-                    for j, call in enumerate(calls):
-                        events, value_fn = inputs[j]
-                        ev = clipping.clip(events[i], window)
-                        u: Any = call.udm
-                        v = ev.payload if value_fn is None else value_fn(ev.payload)
-                        if call.udm.time_sensitive:
-                            st[j] = u.add(st[j], IntervalEvent(ev.start, ev.end, v), window)
+                    for j, (values, value_fn) in enumerate(inputs):
+                        v = values[i] if value_fn is None else value_fn(values[i])
+                        if sensitive[j]:
+                            window = WindowDescriptor(ws[i], we[i])
+                            ev = clipping.clip(IntervalEvent(starts[i], ends[i], v), window)
+                            st[j] = adds[j](st[j], ev, window)
                         else:
-                            st[j] = u.add(st[j], v)
+                            st[j] = adds[j](st[j], v)
                 except Exception as exc:
-                    udm = (call or calls[0]).udm
-                    raise _wrap(udm, window, list(gk[:n_keys]), exc) from exc
-        out_keys: list[list[Any]] = [[] for _ in keys]
-        out_ws, out_we, out_state = [], [], []
-        for gk, st in states.items():
-            for j in range(n_keys):
-                out_keys[j].append(gk[j])
-            out_ws.append(gk[n_keys])
-            out_we.append(gk[n_keys + 1])
-            out_state.append(dumps(st))
+                    window = WindowDescriptor(ws[i], we[i])
+                    raise _wrap(calls[j].udm, window, list(gk[:n_keys]), exc) from exc
         if not states:
             return
-        names = [*keys, WS, WE, _STATE]
+        columns: list[list[Any]] = [[] for _ in range(n_keys + 4)]
+        for gk, st in states.items():
+            for j, v in enumerate(gk):
+                columns[j].append(v)
+            columns[n_keys + 3].append(dumps(st))
+        names = [*keys, WS, WE, WO, _STATE]
         arrays = [
-            *[pa.array(v) for v in out_keys],
-            pa.array(out_ws, pa.int64()),
-            pa.array(out_we, pa.int64()),
-            pa.array(out_state, pa.binary()),
+            *[pa.array(v) for v in columns[:n_keys]],
+            *[pa.array(v, pa.int64()) for v in columns[n_keys : n_keys + 3]],
+            pa.array(columns[n_keys + 3], pa.binary()),
         ]
         yield pa.RecordBatch.from_arrays(arrays, names=names)
 
@@ -280,37 +357,45 @@ def make_partial_fn(
 def make_merge_fn(
     op: WindowOp, n_keys: int, schema: pa.Schema
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
-    """The applyInArrow function merging partial states into results."""
+    """The applyInArrow function merging partial states into results, for
+    a batch of windows of one key."""
     calls = op.calls
 
     def merge_states(
         key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
-        kv = [k.as_py() for k in key]
-        keys, window = kv[:n_keys], WindowDescriptor(kv[n_keys], kv[n_keys + 1])
-        blobs: list[bytes] = []
+        keys = [k.as_py() for k in key[:n_keys]]
+        blobs: dict[tuple[int, int], list[bytes]] = {}
         for batch in batches:
-            blobs.extend(batch.column(_STATE).to_pylist())
-        parts = [pickle.loads(b) for b in sorted(blobs)]
-        results: list[Any] = []
-        start = end = 0
-        for j, call in enumerate(calls):
-            u: Any = call.udm
-            try:
-                state = parts[0][j]
-                for other in parts[1:]:
-                    state = u.merge(state, other[j])
-                raw = u.result(state, window) if call.udm.time_sensitive else u.result(state)
-                (ev,) = stamp_result(call.udm, window, raw, op.policy)
-            except Exception as exc:
-                raise _wrap(call.udm, window, keys, exc) from exc
-            start, end = ev.start, ev.end
-            results.append(normalize_value(ev.payload))
+            ws, we = batch.column(WS).to_pylist(), batch.column(WE).to_pylist()
+            for s, e, b in zip(ws, we, batch.column(_STATE).to_pylist(), strict=True):
+                blobs.setdefault((s, e), []).append(b)
+        rows: list[tuple[int, int, list[Any]]] = []
+        row_windows: list[WindowDescriptor] = []
+        for (ws_, we_), found in sorted(blobs.items()):
+            window = WindowDescriptor(ws_, we_)
+            parts = [pickle.loads(b) for b in sorted(found)]
+            results: list[Any] = []
+            start = end = 0
+            for j, call in enumerate(calls):
+                u: Any = call.udm
+                try:
+                    state = parts[0][j]
+                    for other in parts[1:]:
+                        state = u.merge(state, other[j])
+                    raw = u.result(state, window) if call.udm.time_sensitive else u.result(state)
+                    (ev,) = stamp_result(call.udm, window, raw, op.policy)
+                except Exception as exc:
+                    raise _wrap(call.udm, window, keys, exc) from exc
+                start, end = ev.start, ev.end
+                results.append(normalize_value(ev.payload))
+            rows.append((start, end, results))
+            row_windows.append(window)
 
         def what(j: int, i: int) -> str:
-            return f"UDM {calls[j].udm.name!r} on window {describe_window(window)}"
+            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
 
-        yield _output_batch([(start, end, results)], keys, schema, n_keys, what)
+        yield _output_batch(rows, keys, schema, n_keys, what)
 
     return merge_states
 
@@ -357,7 +442,7 @@ def evaluate_op(
     has_mark = op.emit_empty
     extra = [MARK] if has_mark else []
     assigned = assigned.select(
-        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, S_COL, E_COL, *extra, *needed])]
+        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
     )
     out_fields = [
         T.StructField(S_COL, T.LongType(), False),
@@ -370,13 +455,16 @@ def evaluate_op(
         )
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)
-    group_cols = [*[F.col(q(k)) for k in keys], F.col(WS), F.col(WE)]
+    # one Python call evaluates up to BUCKET consecutive windows of a key
+    bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")
+    group_cols = [*[F.col(q(k)) for k in keys], bucket]
     if op.use_partial():
         part_schema = T.StructType(
             [
                 *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
                 T.StructField(WS, T.LongType(), False),
                 T.StructField(WE, T.LongType(), False),
+                T.StructField(WO, T.LongType(), False),
                 T.StructField(_STATE, T.BinaryType(), False),
             ]
         )

@@ -11,8 +11,10 @@
   spans ranks ``i .. i+n-1`` (its bounds from ``lead(t, n-1)``); an event of
   rank r belongs to windows ``r-n+1 .. r``.
 
-The result has the window bounds ``__udm_ws``/``__udm_we`` next to the
-event's columns; only windows that end by the watermark are kept, exactly
+The result has the window bounds ``__udm_ws``/``__udm_we`` and the
+window's ordinal ``__udm_wo`` (consecutive windows of a key have nearby
+ordinals, which lets evaluation batch them) next to the event's columns;
+only windows that end by the watermark are kept, exactly
 as :meth:`udm.host.WindowSpec.windows` does. Hopping windows over an event
 that never ends fail (infinitely many windows) unless a finite watermark
 is given.
@@ -34,10 +36,12 @@ from udm.host.windows import (
     WindowSpec,
 )
 
-__all__ = ["MARK", "WE", "WS", "assign_windows"]
+__all__ = ["MARK", "WE", "WO", "WS", "assign_windows"]
 
 WS = "__udm_ws"
 WE = "__udm_we"
+#: the window's ordinal within its key (grid index k, or endpoint/time rank)
+WO = "__udm_wo"
 #: marks the placeholder rows of empty windows (emit_empty)
 MARK = "__udm_mark"
 _K = "__udm_k"
@@ -137,7 +141,9 @@ def _hopping(
         )
         exploded = exploded.unionByName(markers, allowMissingColumns=True)
     start = F.col(_K) * F.lit(hop) + F.lit(offset)
-    return exploded.withColumn(WS, start).withColumn(WE, start + F.lit(size)).drop(_K)
+    return (
+        exploded.withColumn(WS, start).withColumn(WE, start + F.lit(size)).withColumnRenamed(_K, WO)
+    )
 
 
 def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
@@ -179,7 +185,9 @@ def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     joined = spanned.join(
         wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
     )
-    return joined.select(*[spanned[q(c)] for c in df.columns], wins[WS], wins[WE])
+    return joined.select(
+        *[spanned[q(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
+    )
 
 
 def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: bool) -> DataFrame:
@@ -209,4 +217,6 @@ def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: 
     joined = spanned.join(
         wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
     )
-    return joined.select(*[spanned[q(c)] for c in df.columns], wins[WS], wins[WE])
+    return joined.select(
+        *[spanned[q(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
+    )
