@@ -285,6 +285,7 @@ class Source:
     on_invalid: OnInvalid = "raise"
     scalar: bool = False  # in-memory payloads were scalars, held in column "value"
     timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
+    dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
 
     def describe(self) -> str:
         if self.df is not None:
@@ -563,7 +564,11 @@ class Stream:
             cols = {str(k): v for k, v in payload.items()} if is_map else {SCALAR_COL: payload}
             rows.append((lifetime[0], lifetime[1], cols))
         source = Source(
-            rows=tuple(rows), on_invalid=on_invalid, scalar=bool(scalar), timestamps=timestamps
+            rows=tuple(rows),
+            on_invalid=on_invalid,
+            scalar=bool(scalar),
+            timestamps=timestamps,
+            dropped=tuple(dropped.items()),
         )
         stream = cls(source)
         stream.metrics = QueryMetrics(dropped)
@@ -985,7 +990,7 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
     """Run a plan in-process with the reference evaluator."""
     source = stream._source
     nodes = list(stream._nodes)
-    metrics = stream.metrics
+    metrics = QueryMetrics(dict(source.dropped))
     if source.df is not None:
         from udm.host.spark.execute import collect_rows, source_frame
 

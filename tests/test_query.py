@@ -313,7 +313,11 @@ def test_in_memory_invalid_rows_raise_or_are_counted() -> None:
         Stream.from_cht(bad)
     stream = Stream.from_cht(bad, on_invalid="drop")
     assert stream.to_cht() == Cht([(0, 5, 1.0)])
-    assert stream.metrics.invalid_rows() == {"'end' is not after 'start'": 1, "'start' is null": 1}
+    counts = {"'end' is not after 'start'": 1, "'start' is null": 1}
+    assert stream.metrics.invalid_rows() == counts
+    query = stream.tumbling_window(10).aggregate(Mean)
+    assert query.to_cht() == Cht([(0, 10, 1.0)])
+    assert query.metrics.invalid_rows() == counts
 
 
 def test_udf_filter_projection_and_chaining() -> None:

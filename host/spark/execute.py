@@ -67,7 +67,7 @@ def source_frame(
     else:
         assert source.rows is not None
         frame = from_rows(_session(spark), list(source.rows), source.timestamps)
-        metrics = stream.metrics
+        metrics = QueryMetrics(dict(source.dropped))
     keys: tuple[str, ...] = ()
     for node in pushed or []:
         frame, keys = _apply_simple(frame, keys, node)
