@@ -14,6 +14,14 @@ from udm.host.errors import (
     UdmInvocationError,
 )
 from udm.host.policies import InputClipping, OutputPolicy, default_output_policy
+from udm.host.query import (
+    InvalidEventError,
+    QueryMetrics,
+    Stream,
+    WindowedStream,
+    agg,
+    register_udm,
+)
 from udm.host.reference import evaluate, evaluate_by_key, filter_events, project
 from udm.host.stream import Cti, Element, Insert, Retract, edge_end, edge_start, point
 from udm.host.time import (
@@ -55,10 +63,13 @@ __all__ = [
     "Insert",
     "IntervalEvent",
     "InvalidElementError",
+    "InvalidEventError",
     "OutputId",
     "OutputPolicy",
+    "QueryMetrics",
     "Retract",
     "SnapshotWindow",
+    "Stream",
     "StreamError",
     "StreamValidator",
     "TimeConversionError",
@@ -67,6 +78,8 @@ __all__ = [
     "ValidationStats",
     "WindowDescriptor",
     "WindowSpec",
+    "WindowedStream",
+    "agg",
     "cht_diff",
     "cht_equal",
     "default_output_policy",
@@ -81,6 +94,7 @@ __all__ = [
     "output_cht_by_key",
     "point",
     "project",
+    "register_udm",
     "to_duration_ticks",
     "to_ticks",
     "validate",
