@@ -25,8 +25,10 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
+LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples)
+
 lint: $(STAMP)
-	$(BIN)/ruff check sdk host cli tests benchmarks examples plugins docs/examples
+	$(BIN)/ruff check $(LINT_PATHS)
 
 # mypy cannot follow setuptools' editable import hook, so it reads a shadow
 # tree of symlinks that mirrors the installed layout (udm/sdk -> sdk, ...).
