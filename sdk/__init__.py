@@ -19,6 +19,7 @@ from udm.sdk.base import (
 from udm.sdk.decorators import Function, aggregate, function, operator
 from udm.sdk.errors import UdmDefinitionError
 from udm.sdk.events import INFINITY, MIN_TIME, IntervalEvent, WindowDescriptor
+from udm.sdk.hooks import hookimpl
 from udm.sdk.properties import Properties
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "WindowDescriptor",
     "aggregate",
     "function",
+    "hookimpl",
     "operator",
 ]
 

@@ -1,0 +1,493 @@
+"""The UDM registry: UDM libraries discovered from entry points, by name.
+
+A UDM library is a distribution with an entry point in the ``udm`` group
+(``[project.entry-points.udm] stats = "udm_stats"``). The entry point's name
+is the library name; its module implements the ``udm_udms`` hook
+(:mod:`udm.host.hookspecs`) and the registry names each UDM
+``library.name`` (``stats.median``).
+
+Loading is lazy (on the first lookup) and fault-isolated: a library that
+fails to import, whose hook raises, or that returns something that is not a
+UDM is recorded with its traceback (see :attr:`Registry.failures`), a
+:class:`UdmPluginWarning` is issued, and every other library still loads.
+Two distributions providing the same name is an error naming both, since
+silently picking one would make queries depend on install order.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import threading
+import traceback
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import pluggy
+
+from udm.host import hookspecs
+from udm.sdk.base import Udm
+from udm.sdk.decorators import Function
+from udm.sdk.errors import UdmDefinitionError
+from udm.sdk.hooks import PROJECT_NAME
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "DuplicateUdmError",
+    "LibraryFailure",
+    "Registry",
+    "UdmEntry",
+    "UdmPluginWarning",
+    "UnknownUdmError",
+    "get_registry",
+    "reset_registry",
+]
+
+#: The entry-point group UDM libraries declare.
+ENTRY_POINT_GROUP = "udm"
+
+
+class UdmPluginWarning(UserWarning):
+    """A UDM library could not be loaded; the others were."""
+
+
+class DuplicateUdmError(ValueError):
+    """Two libraries (or two registrations) claim the same UDM name."""
+
+
+class UnknownUdmError(KeyError):
+    """No UDM is registered under a name; the message lists the closest ones."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class UdmEntry:
+    """One registered UDM: its qualified name and where it came from."""
+
+    name: str
+    library: str
+    udm: Any
+    distribution: str | None = None
+    version: str | None = None
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    @property
+    def kind(self) -> str:
+        return str(self.udm.kind)
+
+    @property
+    def flavor(self) -> str:
+        return str(self.udm.flavor())
+
+    @property
+    def properties(self) -> list[str]:
+        """Names of the properties that hold (``deterministic``, ...)."""
+        return list(self.udm.properties.enabled())
+
+    @property
+    def doc(self) -> str:
+        target = _target(self.udm)
+        return inspect.getdoc(target) or ""
+
+    @property
+    def signature(self) -> str:
+        """How to call it: UDM arguments for UDAs/UDOs, parameters for UDFs."""
+        return f"{self.name}{_signature(self.udm)}"
+
+    @property
+    def source(self) -> str:
+        target = _target(self.udm)
+        return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', '?')}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "flavor": self.flavor,
+            "properties": self.properties,
+            "library": self.library,
+            "distribution": self.distribution,
+            "version": self.version,
+            "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class LibraryFailure:
+    """A library that did not load: the error and its formatted traceback."""
+
+    library: str
+    error: str
+    traceback: str
+    distribution: str | None = None
+    version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "library": self.library,
+            "distribution": self.distribution,
+            "version": self.version,
+            "error": self.error,
+            "traceback": self.traceback,
+        }
+
+
+def _target(udm: Any) -> Any:
+    """What documents a UDM: the wrapped function of decorator UDMs and
+    UDFs, the class of an instance, else the class itself."""
+    if isinstance(udm, Function):
+        return udm.fn
+    cls = udm if isinstance(udm, type) else type(udm)
+    return getattr(cls, "__wrapped__", cls)
+
+
+def _sig(obj: Any) -> inspect.Signature:
+    try:  # show `int`, not the string annotation of `from __future__ import annotations`
+        return inspect.signature(obj, eval_str=True)
+    except Exception:
+        return inspect.signature(obj)
+
+
+def _signature(udm: Any) -> str:
+    try:
+        if isinstance(udm, Function):
+            return str(_sig(udm.fn))
+        cls: Any = udm if isinstance(udm, type) else type(udm)
+        wrapped = getattr(cls, "__wrapped__", None)
+        if wrapped is not None:
+            params = list(_sig(wrapped).parameters.values())
+            data = 2 if cls.time_sensitive else 1
+            return str(inspect.Signature(params[data:]))
+        return str(_sig(cls))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def validate_udm(udm: Any, where: str) -> None:
+    """Raise :class:`UdmDefinitionError` unless ``udm`` is a concrete UDM
+    class, a UDM instance or a ``@function`` UDF. The SDK already checked
+    each class's methods and properties when the class was created."""
+    if isinstance(udm, Function):
+        return
+    if isinstance(udm, type):
+        if not issubclass(udm, Udm):
+            raise UdmDefinitionError(
+                f"{where}: {udm.__module__}.{udm.__qualname__} is not a UDM; derive it from a "
+                "udm.sdk base class (Aggregate, Operator, ...) or use @aggregate/@operator"
+            )
+        if udm.__dict__.get("_flavor_base", False):
+            raise UdmDefinitionError(
+                f"{where}: {udm.__qualname__} is a udm.sdk base class, not a UDM; register "
+                "a subclass of it"
+            )
+        return
+    if isinstance(udm, Udm):
+        return
+    raise UdmDefinitionError(
+        f"{where}: {udm!r} ({type(udm).__name__}) is not a UDM; return UDM classes, UDM "
+        "instances or @function UDFs"
+    )
+
+
+def _check_short_name(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not name or "." in name or ":" in name:
+        raise UdmDefinitionError(
+            f"{where}: UDM name {name!r} must be a non-empty string without '.' or ':' "
+            "(the registry prefixes the library name)"
+        )
+    return name
+
+
+def _items(result: Any, where: str) -> list[tuple[str, Any]]:
+    """(short name, udm) pairs from a hook result (iterable or mapping)."""
+    if result is None:
+        return []
+    if isinstance(result, Mapping):
+        pairs = list(result.items())
+    elif isinstance(result, Iterable) and not isinstance(result, str | bytes):
+        pairs = [(getattr(u, "name", None), u) for u in result]
+    else:
+        raise UdmDefinitionError(
+            f"{where}: udm_udms() returned {type(result).__name__}; return a list of UDMs "
+            "or a {name: udm} mapping"
+        )
+    out = []
+    for name, udm in pairs:
+        validate_udm(udm, where)
+        out.append((_check_short_name(name, where), udm))
+    return out
+
+
+def _describe(library: str, distribution: str | None, version: str | None) -> str:
+    if distribution is None:
+        return f"library {library!r} (registered in-process)"
+    return f"library {library!r} from distribution {distribution} {version or ''}".rstrip()
+
+
+class Registry:
+    """UDMs by qualified name (``library.name``).
+
+    ``Registry()`` discovers installed libraries lazily on first use;
+    ``Registry(autoload=False)`` holds only what :meth:`register` adds.
+    """
+
+    def __init__(self, autoload: bool = True) -> None:
+        self._entries: dict[str, UdmEntry] = {}
+        self._failures: dict[str, LibraryFailure] = {}
+        self._libraries: dict[str, tuple[str | None, str | None]] = {}
+        self._loaded = not autoload
+        self._lock = threading.RLock()
+        self.plugin_manager = pluggy.PluginManager(PROJECT_NAME)
+        self.plugin_manager.add_hookspecs(hookspecs)
+
+    # ------------------------------------------------------------ loading
+
+    def load(self) -> None:
+        """Discover entry points of the ``udm`` group (once)."""
+        with self._lock:
+            if self._loaded:
+                return
+            self._loaded = True
+            eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+            by_name: dict[str, list[Any]] = {}
+            for ep in eps:
+                by_name.setdefault(ep.name, []).append(ep)
+            for name, group in sorted(by_name.items()):
+                dists = {_dist_name(ep) for ep in group}
+                if len(group) > 1 and len(dists) > 1:
+                    both = " and ".join(sorted(f"{d} ({ep.value})" for d, ep in _by_dist(group)))
+                    raise DuplicateUdmError(
+                        f"UDM library {name!r} is provided by two distributions: {both}; "
+                        "uninstall one of them (pip uninstall <distribution>)"
+                    )
+                self._load_entry_point(group[0])
+
+    def _load_entry_point(self, ep: Any) -> None:
+        library = ep.name
+        dist, version = _dist_name(ep), _dist_version(ep)
+        where = f"UDM library {library!r} ({ep.value}"
+        where += f", distribution {dist} {version})" if dist else ")"
+        try:
+            module = ep.load()
+            self.plugin_manager.register(module, name=library)
+            impls = [
+                impl
+                for impl in self.plugin_manager.hook.udm_udms.get_hookimpls()
+                if impl.plugin_name == library
+            ]
+            if not impls:
+                raise UdmDefinitionError(
+                    f"{where} implements no udm_udms hook; define "
+                    "`@udm.sdk.hookimpl def udm_udms(): return [...]` in its module"
+                )
+            items = [pair for impl in impls for pair in _items(impl.function(), where)]
+            self._add(library, items, dist, version)
+        except DuplicateUdmError:
+            raise
+        except Exception as exc:
+            if self.plugin_manager.has_plugin(library):
+                self.plugin_manager.unregister(name=library)
+            message = f"{type(exc).__name__}: {exc}"
+            self._failures[library] = LibraryFailure(
+                library, message, traceback.format_exc(), dist, version
+            )
+            warnings.warn(
+                f"{where} failed to load and is skipped: {message} "
+                "(udm-cli list shows the traceback)",
+                UdmPluginWarning,
+                stacklevel=3,
+            )
+
+    def _add(
+        self,
+        library: str,
+        items: list[tuple[str, Any]],
+        distribution: str | None,
+        version: str | None,
+    ) -> None:
+        """Register all of ``items`` or none of them."""
+        new: dict[str, UdmEntry] = {}
+        for short, udm in items:
+            qualified = f"{library}.{short}"
+            owner = self._entries.get(qualified) or new.get(qualified)
+            if owner is not None:
+                first = _describe(owner.library, owner.distribution, owner.version)
+                second = _describe(library, distribution, version)
+                raise DuplicateUdmError(
+                    f"UDM {qualified!r} is registered twice: by {first} and by {second}; "
+                    "rename one of them"
+                )
+            new[qualified] = UdmEntry(qualified, library, udm, distribution, version)
+        known = self._libraries.get(library)
+        if known is not None and known[0] != distribution:
+            first = _describe(library, *known)
+            second = _describe(library, distribution, version)
+            raise DuplicateUdmError(
+                f"UDM library {library!r} is provided twice: by {first} and by {second}; "
+                "use another library name"
+            )
+        self._libraries[library] = (distribution, version)
+        self._entries.update(new)
+
+    def register(
+        self,
+        udm: Any,
+        library: str = "local",
+        name: str | None = None,
+        *,
+        replace: bool = False,
+    ) -> UdmEntry:
+        """Register a UDM in-process (notebooks, tests) as ``library.name``,
+        with the same validation as discovered ones.
+
+        ``name`` defaults to the UDM's ``name``. ``replace=True`` overwrites
+        an earlier in-process registration of the same name (redefining a
+        UDM in a notebook cell), never a discovered one.
+        """
+        self.load()
+        where = f"register({udm!r}, library={library!r})"
+        if not isinstance(library, str) or not library or "." in library or ":" in library:
+            raise ValueError(
+                f"library name {library!r} must be a non-empty string without '.' or ':'"
+            )
+        validate_udm(udm, where)
+        short = _check_short_name(name if name is not None else getattr(udm, "name", None), where)
+        with self._lock:
+            qualified = f"{library}.{short}"
+            old = self._entries.get(qualified)
+            if replace and old is not None and old.distribution is None:
+                del self._entries[qualified]
+            self._add(library, [(short, udm)], None, None)
+            return self._entries[qualified]
+
+    def unregister(self, name: str) -> None:
+        """Remove one UDM by qualified name."""
+        self.load()
+        with self._lock:
+            if name not in self._entries:
+                raise self._unknown(name)
+            del self._entries[name]
+
+    # ------------------------------------------------------------ lookup
+
+    @property
+    def entries(self) -> list[UdmEntry]:
+        """Registered UDMs sorted by name."""
+        self.load()
+        return [self._entries[k] for k in sorted(self._entries)]
+
+    @property
+    def failures(self) -> list[LibraryFailure]:
+        """Libraries that failed to load, sorted by name."""
+        self.load()
+        return [self._failures[k] for k in sorted(self._failures)]
+
+    def names(self) -> list[str]:
+        return [e.name for e in self.entries]
+
+    def __contains__(self, name: object) -> bool:
+        self.load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[UdmEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        self.load()
+        return len(self._entries)
+
+    def entry(self, name: str) -> UdmEntry:
+        """The :class:`UdmEntry` of a qualified name."""
+        self.load()
+        found = self._entries.get(name)
+        if found is None:
+            raise self._unknown(name)
+        return found
+
+    def resolve(self, name_or_udm: Any) -> Any:
+        """The UDM for ``library.name``, ``module:attribute``, or a UDM class,
+        instance or UDF (validated and returned as is)."""
+        if not isinstance(name_or_udm, str):
+            validate_udm(name_or_udm, "resolve()")
+            return name_or_udm
+        name = name_or_udm
+        if ":" in name:
+            return _import_udm(name)
+        return self.entry(name).udm
+
+    def _unknown(self, name: str) -> UnknownUdmError:
+        names = sorted(self._entries)
+        # A bare short name most likely means the library-qualified one.
+        close = [n for n in names if n.split(".", 1)[1] == name]
+        if not close:
+            close = difflib.get_close_matches(name, names, n=5, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        known = f" ({len(names)} registered; udm-cli list shows them)"
+        failed = ""
+        if self._failures:
+            failed = f"; libraries that failed to load: {', '.join(sorted(self._failures))}"
+        return UnknownUdmError(f"no UDM is registered as {name!r}{hint}{known}{failed}")
+
+
+def _dist_name(ep: Any) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return None if dist is None else str(dist.metadata["Name"] or dist.name)
+
+
+def _dist_version(ep: Any) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return None if dist is None else str(dist.version)
+
+
+def _by_dist(group: list[Any]) -> list[tuple[str, Any]]:
+    seen: dict[str, Any] = {}
+    for ep in group:
+        seen.setdefault(_dist_name(ep) or "?", ep)
+    return list(seen.items())
+
+
+def _import_udm(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"{spec!r}: a UDM path is 'module:attribute', e.g. 'udm_stats:Median'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UnknownUdmError(f"cannot import module {module_name!r} of {spec!r}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UnknownUdmError(f"module {module_name!r} has no attribute {attr!r}") from None
+    validate_udm(obj, spec)
+    return obj
+
+
+_default: Registry | None = None
+_default_lock = threading.Lock()
+
+
+def get_registry() -> Registry:
+    """The process-wide registry; installed libraries load on first lookup."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Registry()
+        return _default
+
+
+def reset_registry() -> None:
+    """Forget the process-wide registry (the next lookup rediscovers), e.g.
+    after installing a library in a running process or in tests."""
+    global _default
+    with _default_lock:
+        _default = None
