@@ -167,7 +167,7 @@ def _signature(udm: Any) -> str:
             params = list(_sig(wrapped).parameters.values())
             data = 2 if cls.time_sensitive else 1
             return str(inspect.Signature(params[data:]))
-        return str(_sig(cls))
+        return str(_sig(cls).replace(return_annotation=inspect.Signature.empty))
     except (TypeError, ValueError):
         return "(...)"
 
