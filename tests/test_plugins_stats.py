@@ -1,0 +1,174 @@
+"""udm-stats: each UDM with hand-computed results, and queries by registered name."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+
+from udm.host import (
+    Cht,
+    InputClipping,
+    IntervalEvent,
+    Stream,
+    TumblingWindow,
+    UdmInvocationError,
+    evaluate,
+)
+from udm.host.registry import get_registry
+
+udm_stats = pytest.importorskip("udm_stats", reason="install plugins/udm-stats (make venv)")
+
+W = TumblingWindow(10)
+# window [0, 10): 1, 5, 2, 8 (starts 0..3); window [10, 20): 3
+SCALARS = [
+    IntervalEvent(0, 1, 1.0),
+    IntervalEvent(1, 2, 5.0),
+    IntervalEvent(2, 3, 2.0),
+    IntervalEvent(3, 4, 8.0),
+    IntervalEvent(12, 13, 3.0),
+]
+
+
+def run(name: str, events: list[IntervalEvent[Any]] = SCALARS, **options: Any) -> Cht:
+    return evaluate(events, W, get_registry().resolve(name), **options)
+
+
+def test_every_udm_is_registered_under_stats() -> None:
+    names = [e.name for e in get_registry() if e.library == "stats"]
+    assert names == [
+        "stats.distinct_count",
+        "stats.ewma",
+        "stats.max",
+        "stats.mean",
+        "stats.median",
+        "stats.min",
+        "stats.quantile",
+        "stats.time_weighted_average",
+        "stats.top_k",
+        "stats.variance",
+        "stats.zscore",
+    ]
+    entry = get_registry().entry("stats.variance")
+    assert entry.distribution == "udm-stats" and entry.version == "0.1.0"
+    assert entry.signature == "stats.variance(ddof: int = 0, field: str | None = None)"
+
+
+def test_median_even_count_takes_the_mean_of_the_middle_two() -> None:
+    assert run("stats.median") == Cht([(0, 10, 3.5), (10, 20, 3.0)])
+
+
+def test_quantile_matches_statistics_quantiles() -> None:
+    four = [IntervalEvent(i, i + 1, float(i + 1)) for i in range(4)]  # 1, 2, 3, 4
+    assert run("stats.quantile", four, args={"q": 0.25}) == Cht([(0, 10, 1.25)])
+    assert run("stats.quantile", four, args={"q": 0.25, "method": "inclusive"}) == Cht(
+        [(0, 10, 1.75)]
+    )
+    # exclusive extrapolates past the data for small samples, like Python
+    assert run("stats.quantile", four, args={"q": 0.9}) == Cht([(0, 10, 4.5)])
+    assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=10)[8] == 4.5
+    assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=4, method="inclusive")[0] == 1.75
+    with pytest.raises(UdmInvocationError, match="strictly between 0 and 1"):
+        run("stats.quantile", four, args={"q": 1.0})
+
+
+def test_mean_and_variance_population_and_sample() -> None:
+    assert run("stats.mean") == Cht([(0, 10, 4.0), (10, 20, 3.0)])
+    # mean 4, squared deviations 9 + 1 + 4 + 16 = 30
+    assert run("stats.variance") == Cht([(0, 10, 7.5), (10, 20, 0.0)])
+    assert run("stats.variance", args={"ddof": 1}) == Cht([(0, 10, 10.0), (10, 20, None)])
+
+
+def test_variance_remove_and_merge_are_exact_inverses() -> None:
+    v = udm_stats.Variance()
+    state = v.initial_state()
+    for x in (1.0, 3.0, 5.0, 7.0):
+        state = v.add(state, x)
+    assert v.result(state) == 5.0
+    assert v.result(v.remove(state, 7.0)) == pytest.approx(8 / 3, rel=1e-15)
+    left = v.add(v.add(v.initial_state(), 1.0), 3.0)
+    right = v.add(v.add(v.initial_state(), 5.0), 7.0)
+    assert v.result(v.merge(left, right)) == 5.0
+    assert udm_stats.Variance.properties.invertible and udm_stats.Variance.properties.mergeable
+
+
+def test_min_max_are_mergeable_not_invertible() -> None:
+    assert run("stats.min") == Cht([(0, 10, 1.0), (10, 20, 3.0)])
+    assert run("stats.max") == Cht([(0, 10, 8.0), (10, 20, 3.0)])
+    props = udm_stats.Max.properties
+    assert (props.invertible, props.mergeable) == (False, True)
+
+
+def test_top_k_and_deterministic_ties() -> None:
+    assert run("stats.top_k", args={"k": 2}) == Cht([(0, 10, 8.0), (0, 10, 5.0), (10, 20, 3.0)])
+    rows = [
+        IntervalEvent(0, 1, {"id": "a", "v": 5}),
+        IntervalEvent(1, 2, {"id": "b", "v": 5}),
+        IntervalEvent(2, 3, {"id": "c", "v": 1}),
+    ]
+    assert run("stats.top_k", rows, args={"k": 1, "field": "v"}) == Cht(
+        [(0, 10, {"id": "a", "v": 5})]
+    )
+
+
+def test_distinct_count() -> None:
+    events = [IntervalEvent(i, i + 1, v) for i, v in enumerate([1, 5, 1, 8])]
+    assert run("stats.distinct_count", events) == Cht([(0, 10, 3)])
+
+
+def test_time_weighted_average_depends_on_clipping() -> None:
+    events = [IntervalEvent(0, 6, 2.0), IntervalEvent(6, 16, 4.0)]
+    # unclipped: (2*6 + 4*10) / 16; clipped to [0, 10): (2*6 + 4*4) / 10
+    assert run("stats.time_weighted_average", events) == Cht([(0, 10, 3.25), (10, 20, 4.0)])
+    assert run("stats.time_weighted_average", events, input_clipping=InputClipping.FULL) == Cht(
+        [(0, 10, 2.8), (10, 20, 4.0)]
+    )
+
+
+def test_time_weighted_average_rejects_endless_events_unless_clipped() -> None:
+    events = [IntervalEvent(0, 2**63 - 1, 2.0)]
+    with pytest.raises(UdmInvocationError, match="never ends; use input_clipping='right'"):
+        run("stats.time_weighted_average", events, watermark=10)
+    assert run("stats.time_weighted_average", events, input_clipping="right", watermark=10) == Cht(
+        [(0, 10, 2.0)]
+    )
+
+
+def test_ewma_follows_start_order() -> None:
+    # s = 1; 0.5*5 + 0.5*1 = 3; 0.5*2 + 0.5*3 = 2.5; 0.5*8 + 0.5*2.5 = 5.25
+    assert run("stats.ewma") == Cht([(0, 10, 5.25), (10, 20, 3.0)])
+    assert udm_stats.ewma.properties.order_insensitive is False
+
+
+def test_field_picks_from_mapping_payloads_and_errors_say_how() -> None:
+    rows = [IntervalEvent(i, i + 1, {"temp": t, "site": "x"}) for i, t in enumerate([4, 1, 3])]
+    assert run("stats.median", rows, args={"field": "temp"}) == Cht([(0, 10, 3)])
+    with pytest.raises(UdmInvocationError, match=r"is a mapping; pass field='<name>'"):
+        run("stats.median", rows)
+    with pytest.raises(
+        UdmInvocationError, match=r"no field 'tmp'; its fields are \['site', 'temp'\]"
+    ):
+        run("stats.mean", rows, args={"field": "tmp"})
+
+
+def test_zscore_is_a_udf() -> None:
+    assert get_registry().resolve("stats.zscore")(7.0, 5.0, 2.0) == 1.0
+
+
+def test_query_by_name() -> None:
+    got = (
+        Stream.from_cht([(0, 1, 1.0), (1, 2, 5.0), (2, 3, 2.0), (3, 4, 8.0), (12, 13, 3.0)])
+        .tumbling_window(10)
+        .aggregate("stats.median")
+        .to_cht(engine="reference")
+    )
+    assert got == Cht([(0, 10, 3.5), (10, 20, 3.0)])
+    rows = [(0, 1, {"temp": 1.0}), (1, 2, {"temp": 5.0}), (2, 3, {"temp": 2.0})]
+    got = (
+        Stream.from_cht(rows)
+        .tumbling_window(10)
+        .aggregate(med=("stats.median", "temp"), q=("stats.quantile", "temp", {"q": 0.5}))
+        .to_cht(engine="reference")
+    )
+    assert got == Cht([(0, 10, {"med": 2.0, "q": 2.0})])
