@@ -1,156 +1,160 @@
-"""udm demo (`make demo`): UDMs written with udm.sdk over a small sensor stream.
+"""The main demo (`make demo`): udm queries as Spark jobs over a week of sensor readings.
 
-Three sensors report a temperature every 10 s, valid until the next reading. The
-physical stream has a correction (retract + insert), a shortened lifetime, a late
-reading and CTIs. We derive its CHT and evaluate several windows in-process.
+Reads examples/data/readings.parquet (six sensors, a reading about every 10 s;
+regenerate it with examples/generate_data.py) on a local Spark (2 cores) and runs
+three queries whose UDMs are plain Python written with udm.sdk
+(examples/sensor_udms.py):
+
+1. the median temperature of each sensor over the last hour, every 15 minutes
+   (hopping windows, a UDA);
+2. the fleet's time-weighted average of those hourly medians (a chained query:
+   snapshot windows over the first query's output, a time-sensitive UDA with
+   full input clipping): one value per change of the live medians, so a
+   sensor that goes offline drops out of the average;
+3. overheating alarms per sensor: above 30 °C until back under 28 °C (a
+   time-sensitive pattern UDO with hysteresis, over daily windows).
+
+It prints a preview of each result and writes them as Parquet under out/.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
-from functools import partial
+import os
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from udm import host, sdk
-from udm.host import Cht, Cti, Insert, Retract
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DATA = HERE / "data" / "readings.parquet"
+OUT = ROOT / "out"
+sys.path.insert(0, str(HERE))
 
-S = 1_000_000  # ticks per second (1 tick = 1 microsecond)
-READINGS = {  # temperature at 0 s, 10 s, 20 s, ...; s2's 35.0 is a glitch
-    "s1": [20.0, 21.5, 23.0, 22.0, 21.0, 20.5],
-    "s2": [18.0, 18.5, 19.0, 35.0, 19.5, 20.0],
-    "s3": [25.0, 24.0, 26.5, 27.0, 26.0],
-}
+from sensor_udms import Overheating, TimeWeightedAverage, median  # noqa: E402
 
-
-def sensor_stream() -> list[host.Element]:
-    stream: list[host.Element] = []
-    for i in range(6):
-        t = i * 10 * S
-        if i in (2, 4):
-            stream.append(Cti(t))  # nothing later changes time before t
-        for sensor, temps in READINGS.items():
-            if i < len(temps):
-                payload = {"sensor": sensor, "temp": temps[i]}
-                stream.append(Insert(f"{sensor}-{i}", t, t + 10 * S, payload))
-        if i == 2:  # a late reading for [5 s, 15 s) arrives after CTI 20 s: dropped
-            stream.append(Insert("s1-late", 5 * S, 15 * S, {"sensor": "s1", "temp": 99.0}))
-        if i == 3:  # the glitch is retracted (new end = start) and replaced
-            stream.append(Retract("s2-3", 30 * S, 40 * S, 30 * S))
-            stream.append(Insert("s2-3b", 30 * S, 40 * S, {"sensor": "s2", "temp": 19.2}))
-        if i == 5:  # s3 went offline at 45 s: its last reading ends early
-            stream.append(Retract("s3-4", 40 * S, 50 * S, 45 * S))
-    stream.append(Cti(60 * S))
-    return stream
+from udm.host.query import Stream  # noqa: E402
 
 
-@sdk.aggregate
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
+def spark_session() -> Any:
+    """A quiet local Spark with two cores; workers run this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("udm-demo")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    ship_udms(spark)
+    return spark
 
 
-@sdk.aggregate
-def count(values: Sequence[float]) -> int:
-    return len(values)
+def ship_udms(spark: Any) -> None:
+    """Let the Python workers import sensor_udms (UDMs are pickled by reference)."""
+    spark.sparkContext.addPyFile(str(HERE / "sensor_udms.py"))
 
 
-@sdk.aggregate
-def spread(values: Sequence[float]) -> float:
-    return max(values) - min(values)
+def hourly_median(readings: Any) -> Stream:
+    """Per sensor: median of the last hour, every 15 minutes."""
+    return (
+        Stream.from_dataframe(readings, start="ts", key="sensor")
+        .hopping_window(size=timedelta(hours=1), hop=timedelta(minutes=15))
+        .aggregate(median, value="temp", alias="median_temp")
+    )
 
 
-class Mean(sdk.IncrementalAggregate):
-    """Incremental: a host adds and removes readings instead of recomputing windows."""
-
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] + value, state[1] + 1)
-
-    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] - value, state[1] - 1)
-
-    def result(self, state: tuple[float, int]) -> float:
-        return state[0] / state[1]
+def fleet_average(medians: Any) -> Stream:
+    """All sensors: time-weighted average of the hourly medians (``hourly_median``'s
+    output, each valid for its hour), one row per snapshot window."""
+    return (
+        Stream.from_dataframe(medians, start="start", end="end")
+        .snapshot_window()
+        .aggregate(
+            TimeWeightedAverage, value="median_temp", input_clipping="full", alias="avg_temp"
+        )
+    )
 
 
-class TimeWeightedAverage(sdk.TimeSensitiveAggregate):
-    """Weighs each reading by how long it is valid (inside the window when clipped)."""
-
-    def compute_result(
-        self, events: Sequence[sdk.IntervalEvent[float]], w: sdk.WindowDescriptor
-    ) -> float:
-        return sum(e.payload * e.duration for e in events) / sum(e.duration for e in events)
-
-
-def queries(cht: Cht, until: int) -> dict[str, dict[Any, Cht]]:
-    """Each query's output CHT per sensor, for the windows ending by `until`."""
-    by_sensor = partial(host.evaluate_by_key, cht, "sensor", value="temp", watermark=until)
-    return {
-        "Median per sensor, tumbling 20 s": by_sensor(host.TumblingWindow(20 * S), median),
-        "Incremental mean, hopping 20 s every 10 s": by_sensor(
-            host.HoppingWindow(20 * S, 10 * S), Mean
-        ),
-        "Time-weighted average, tumbling 15 s, full input clipping": by_sensor(
-            host.TumblingWindow(15 * S), TimeWeightedAverage, input_clipping="full"
-        ),
-        "Mean of the last 3 readings (count by start; output at the window's last tick)": (
-            by_sensor(host.CountByStartWindow(3), Mean)
-        ),
-        "All sensors, snapshot windows (one per change of the live readings)": {
-            "readings": host.evaluate(cht, host.SnapshotWindow(), count, watermark=until),
-            "spread": host.evaluate(
-                cht, host.SnapshotWindow(), spread, value="temp", watermark=until
-            ),
-        },
-    }
+def overheating(readings: Any, high: float = 30.0, low: float = 28.0) -> Stream:
+    """Per sensor and day: overheating alarms with hysteresis."""
+    return (
+        Stream.from_dataframe(readings, start="ts", key="sensor")
+        .tumbling_window(size=timedelta(days=1))
+        .apply(
+            Overheating,
+            value="temp",
+            returns="struct<peak: double, readings: bigint>",
+            high=high,
+            low=low,
+        )
+    )
 
 
-def seconds(t: int) -> str:
-    return f"{t // S}s" if t % S == 0 else f"{t / S:.6f}s"
-
-
-def lifetime(start: int, end: int) -> str:
-    return f"point {seconds(start)}" if end == start + 1 else f"[{seconds(start)}, {seconds(end)})"
-
-
-def cell(value: Any) -> str:
-    return str(value) if isinstance(value, int) else f"{value:.2f}"
-
-
-def show(console: Console, title: str, results: dict[Any, Cht]) -> None:
-    console.print(f"[bold]{title}[/bold]")
-    table = Table()
-    table.add_column("output lifetime")
-    columns = sorted(results)
-    for column in columns:
-        table.add_column(str(column), justify="right")
-    lifetimes = sorted({(e.start, e.end) for cht in results.values() for e in cht})
-    for start, end in lifetimes:
-        cells = [
-            next((cell(e.payload) for e in results[c] if (e.start, e.end) == (start, end)), "-")
-            for c in columns
-        ]
-        table.add_row(lifetime(start, end), *cells)
+def preview(console: Console, title: str, df: Any, n: int = 8) -> None:
+    """A rich table of the first ``n`` output rows (a Spark DataFrame)."""
+    rows = df.limit(n).collect()
+    table = Table(title=title, title_justify="left")
+    for name in df.columns:
+        table.add_column(name, justify="left" if name in ("start", "end", "sensor") else "right")
+    for row in rows:
+        table.add_row(*(cell(v) for v in row))
     console.print(table)
 
 
+def cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if hasattr(value, "strftime"):
+        return value.strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
 def main() -> None:
-    console = Console(width=100, highlight=False)
-    stream = sensor_stream()
-    cht, stats = host.derive_cht(stream, cti_policy="adjust")
+    console = Console(width=110, highlight=False)
+    t0 = time.perf_counter()
+    spark = spark_session()
+    readings = spark.read.parquet(str(DATA)).cache()
+    n = readings.count()
+    sensors = readings.select("sensor").distinct().count()
+    console.print(f"{n:,} readings of {sensors} sensors from {DATA.relative_to(ROOT)}\n")
+    queries = {
+        "hourly_median": ("Median per sensor, last hour every 15 minutes", hourly_median),
+        "fleet_average": (
+            "Fleet time-weighted average of the hourly medians, snapshot windows",
+            lambda _: fleet_average(spark.read.parquet(str(OUT / "hourly_median"))),
+        ),
+        "overheating": ("Overheating alarms (> 30 °C until < 28 °C), daily windows", overheating),
+    }
+    for name, (title, query) in queries.items():
+        started = time.perf_counter()
+        path = OUT / name
+        query(readings).to_dataframe().write.mode("overwrite").parquet(str(path))
+        result = spark.read.parquet(str(path))
+        result = result.orderBy(*(c for c in ("start", "sensor") if c in result.columns))
+        rows = result.count()
+        preview(console, f"{title}: {rows:,} rows", result)
+        console.print(f"wrote {path.relative_to(ROOT)}/ in {time.perf_counter() - started:.1f} s\n")
+    alarms = spark.read.parquet(str(OUT / "overheating"))
+    per_sensor = alarms.groupBy("sensor").count().orderBy("sensor").collect()
     console.print(
-        f"Physical stream: {len(stream)} elements -> CHT of {len(cht)} events; "
-        f"CTI policy 'adjust' dropped {stats.dropped_inserts} late insert(s).\n"
+        "alarms per sensor: " + ", ".join(f"{r['sensor']} {r['count']}" for r in per_sensor)
     )
-    until = max(e.time for e in stream if isinstance(e, Cti))
-    for title, results in queries(cht, until).items():
-        show(console, title, results)
-    console.print(f"Only windows ending by the last CTI ({seconds(until)}) are output.")
+    console.print(f"done in {time.perf_counter() - t0:.1f} s")
+    spark.stop()
 
 
 if __name__ == "__main__":
