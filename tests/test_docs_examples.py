@@ -70,8 +70,8 @@ def test_first_uda_prints_what_readme_and_getting_started_show() -> None:
         assert fenced_blocks(page.read_text(), "text")[0] == stdout, page.name
 
 
-def demo_results() -> tuple[dict[str, Any], dict[str, dict[Any, Cht]]]:
-    demo = runpy.run_path(str(ROOT / "examples" / "demo.py"), run_name="demo")
+def in_process_results() -> tuple[dict[str, Any], dict[str, dict[Any, Cht]]]:
+    demo = runpy.run_path(str(ROOT / "examples" / "in_process.py"), run_name="demo")
     stream = demo["sensor_stream"]()
     cht, stats = demo["host"].derive_cht(stream, cti_policy="adjust")
     assert len(cht) == 17  # 6 + 6 + 5 readings; the glitch replaced, the late one dropped
@@ -84,8 +84,8 @@ def close(actual: Cht, expected: list[tuple[int, int, Any]]) -> bool:
     return cht_equal(actual, Cht((a * S, b * S, v) for a, b, v in expected), rel_tol=1e-12)
 
 
-def test_demo_results_are_the_hand_computed_ones() -> None:
-    _, results = demo_results()
+def test_in_process_results_are_the_hand_computed_ones() -> None:
+    _, results = in_process_results()
     median, mean, twa, last3, snapshot = results.values()
     assert close(median["s1"], [(0, 20, 20.75), (20, 40, 22.5), (40, 60, 20.75)])
     # s2's glitch 35.0 at 30 s was replaced by 19.2
@@ -143,8 +143,8 @@ def test_demo_results_are_the_hand_computed_ones() -> None:
     assert close(snapshot["spread"], [(a, b, v) for (a, b), _, v in rows])
 
 
-def test_demo_prints_its_tables() -> None:
-    stdout = run_script(ROOT / "examples" / "demo.py")
+def test_in_process_example_prints_its_tables() -> None:
+    stdout = run_script(ROOT / "examples" / "in_process.py")
     assert stdout.startswith(
         "Physical stream: 24 elements -> CHT of 17 events; "
         "CTI policy 'adjust' dropped 1 late insert(s).\n"
@@ -154,4 +154,4 @@ def test_demo_prints_its_tables() -> None:
     assert "│ point 50s       │ 21.17 │ 19.57 │     - │" in stdout
     assert "│ [45s, 50s)      │        2 │   1.50 │" in stdout
     assert stdout.endswith("Only windows ending by the last CTI (60s) are output.\n")
-    assert run_script(ROOT / "examples" / "demo.py") == stdout  # deterministic
+    assert run_script(ROOT / "examples" / "in_process.py") == stdout  # deterministic
