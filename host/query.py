@@ -31,6 +31,7 @@ import importlib
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from udm.host.cht import Cht, derive_cht
@@ -674,6 +675,83 @@ class Stream:
                 lines.append("    spark: " + _spark_strategy(node, self._keys_at(node)))
         lines.append("  output: " + self._output_description())
         return "\n".join(lines)
+
+    def plot(
+        self,
+        path: str | Path | None = None,
+        *,
+        key: Any = None,
+        title: str | None = None,
+        max_events: int = 400,
+    ) -> Any:
+        """Draw a timeline of a small sample: the input events of the last
+        window operation, its windows and its output events, for one group.
+
+        Runs the reference evaluator in-process, so keep the sample small
+        (``max_events`` bounds what is drawn). ``key`` picks the group (the
+        first in sort order by default; a tuple for several key columns).
+        Returns the matplotlib figure; ``path`` also saves it (PNG/SVG/PDF).
+        """
+        from udm.host.plot import Lane, lanes_for, plot_timeline
+
+        at = max((i for i, n in enumerate(self._nodes) if isinstance(n, WindowOp)), default=None)
+        out_rows, layout, _ = run_reference(self)
+        op: WindowOp | None = None
+        if at is None:
+            in_rows, in_layout, keys = out_rows, layout, self._keys
+        else:
+            node = self._nodes[at]
+            assert isinstance(node, WindowOp)
+            op = node
+            keys = self._keys_at(op)
+            before = type(self)(self._source, self._nodes[:at], keys)
+            in_rows, in_layout, _ = run_reference(before)
+
+        def group(p: Mapping[str, Any]) -> Any:
+            return p[keys[0]] if len(keys) == 1 else tuple(p[k] for k in keys)
+
+        if keys:
+            groups = sorted({group(p) for _, _, p in in_rows}, key=repr)
+            if key is None and groups:
+                key = groups[0]
+            elif key is not None and key not in groups:
+                raise KeyError(f"plot(key={key!r}): no such group; groups: {groups[:20]}")
+            in_rows = [r for r in in_rows if group(r[2]) == key]
+            out_rows = [r for r in out_rows if group(r[2]) == key]
+
+        def shown(p: Mapping[str, Any], lay: Layout) -> Any:
+            payload = lay.payload(p)
+            if isinstance(payload, dict):
+                payload = {k: v for k, v in payload.items() if k not in keys}
+                if len(payload) == 1:
+                    return next(iter(payload.values()))
+            return payload
+
+        value = op.calls[0].value_fn if op is not None else None
+        inputs = []
+        for s, e, p in in_rows:
+            payload = in_layout.payload(p)
+            inputs.append(IntervalEvent(s, e, value(payload) if value else shown(p, in_layout)))
+        outputs = [IntervalEvent(s, e, shown(p, layout)) for s, e, p in out_rows]
+        if op is None:
+            lanes = [Lane("events", outputs, "output")]
+        else:
+            ctis = [] if op.watermark >= INFINITY else [op.watermark]
+            windows = op.window.windows(inputs, op.watermark)
+            lanes = lanes_for(inputs, windows, outputs, ctis=ctis)
+        if title is None:
+            title = self._plot_title(op, key if keys else None)
+        return plot_timeline(lanes, title=title, path=path, max_events=max_events)
+
+    def _plot_title(self, op: WindowOp | None, key: Any) -> str:
+        parts = []
+        if op is not None:
+            names = ", ".join(c.name for c in op.calls)
+            parts.append(f"{op.kind} {names} over {op.window!r}")
+            parts.append(f"clipping={op.clipping.value}, output={op.policy.value}")
+        if key is not None:
+            parts.append(f"key={key!r}")
+        return "; ".join(parts) or "events"
 
     def _keys_at(self, target: Node) -> tuple[str, ...]:
         keys: tuple[str, ...] = ()

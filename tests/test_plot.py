@@ -1,0 +1,103 @@
+"""Timeline pictures: what is drawn where (bars, rows, CTI marks) and clear errors."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udm.host import INFINITY, IntervalEvent, Stream, TumblingWindow, WindowDescriptor
+from udm.host.plot import Lane, TimelinePlotError, lanes_for, plot_timeline
+from udm.sdk import aggregate
+
+
+@aggregate
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def bars(ax: Any) -> list[tuple[float, float, float]]:
+    """(start, width, row) of every bar of an axis, sorted."""
+    return sorted(
+        (p.get_x(), p.get_width(), round(p.get_y() + p.get_height() / 2, 6)) for p in ax.patches
+    )
+
+
+def test_overlapping_lifetimes_go_on_separate_rows_and_back_to_back_share_one() -> None:
+    events = [IntervalEvent(0, 5, "a"), IntervalEvent(5, 9, "b"), IntervalEvent(3, 8, "c")]
+    fig = plot_timeline([Lane("in", events)], time_range=(0, 10))
+    (ax,) = fig.axes
+    # a and b share the lowest row (top of the lane: y = 1); c overlaps both: y = 0
+    assert bars(ax) == [(0, 5, 1.0), (3, 5, 0.0), (5, 4, 1.0)]
+    assert [t.get_text() for t in ax.texts] == ["a", "b", "c"]
+
+
+def test_three_lanes_windows_and_cti_mark() -> None:
+    events = [IntervalEvent(1, 7, 3.0), IntervalEvent(12, INFINITY, 1.0)]
+    windows = [WindowDescriptor(0, 5), WindowDescriptor(5, 10), WindowDescriptor(10, 15)]
+    outputs = [IntervalEvent(0, 5, 3.0)]
+    fig = plot_timeline(lanes_for(events, windows, outputs, ctis=[15]), title="t")
+    inputs_ax, windows_ax, outputs_ax = fig.axes
+    assert [ax.get_ylabel() for ax in fig.axes] == ["input events", "windows", "output events"]
+    assert [(x, w) for x, w, _ in bars(windows_ax)] == [(0, 5), (5, 5), (10, 5)]
+    lo, hi = outputs_ax.get_xlim()
+    assert (lo, hi) == (-1, 16)  # finite times 0..15, padded by one tick
+    # the infinite event is drawn up to the right edge, with an arrow past it
+    assert bars(inputs_ax)[1][:2] == (12, hi - 12)
+    assert any(line.get_linestyle() == "--" for line in inputs_ax.get_lines())
+    assert "CTI 15" in [t.get_text() for t in inputs_ax.texts]
+
+
+def test_point_events_are_markers_not_bars() -> None:
+    fig = plot_timeline([Lane("in", [IntervalEvent(4, 5, 8)])], time_range=(0, 10))
+    (ax,) = fig.axes
+    assert len(ax.patches) == 0
+    assert [tuple(line.get_xdata()) for line in ax.get_lines()] == [(4,)]
+
+
+def test_saving_writes_the_file(tmp_path: Path) -> None:
+    out = tmp_path / "t.png"
+    plot_timeline([Lane("in", [IntervalEvent(0, 3, 1)])], path=out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_too_many_events_or_nothing_finite_are_clear_errors() -> None:
+    many = [IntervalEvent(i, i + 2, i) for i in range(11)]
+    with pytest.raises(TimelinePlotError, match=r"11 events are too many.*max_events=10"):
+        plot_timeline([Lane("in", many)], max_events=10)
+    with pytest.raises(TimelinePlotError, match="nothing with a finite time"):
+        plot_timeline([Lane("in", [])])
+
+
+ROWS = [
+    (1, 7, {"room": "lab", "temp": 20.0}),
+    (4, 5, {"room": "lab", "temp": 22.0}),
+    (6, 12, {"room": "hall", "temp": 18.0}),
+    (8, 15, {"room": "lab", "temp": 21.0}),
+]
+
+
+def test_stream_plot_draws_one_group_of_the_last_window_operation(tmp_path: Path) -> None:
+    stream = Stream.from_cht(ROWS, key="room").window(TumblingWindow(10))
+    query = stream.aggregate(median, value="temp", alias="m")
+    fig = query.plot(tmp_path / "q.png", key="lab")
+    inputs_ax, windows_ax, outputs_ax = fig.axes
+    # lab's events with the value the UDA receives (temp), not the whole row
+    assert sorted(t.get_text() for t in inputs_ax.texts) == ["20", "21", "22"]
+    assert [(x, w) for x, w, _ in bars(windows_ax)] == [(0, 10), (10, 10)]
+    # [0, 10): median(20, 22, 21) = 21; [10, 20): 21
+    assert [(x, w) for x, w, _ in bars(outputs_ax)] == [(0, 10), (10, 10)]
+    assert [t.get_text() for t in outputs_ax.texts] == ["21", "21"]
+    assert "key='lab'" in fig.texts[0].get_text()
+    assert (tmp_path / "q.png").exists()
+
+
+def test_stream_plot_defaults_to_the_first_group_and_rejects_unknown_ones() -> None:
+    query = Stream.from_cht(ROWS, key="room").tumbling_window(10).aggregate(median, value="temp")
+    fig = query.plot()
+    assert "key='hall'" in fig.texts[0].get_text()
+    message = r"plot\(key='attic'\): no such group; groups: \['hall', 'lab'\]"
+    with pytest.raises(KeyError, match=message):
+        query.plot(key="attic")
