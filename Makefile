@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples)
+LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples docs/pictures.py)
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
