@@ -226,7 +226,7 @@ class GridPath:
             if m > m_old:
                 last = (m - self.size - off) // hop
                 if not self.conservative and (emitted is None or last > emitted):
-                    first = emitted if emitted is not None else min(wins) - 1
+                    first = emitted if emitted is not None else min(wins, default=last + 1) - 1
                     for kk in range(first + 1, last + 1):
                         w = wins.get(kk)
                         if w is not None:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from udm.host import (
     INFINITY,
+    Cht,
     CountByEndWindow,
     CountByStartWindow,
     Cti,
@@ -120,6 +121,20 @@ def test_speculative_output_before_end_of_stream(window: Any, stream: list[Any])
     ]
     watermark = max(times, default=host.cti)
     assert output_cht(outputs) == evaluate(cht, window, Sum, watermark=watermark)
+
+
+def test_fast_path_key_whose_events_fall_between_windows() -> None:
+    """Regression (found by the property above): with gaps between hopping
+    windows (size < hop), a key whose first events all fall in gaps has no
+    window yet when the watermark moves; nothing is output and nothing fails."""
+    window = HoppingWindow(size=3, hop=5, offset=1)  # windows [1, 4), [6, 9), ...
+    stream = [Cti(0), Insert("e1", 0, 1, 8), Insert("e2", 4, 6, 5), Insert("e3", 7, 8, 2)]
+    host = Host(window, Sum)
+    outputs = host.process_many(stream)
+    assert outputs == [Cti(0)]  # [6, 9) has not ended by the watermark 7
+    outputs += host.flush()
+    assert output_cht(outputs) == Cht([(6, 9, 2)])
+    assert output_cht(outputs) == evaluate(derive_cht(stream)[0], window, Sum)
 
 
 @pytest.mark.parametrize(
