@@ -27,7 +27,6 @@ first use.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -90,31 +89,27 @@ _LOCAL_UDMS: dict[str, Any] = {}
 
 
 def register_udm(name: str, udm: Any) -> None:
-    """Make a UDM class or instance available by ``name`` in this process
-    (the plugin registry, :mod:`udm.host.registry`, supersedes this)."""
+    """Make a UDM available by ``name`` in this process, ahead of installed
+    libraries (a notebook's quick override); validated like discovered UDMs.
+    :meth:`udm.host.registry.Registry.register` is the library-qualified way."""
+    from udm.host.registry import validate_udm
+
     if not isinstance(name, str) or not name:
         raise ValueError(f"a UDM name must be a non-empty string, got {name!r}")
+    validate_udm(udm, f"register_udm({name!r})")
     _LOCAL_UDMS[name] = udm
 
 
 def _resolve_udm(name_or_udm: Any) -> Any:
-    """A UDM class or instance from itself or its registered name."""
+    """A UDM from itself, a ``register_udm`` name, or a registry name
+    (``library.name`` or ``module:attribute``)."""
     if not isinstance(name_or_udm, str):
         return name_or_udm
-    name = name_or_udm
-    if name in _LOCAL_UDMS:
-        return _LOCAL_UDMS[name]
-    try:
-        registry: Any = importlib.import_module("udm.host.registry")
-    except ImportError:
-        registry = None
-    if registry is not None and hasattr(registry, "get_registry"):
-        return registry.get_registry().resolve(name)
-    known = ", ".join(sorted(_LOCAL_UDMS)) or "none"
-    raise KeyError(
-        f"no UDM is registered as {name!r} (registered: {known}); pass the UDM class itself "
-        "or register it with udm.host.query.register_udm(name, cls)"
-    )
+    if name_or_udm in _LOCAL_UDMS:
+        return _LOCAL_UDMS[name_or_udm]
+    from udm.host.registry import get_registry
+
+    return get_registry().resolve(name_or_udm)
 
 
 # ------------------------------------------------------------ plan pieces

@@ -255,6 +255,21 @@ def test_udm_by_registered_name_and_arguments() -> None:
     assert got == Cht([(0, 10, 9.0)])
     with pytest.raises(KeyError, match=r"no UDM is registered as 'test\.nope'"):
         Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10).aggregate("test.nope")
+    with pytest.raises(KeyError, match=r"did you mean stats\.median\?"):
+        Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10).aggregate("stats.medain")
+    with pytest.raises(TypeError, match=r"register_udm\('test\.bad'\)"):
+        register_udm("test.bad", object())
+
+
+def test_installed_library_udm_by_name() -> None:
+    """stats.median comes from the udm-stats plugin's entry point."""
+    got = (
+        Stream.from_cht([(0, 1, 1.0), (1, 2, 2.0), (2, 3, 9.0), (12, 13, 4.0)])
+        .tumbling_window(10)
+        .aggregate("stats.median")
+        .to_cht()
+    )
+    assert got == Cht([(0, 10, 2.0), (10, 20, 4.0)])
 
 
 def test_wrong_udm_kinds_and_options_are_rejected_when_building() -> None:
