@@ -42,8 +42,19 @@ def test_there_are_doc_examples() -> None:
     assert len(DOC_EXAMPLES) >= 20
 
 
-@pytest.mark.parametrize("path", DOC_EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [p for p in DOC_EXAMPLES if not p.name.startswith("spark_")], ids=lambda p: p.name
+)
 def test_doc_example_runs(path: Path) -> None:
+    runpy.run_path(str(path), run_name="__main__")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "path", [p for p in DOC_EXAMPLES if p.name.startswith("spark_")], ids=lambda p: p.name
+)
+def test_spark_doc_example_runs(path: Path, spark: Any) -> None:
+    """Examples named spark_*.py get the shared session from getOrCreate()."""
     runpy.run_path(str(path), run_name="__main__")
 
 

@@ -113,3 +113,32 @@ def test_bad_calls_say_what_to_pass(sql: Any) -> None:
         sql(
             "SELECT * FROM rises(TABLE(readings), start => 'ts', window => 'tumbling', size => 5)"
         ).collect()
+
+
+@aggregate
+def untyped_spread(values):  # type: ignore[no-untyped-def]
+    return max(values) - min(values)
+
+
+def test_result_type_from_the_returns_option_or_registration(spark: Any, sql: Any) -> None:
+    """Python workers parse ``returns =>`` without a JVM; DDL given to
+    register_sql is parsed on the driver."""
+    assert register_sql(spark, untyped_spread, name="spread_sql") == "spread_sql"
+    query = (
+        "SELECT * FROM {f}(TABLE(readings), start => 'ts', key => 'sensor', value => 'temp', "
+        "window => 'tumbling', size => 10{opt}) ORDER BY sensor, start"
+    )
+    with pytest.raises(Exception, match="result type of UDM 'untyped_spread' is unknown"):
+        sql(query.format(f="spread_sql", opt="")).collect()
+    rows = sql(query.format(f="spread_sql", opt=", returns => 'DOUBLE'")).collect()
+    assert [tuple(r) for r in rows] == [
+        (0, 10, "a", 2.0),
+        (10, 20, "a", 0.0),
+        (0, 10, "b", 0.0),
+        (10, 20, "b", 2.0),
+    ]
+    assert register_sql(spark, untyped_spread, name="spread_int", returns="bigint") == "spread_int"
+    typed = sql(query.format(f="spread_int", opt=""))
+    assert typed.schema["untyped_spread"].dataType.typeName() == "long"
+    with pytest.raises(Exception, match=r"returns='array<double' is not a Spark type"):
+        sql(query.format(f="spread_sql", opt=", returns => 'array<double'")).collect()

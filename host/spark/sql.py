@@ -304,6 +304,8 @@ def register_sql(
     from pyspark.sql.functions import udtf
 
     _REGISTERED.add(sql_name)
-    table_function: Any = udtf(_make_udtf(resolved, returns))
+    # Parse on the driver: DDL needs the JVM, which Python workers lack.
+    parsed_returns = from_returns(returns) if returns is not None else None
+    table_function: Any = udtf(_make_udtf(resolved, parsed_returns))
     spark.udtf.register(sql_name, table_function)
     return sql_name

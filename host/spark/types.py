@@ -274,15 +274,47 @@ def function_result_type(fn: Any) -> T.DataType | None:
     return annotation_type(_return_annotation(getattr(fn, "fn", fn)))
 
 
+_DDL_ALIASES = {
+    "int": "integer",
+    "bigint": "long",
+    "smallint": "short",
+    "tinyint": "byte",
+    "real": "float",
+    "bool": "boolean",
+}
+
+
+def _parse_without_jvm(text: str) -> T.DataType | None:
+    """Simple type names and JSON types, which SQL table functions' Python
+    workers must parse without a JVM (DDL parsing needs the driver's)."""
+    name = text.strip().lower()
+    name = _DDL_ALIASES.get(name, name)
+    try:
+        if name.startswith("{"):
+            parsed: T.DataType = T._parse_datatype_json_string(text)
+        else:
+            parsed = T._parse_datatype_json_value(name)
+    except Exception:
+        return None
+    return parsed
+
+
 def from_returns(returns: Any) -> T.DataType:
     """Parse an explicit ``returns=``: DDL string, ``DataType`` or Python type."""
     if isinstance(returns, T.DataType):
         return returns
     if isinstance(returns, str):
+        simple = _parse_without_jvm(returns)
+        if simple is not None:
+            return simple
         try:
             parsed: T.DataType = T._parse_datatype_string(returns)
         except Exception as exc:
-            raise ValueError(f"returns={returns!r} is not a Spark type: {exc}") from None
+            raise ValueError(
+                f"returns={returns!r} is not a Spark type: {exc}. Python workers (the SQL "
+                "returns => option) read simple type names such as 'double', 'bigint' or "
+                "'decimal(10,2)' and JSON types; pass complex DDL to register_sql(returns=...)"
+            ) from None
         return parsed
     t = annotation_type(returns)
     if t is None:
