@@ -23,7 +23,11 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "udm-package"
+def _template() -> Path:
+    """The cookiecutter template, from a checkout or an installed wheel."""
+    from importlib.resources import files
+
+    return Path(str(files("udm.templates") / "udm-package"))
 
 
 def _console(err: bool = False) -> Console:
@@ -212,7 +216,7 @@ def new(
             context[key] = val
     try:
         out = cookiecutter(
-            str(TEMPLATE),
+            str(_template()),
             no_input=no_input,
             extra_context=context,
             output_dir=str(output_dir),

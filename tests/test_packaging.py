@@ -22,7 +22,7 @@ import udm.sdk
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the wheel is built from: everything pyproject.toml maps or reads.
-SOURCES = ("pyproject.toml", "README.md", "sdk", "host", "cli")
+SOURCES = ("pyproject.toml", "README.md", "sdk", "host", "cli", "templates")
 
 
 def run_python(code: str, *, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> str:
@@ -89,7 +89,17 @@ def test_wheel_contents(wheel: Path) -> None:
         assert f"udm/{package}/__init__.py" in names
         assert f"udm/{package}/py.typed" in names
     assert "udm/__init__.py" not in names  # udm is a namespace package
-    assert not [n for n in names if n.startswith(("tests/", "docs/", "sdk/", "host/", "cli/"))]
+    assert not [
+        n for n in names if n.startswith(("tests/", "docs/", "sdk/", "host/", "cli/", "templates/"))
+    ]
+    # the cookiecutter template, for `udm-cli new` from an installed wheel
+    template = "udm/templates/udm-package/"
+    assert f"{template}cookiecutter.json" in names
+    assert (
+        f"{template}{{{{cookiecutter.distribution}}}}/{{{{cookiecutter.library}}}}/__init__.py"
+        in names
+    )
+    assert f"{template}{{{{cookiecutter.distribution}}}}/fixtures/rms_tumbling.udm.yaml" in names
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "[console_scripts]\nudm-cli = udm.cli.main:app\n" in text
@@ -105,11 +115,13 @@ def test_wheel_imports_from_itself(wheel: Path, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(target), site_packages])}
     out = run_python(
         "import udm.sdk, udm.host, udm.cli.main\n"
-        "print(udm.sdk.__file__, udm.host.__file__, udm.cli.main.__file__, sep='\\n')",
+        "print(udm.sdk.__file__, udm.host.__file__, udm.cli.main.__file__, sep='\\n')\n"
+        "print(udm.cli.main._template())",
         env=env,
         flags=("-S",),
     )
-    sdk_file, host_file, cli_file = out.splitlines()
+    sdk_file, host_file, cli_file, template = out.splitlines()
+    assert Path(template) == target / "udm" / "templates" / "udm-package"
     assert Path(sdk_file) == target / "udm" / "sdk" / "__init__.py"
     assert Path(host_file) == target / "udm" / "host" / "__init__.py"
     assert Path(cli_file) == target / "udm" / "cli" / "main.py"

@@ -1,0 +1,1 @@
+"""Project templates for ``udm-cli new`` (cookiecutter), shipped as package data."""

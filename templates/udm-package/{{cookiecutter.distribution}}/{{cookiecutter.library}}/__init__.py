@@ -1,0 +1,79 @@
+"""{{ cookiecutter.description }}.
+
+UDMs registered as ``{{ cookiecutter.library }}.<name>``: see them with
+``udm-cli list --library {{ cookiecutter.library }}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import pairwise
+
+from udm.sdk import (
+    IncrementalAggregate,
+    IntervalEvent,
+    Properties,
+    TimeSensitiveOperator,
+    WindowDescriptor,
+    hookimpl,
+)
+
+__version__ = "{{ cookiecutter.version }}"
+
+
+class Rms(IncrementalAggregate):
+    """Root mean square of the window's values.
+
+    Incremental: the host adds and removes events as windows change instead
+    of recomputing; ``remove`` makes it invertible and ``merge`` mergeable
+    (partial aggregation on Spark), both derived from the methods.
+
+    Example: values 3 and 4 give sqrt((9 + 16) / 2) = 3.5355...
+    """
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] + value * value, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] - value * value, state[1] - 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return math.sqrt(state[0] / state[1])
+
+
+class Jumps(TimeSensitiveOperator):
+    """A point event at each value that exceeds the previous one (in time
+    order) by more than ``threshold``; the payload is the size of the jump.
+
+    Time-sensitive: it reads the events' start times and timestamps its own
+    output. Example: values 1, 5, 6 at times 0, 1, 2 with threshold 2 give
+    one point event at 1 with payload 4.
+    """
+
+    # The result depends on the order of events with equal start times.
+    properties = Properties(order_insensitive=False)
+
+    def __init__(self, threshold: float = 0.0) -> None:
+        self.threshold = threshold
+
+    def compute_result(
+        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
+    ) -> list[IntervalEvent[float]]:
+        out: list[IntervalEvent[float]] = []
+        for prev, cur in pairwise(events):
+            if cur.payload - prev.payload > self.threshold:
+                out.append(IntervalEvent(cur.start, cur.start + 1, cur.payload - prev.payload))
+        return out
+
+
+@hookimpl
+def udm_udms() -> list[object]:
+    """The UDMs of this library, registered as {{ cookiecutter.library }}.<name>."""
+    return [Rms, Jumps]

@@ -1,0 +1,107 @@
+"""`udm-cli new` -> pip install -> `udm-cli list` / the package's pytest / `udm-cli test`.
+
+The generated package must work with no edits: CI generates it into a temporary
+directory, installs it (a real, non-editable pip install into a target
+directory, so discovery goes through its installed entry point) and runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
+    result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, f"{args} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    root = tmp_path_factory.mktemp("generated")
+    out = run(
+        [str(BIN / "udm-cli"), "new", "lab_udms", "--no-input", "-o", str(root), "--author", "Ada"],
+        cwd=root,
+    )
+    pkg = Path(out.strip())
+    assert pkg == root / "lab-udms"
+    site = root / "site"
+    # install from a copy: the build leaves build/ and *.egg-info behind
+    src = root / "src"
+    shutil.copytree(pkg, src)
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(src),
+        ],
+        cwd=root,
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "CI": "true"}
+    return pkg, env
+
+
+def test_generated_files(package: tuple[Path, dict[str, str]]) -> None:
+    pkg, _ = package
+    files = sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*") if p.is_file())
+    assert files == [
+        "README.md",
+        "fixtures/jumps_generated.udm.yaml",
+        "fixtures/rms_tumbling.udm.yaml",
+        "lab_udms/__init__.py",
+        "lab_udms/py.typed",
+        "pyproject.toml",
+        "tests/test_udms.py",
+    ]
+    text = (pkg / "pyproject.toml").read_text()
+    assert (
+        'name = "lab-udms"' in text and '[project.entry-points.udm]\nlab_udms = "lab_udms"' in text
+    )
+    assert 'authors = [{ name = "Ada" }]' in text
+
+
+def test_installed_package_is_discovered(package: tuple[Path, dict[str, str]]) -> None:
+    pkg, env = package
+    doc = json.loads(
+        run([str(BIN / "udm-cli"), "list", "--library", "lab_udms", "--json"], pkg, env)
+    )
+    assert [(u["name"], u["flavor"]) for u in doc["udms"]] == [
+        ("lab_udms.jumps", "time-sensitive non-incremental operator"),
+        ("lab_udms.rms", "time-insensitive incremental aggregate"),
+    ]
+    assert doc["failed"] == []
+    rms = next(u for u in doc["udms"] if u["name"] == "lab_udms.rms")
+    assert {"invertible", "mergeable"} <= set(rms["properties"])
+
+
+def test_generated_tests_pass(package: tuple[Path, dict[str, str]]) -> None:
+    pkg, env = package
+    out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], pkg, env)
+    assert "3 passed" in out
+
+
+def test_udm_cli_test_passes(package: tuple[Path, dict[str, str]]) -> None:
+    pkg, env = package
+    run([str(BIN / "udm-cli"), "test", "."], pkg, env)
+
+
+def test_generated_code_is_ruff_clean(package: tuple[Path, dict[str, str]]) -> None:
+    pkg, _ = package
+    run([str(BIN / "ruff"), "check", "--no-cache", "."], pkg)
