@@ -154,25 +154,81 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
 @app.command()
 def test(
     paths: Annotated[
-        list[str] | None, typer.Argument(help="Files or directories (default: tests).")
+        list[Path] | None,
+        typer.Argument(help="Fixture files, packages or test directories (default: .)."),
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot", help="Draw the first failing (else the first) fixture's timeline here."
+        ),
+    ] = None,
+    run_pytest: Annotated[
+        bool, typer.Option("--pytest/--no-pytest", help="Also run the Python tests in PATHS.")
+    ] = True,
     pytest_args: Annotated[
         str, typer.Option("--pytest-args", help="Extra pytest arguments, quoted.")
     ] = "",
 ) -> None:
-    """Run a UDM package's tests with pytest; the exit code is pytest's.
+    """Run windowed fixtures (*.udm.yaml) and a package's pytest tests.
+
+    Each fixture runs several ways that must agree (incremental host,
+    speculative and conservative, a reordered stream, the reference
+    evaluator); a failure prints a side-by-side diff, and for generated
+    scenarios the minimal failing stream as a fixture. Python tests under
+    PATHS run with pytest. Exit code 0 only if everything passed.
 
     [bold]Examples[/bold]
 
       udm-cli test
 
-      udm-cli test my-udms/tests --pytest-args "-x -q"
+      udm-cli test fixtures/median.udm.yaml --plot median.png
+
+      udm-cli test my-udms --pytest-args "-x -q"
     """
     import shlex
 
-    cmd = [sys.executable, "-m", "pytest", *(paths or ["tests"]), *shlex.split(pytest_args)]
-    code = subprocess.call(cmd)
-    raise typer.Exit(code)
+    from udm.host.fixtures import FixtureError, fixture_files, load_fixture, run_fixture
+    from udm.host.fixtures.report import plot_result, render_failure, render_summary
+
+    targets = paths or [Path(".")]
+    missing = [p for p in targets if not p.exists()]
+    if missing:
+        raise _fail(f"no such file or directory: {', '.join(map(str, missing))}")
+    console = _console()
+    failed = False
+    files = fixture_files(list(targets))
+    results = []
+    for path in files:
+        try:
+            fixtures = load_fixture(path)
+        except FixtureError as exc:
+            console.print(f"[red]invalid fixture[/red]\n{exc}", markup=True)
+            failed = True
+            continue
+        for fixture in fixtures:
+            results.append(run_fixture(fixture))
+    if results:
+        render_summary(results, console)
+        for result in results:
+            if not result.passed:
+                render_failure(result, console)
+        failed = failed or not all(r.passed for r in results)
+        if plot is not None:
+            chosen = next((r for r in results if not r.passed), results[0])
+            plot_result(chosen, plot)
+            console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
+    python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
+    if run_pytest and python_targets:
+        # -p no:udm: the fixtures above already ran; do not collect them twice
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:udm", *map(str, python_targets)]
+        code = subprocess.call([*cmd, *shlex.split(pytest_args)])
+        if code == 5 and results:  # no Python tests collected: fixtures only
+            code = 0
+        failed = failed or code != 0
+    elif not results:
+        raise _fail(f"no *.udm.yaml fixtures or Python tests in {', '.join(map(str, targets))}")
+    raise typer.Exit(1 if failed else 0)
 
 
 @app.command()

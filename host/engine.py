@@ -794,6 +794,8 @@ class Host:
     # ---------------------------------------------------------------- CTIs
 
     def _final(self, ks: _KeyState, start: int, w: _Win, c: int) -> bool:
+        if c >= INFINITY:  # the end of the stream: nothing can change any window
+            return True
         if self._snapshot or self._count_end:
             if not w.end < c:
                 return False

@@ -183,6 +183,16 @@ def test_conservative_emits_only_final_windows() -> None:
     assert host.process(Cti(15)) == [Insert(host_id(0), 0, 10, 7), Cti(10)]
 
 
+def test_conservative_flush_outputs_windows_that_end_at_infinity() -> None:
+    """Found by a generated fixture: a snapshot window over an edge event that
+    never ends, [2, inf), was never final, so the conservative host lost it at
+    the end of the stream; a CTI at the end of time finalizes every window."""
+    for consistency in ("speculative", "conservative"):
+        host = Host(SnapshotWindow(), Sum, consistency=consistency)
+        out = host.process(Insert("a", 2, INFINITY, 19)) + host.flush()
+        assert output_cht(out) == Cht([(2, INFINITY, 19)]), consistency
+
+
 def test_point_end_output_cti_follows_input_cti() -> None:
     host = Host(TumblingWindow(10), Sum, output_policy="point_end")
     out = host.process_many([point("a", 1, 5), Cti(15)])

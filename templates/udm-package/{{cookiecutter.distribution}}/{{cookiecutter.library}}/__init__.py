@@ -51,6 +51,7 @@ class Rms(IncrementalAggregate):
 class Jumps(TimeSensitiveOperator):
     """A point event at each value that exceeds the previous one (in time
     order) by more than ``threshold``; the payload is the size of the jump.
+    Jumps are reported at the later event's start, inside the window.
 
     Time-sensitive: it reads the events' start times and timestamps its own
     output. Example: values 1, 5, 6 at times 0, 1, 2 with threshold 2 give
@@ -68,7 +69,9 @@ class Jumps(TimeSensitiveOperator):
     ) -> list[IntervalEvent[float]]:
         out: list[IntervalEvent[float]] = []
         for prev, cur in pairwise(events):
-            if cur.payload - prev.payload > self.threshold:
+            # an event that began before the window still counts as "previous",
+            # but a jump is reported only inside the window it was seen in
+            if cur.start >= window.start and cur.payload - prev.payload > self.threshold:
                 out.append(IntervalEvent(cur.start, cur.start + 1, cur.payload - prev.payload))
         return out
 
