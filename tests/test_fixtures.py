@@ -1,0 +1,510 @@
+"""udm.host.fixtures: the fixture format, the runner's ways and checks, the
+generator's dimensions, shrinking, the report, udm-cli test and the pytest plugin."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from udm.cli.main import app
+from udm.host import (
+    INFINITY,
+    Cht,
+    Cti,
+    HoppingWindow,
+    Insert,
+    Retract,
+    derive_cht,
+)
+from udm.host.fixtures import (
+    FixtureError,
+    GenerateSpec,
+    load_fixture,
+    parse_duration,
+    run_fixture,
+    scenario,
+)
+from udm.host.fixtures.runner import equivalent_stream
+from udm.sdk import IncrementalAggregate, Properties, aggregate
+
+TESTS = Path(__file__).resolve().parent
+
+
+def write(tmp_path: Path, text: str, name: str = "f.udm.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ------------------------------------------------------------ UDMs with bugs
+
+
+class LeakySum(IncrementalAggregate):
+    """Declares invertible, but remove() ignores payloads of 7."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, value: int) -> int:
+        return state + value
+
+    def remove(self, state: int, value: int) -> int:
+        return state - value if value != 7 else state
+
+    def result(self, state: int) -> int:
+        return state
+
+
+@aggregate
+def first_value(values: list[int]) -> int:
+    """Declares order_insensitive (the default), but depends on order."""
+    return values[0]
+
+
+class HonestFirst(IncrementalAggregate):
+    properties = Properties(order_insensitive=False)
+
+    def initial_state(self) -> list[int]:
+        return []
+
+    def add(self, state: list[int], value: int) -> list[int]:
+        return [*state, value]
+
+    def result(self, state: list[int]) -> int:
+        return state[0]
+
+
+# ------------------------------------------------------------ the format
+
+
+ISSUE_EXAMPLE = """\
+    name: median over hopping windows
+    udm: stats.median
+    args: {}
+    window: {kind: hopping, size: 10, hop: 5}
+    input_clipping: none
+    output_policy: align
+    input:
+      - {insert: e1, start: 1, end: 7, payload: 3}
+      - {insert: e2, start: 4, end: 5, payload: {value: 8, kind: a}}
+      - {retract: e1, new_end: 4}
+      - {cti: 10}
+    expected:
+      - {start: 0, end: 10, payload: 5.5}
+    """
+
+
+BAD = ISSUE_EXAMPLE.replace("payload: {value: 8, kind: a}", "payload: 8")  # misses [-5, 5)
+GOOD = BAD.replace(
+    "      - {start: 0, end: 10, payload: 5.5}",
+    "      - {start: 0, end: 10, payload: 5.5}\n      - {start: -5, end: 5, payload: 5.5}",
+)
+
+
+def test_the_issue_shape_loads_with_defaults_filled(tmp_path: Path) -> None:
+    (f,) = load_fixture(write(tmp_path, ISSUE_EXAMPLE))
+    assert f.name == "median over hopping windows" and f.udm == "stats.median"
+    assert f.window_spec() == HoppingWindow(10, 5)
+    assert f.elements() == [
+        Insert("e1", 1, 7, 3),
+        Insert("e2", 4, 5, {"value": 8, "kind": "a"}),
+        Retract("e1", 1, 7, 4),  # start and old_end from the event's lifetime so far
+        Cti(10),
+    ]
+    assert f.tolerance == 1e-9 and f.cti_policy == "raise" and f.line == 1
+
+
+def test_times_durations_points_and_infinity(tmp_path: Path) -> None:
+    (f,) = load_fixture(
+        write(
+            tmp_path,
+            """\
+            udm: stats.mean
+            window: {kind: hopping, size: 10s, hop: 500ms}
+            input:
+              - {insert: a, start: 2026-01-01T00:00:00, payload: 1}
+              - {insert: b, start: 5, end: inf, payload: 2}
+              - {retract: b, new_end: 9}
+            """,
+        )
+    )
+    assert f.window_spec() == HoppingWindow(10_000_000, 500_000)
+    t = 1_767_225_600_000_000  # 2026-01-01 UTC in microseconds
+    assert f.elements() == [
+        Insert("a", t, t + 1, 1),
+        Insert("b", 5, INFINITY, 2),
+        Retract("b", 5, INFINITY, 9),
+    ]
+    assert [parse_duration(v) for v in (7, "3us", "2ms", "1s", "1m", "1h", "1d")] == [
+        7,
+        3,
+        2_000,
+        1_000_000,
+        60_000_000,
+        3_600_000_000,
+        86_400_000_000,
+    ]
+    with pytest.raises(ValueError, match="'1 week' is not a duration"):
+        parse_duration("1 week")
+
+
+def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.median
+        window: {kind: hopping, size: 10, hop: -5}
+        input_clipping: sideways
+        input:
+          - {insert: e1, start: 1, end: 7, payload: 3}
+          - {insert: e2, start: 4, end: 2}
+          - {retrakt: e1, new_end: 4}
+          - {cti: soon}
+        expected:
+          - {start: 0, end: 10, payload: 5.5, extra: 1}
+        """,
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:2: window: window hop must be a positive duration, got -5",
+        f"{path}:3: input_clipping: Input should be 'none', 'left', 'right' or 'full'",
+        f"{path}:6: input.1: insert 'e2': end 2 must be after start 4 (omit end for a point event)",
+        f"{path}:7: input.2: each input element needs one of the keys insert, retract or cti",
+        f"{path}:8: input.3.cti: 'soon' is neither an ISO 8601 datetime nor 'inf'",
+        f"{path}:10: expected.0.extra: Extra inputs are not permitted",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("window: {kind: tumbling, size: 10}\n", ":1: (top level): give exactly one of input"),
+        (
+            "window: {kind: tumbling, size: 10}\ninput: []\nexpected: []\nexpected_error: x\n",
+            "give expected or expected_error, not both",
+        ),
+        (
+            "window: {kind: tumbling, size: 10}\ngenerate: {events: 5}\nexpected: []\n",
+            "generated scenarios have no expected output",
+        ),
+        ("window: {kind: weekly}\ninput: []\n", ":2: window.kind: Input should be 'hopping'"),
+        ("window: {kind: tumbling, size: 10}\ninput: [\n", ":4: not valid YAML"),
+        (
+            "window: {kind: tumbling, size: 10}\nwindow: {kind: snapshot}\ninput: []\n",
+            "duplicate key 'window'",
+        ),
+    ],
+)
+def test_inconsistent_fixtures_are_refused(tmp_path: Path, body: str, message: str) -> None:
+    with pytest.raises(FixtureError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_fixture(write(tmp_path, "udm: stats.mean\n" + body))
+
+
+def test_retracting_an_unknown_event_names_the_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 1}
+          - {retract: b, new_end: 4}
+        """,
+    )
+    (f,) = load_fixture(path)
+    with pytest.raises(FixtureError, match=rf"{path}:5: input\.1: retract 'b' of an event not"):
+        f.elements()
+
+
+def test_several_documents_are_several_fixtures(tmp_path: Path) -> None:
+    text = ISSUE_EXAMPLE + "---\n" + ISSUE_EXAMPLE.replace("over hopping windows", "again")
+    fixtures = load_fixture(write(tmp_path, text))
+    assert [(f.name, f.line) for f in fixtures] == [
+        ("median over hopping windows", 1),
+        ("median again", 15),
+    ]
+
+
+# ------------------------------------------------------------ running
+
+
+def test_a_passing_fixture_runs_four_ways(tmp_path: Path) -> None:
+    (f,) = load_fixture(
+        write(
+            tmp_path,
+            GOOD,
+        )
+    )
+    result = run_fixture(f)
+    assert result.passed, result.failures
+    assert [w.name for w in result.ways] == [
+        "host",
+        "host (conservative)",
+        "reordered",
+        "reference",
+    ]
+    for way in result.ways:
+        assert way.cht == Cht([(-5, 5, 5.5), (0, 10, 5.5)]), way.name
+
+
+def test_a_wrong_expectation_fails_every_way_with_a_diff(tmp_path: Path) -> None:
+    (f,) = load_fixture(write(tmp_path, BAD))
+    result = run_fixture(f)
+    assert result.failures == [
+        f"{name} differs from expected: 0 missing, 1 extra"
+        for name in ("host", "host (conservative)", "reordered", "reference")
+    ]
+
+
+def test_tolerance_for_floats(tmp_path: Path) -> None:
+    text = """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        tolerance: 0.01
+        input:
+          - {insert: a, start: 1, payload: 1.0}
+          - {insert: b, start: 2, payload: 2.0}
+        expected:
+          - {start: 0, end: 10, payload: 1.51}
+        """
+    assert run_fixture(load_fixture(write(tmp_path, text))[0]).passed
+    strict = text.replace("tolerance: 0.01", "tolerance: 0.001")
+    assert not run_fixture(load_fixture(write(tmp_path, strict))[0]).passed
+
+
+def test_expected_error_must_happen_in_every_way(tmp_path: Path) -> None:
+    text = """\
+        udm: stats.median
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: {temp: 1}}
+        expected_error: "pass field='<name>'"
+        """
+    assert run_fixture(load_fixture(write(tmp_path, text))[0]).passed
+    wrong = text.replace("pass field='<name>'", "no such message")
+    result = run_fixture(load_fixture(write(tmp_path, wrong))[0])
+    assert len(result.failures) == 4
+    assert result.failures[0].startswith(
+        "host: expected an error containing 'no such message', got UdmInvocationError: UDM 'median'"
+    )
+    fine = text.replace("payload: {temp: 1}", "payload: 1")
+    result = run_fixture(load_fixture(write(tmp_path, fine))[0])
+    assert result.failures[0] == (
+        "host: expected an error containing \"pass field='<name>'\", but it succeeded"
+    )
+
+
+def test_an_unknown_udm_fails_with_the_registry_hint(tmp_path: Path) -> None:
+    text = ISSUE_EXAMPLE.replace("udm: stats.median", "udm: stats.medain")
+    result = run_fixture(load_fixture(write(tmp_path, text))[0])
+    assert result.failures[0].startswith(
+        "UnknownUdmError: no UDM is registered as 'stats.medain'; did you mean stats.median"
+    )
+
+
+def test_declared_properties_are_checked(tmp_path: Path) -> None:
+    base = """\
+        udm: test_fixtures:{udm}
+        window: {{kind: tumbling, size: 10}}
+        input:
+          - {{insert: a, start: 1, payload: 7}}
+          - {{insert: b, start: 2, payload: 3}}
+          - {{insert: c, start: 3, payload: 5}}
+        """
+    leaky = run_fixture(load_fixture(write(tmp_path, base.format(udm="LeakySum")))[0])
+    assert "declared invertible, but in window [0, 10) removing 7 gives 15 instead of 8" in (
+        leaky.failures
+    )
+    first = run_fixture(load_fixture(write(tmp_path, base.format(udm="first_value")))[0])
+    assert first.failures == [
+        "declared order_insensitive, but window [0, 10) gives 7 in canonical order and 5 in "
+        "order [5, 3, 7]"
+    ]
+    honest = run_fixture(load_fixture(write(tmp_path, base.format(udm="HonestFirst")))[0])
+    assert honest.passed, honest.failures
+
+
+def test_equivalent_stream_keeps_the_cht() -> None:
+    import random
+
+    cht = Cht([(1, 5, "a"), (3, INFINITY, "b"), (3, 4, "a")])
+    stream = equivalent_stream(cht, random.Random(1))
+    assert derive_cht(stream)[0] == cht
+    assert any(isinstance(e, Retract) and e.new_end == e.start for e in stream)  # the ghost
+
+
+# ------------------------------------------------------------ the generator
+
+
+def spec(**kwargs: Any) -> GenerateSpec:
+    return GenerateSpec(**{"events": 60, "seed": 1, **kwargs})
+
+
+def events_of(stream: list[Any]) -> Cht:
+    return derive_cht(stream)[0]
+
+
+def test_generated_streams_are_valid_reproducible_and_sized() -> None:
+    for duration in ("point", "short", "long", "infinite"):
+        s = spec(duration=duration, speculation=0.3, disorder="high", cti_every=3)
+        stream = scenario(s, window=HoppingWindow(10, 5))
+        assert stream == scenario(s, window=HoppingWindow(10, 5))  # from the seed alone
+        cht = events_of(stream)  # validates: CTIs never violated, retractions match
+        assert len(cht) == 60, duration
+        durations = {e.end - e.start for e in cht}
+        if duration == "point":
+            assert durations == {1}
+
+
+def test_dimensions_change_what_they_say() -> None:
+    in_order = scenario(spec(disorder="none", cti_every=0))
+    starts = [e.start for e in in_order if isinstance(e, Insert)]
+    assert starts == sorted(starts)
+    shuffled = scenario(spec(disorder="high", cti_every=0))
+    assert [e.start for e in shuffled if isinstance(e, Insert)] != sorted(starts)
+
+    eager = scenario(spec(cti_every=1))
+    lazy = scenario(spec(cti_every=20))
+    assert sum(isinstance(e, Cti) for e in eager) > 3 * sum(isinstance(e, Cti) for e in lazy)
+    assert not any(isinstance(e, Cti) for e in scenario(spec(cti_every=0)))
+
+    speculative = scenario(spec(speculation=0.5, cti_every=0))
+    assert sum(isinstance(e, Retract) for e in speculative) > 10
+    assert not any(isinstance(e, Retract) for e in scenario(spec(cti_every=0)))
+
+    dup = events_of(scenario(spec(duplicates=0.5, duration="point")))
+    assert len({e.start for e in dup}) < 45
+
+    def mean_overlap(level: str) -> float:
+        cht = events_of(scenario(spec(overlap=level, duration="short")))
+        return sum(sum(1 for o in cht if o.start < e.end and e.start < o.end) for e in cht) / len(
+            cht
+        )
+
+    assert mean_overlap("low") < mean_overlap("medium") < mean_overlap("high")
+
+    edges = events_of(scenario(spec(boundary=True, duration="short"), window=HoppingWindow(10, 5)))
+    lifetimes = [(e.start, e.end) for e in edges]
+    assert len(set(lifetimes)) < len(lifetimes)  # identical lifetimes
+    assert any(e.start % 5 == 0 and e.end - e.start == 10 for e in edges)  # on window edges
+
+
+def test_open_events_are_closed_for_grid_windows_only() -> None:
+    s = spec(duration="infinite", cti_every=0)
+    assert all(e.end < INFINITY for e in events_of(scenario(s, window=HoppingWindow(10, 5))))
+    assert any(e.end == INFINITY for e in events_of(scenario(s)))
+
+
+def test_composition_unions_scenarios_with_keys_and_shift(tmp_path: Path) -> None:
+    (f,) = load_fixture(
+        write(
+            tmp_path,
+            """\
+            udm: stats.mean
+            window: {kind: tumbling, size: 10}
+            key: sensor
+            value: value
+            generate:
+              - {events: 20, key: a, seed: 1}
+              - {events: 30, key: b, shift: 1000, seed: 2}
+            """,
+        )
+    )
+    from udm.host.fixtures import compose
+
+    cht = events_of(compose(f.generators(), 0, [20, 30], f.window_spec(), f.key))
+    by_key: dict[str, list[Any]] = {}
+    for e in cht:
+        by_key.setdefault(e.payload["sensor"], []).append(e)
+    assert {k: len(v) for k, v in by_key.items()} == {"a": 20, "b": 30}
+    assert min(e.start for e in by_key["b"]) >= 1000
+    result = run_fixture(f)
+    assert result.passed, result.failures
+    assert result.checked_streams == 11  # the scenario plus 10 hypothesis examples
+
+
+def test_a_failure_shrinks_to_a_minimal_saveable_fixture(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        name: leaky
+        udm: test_fixtures:LeakySum
+        window: {kind: tumbling, size: 10}
+        check_properties: false
+        generate: {events: 200, duration: short, overlap: high, speculation: 0.3, seed: 3}
+        """,
+    )
+    result = run_fixture(load_fixture(path)[0])
+    assert not result.passed
+    assert result.minimal is not None
+    saved = write(tmp_path, result.minimal, "minimal.udm.yaml")
+    (minimal,) = load_fixture(saved)
+    inserts = [e for e in minimal.elements() if isinstance(e, Insert)]
+    # far smaller than the 200 events, and it holds the payload remove() mishandles
+    assert len(inserts) <= 20 and 7 in [e.payload for e in inserts]
+    assert minimal.expected is not None  # the reference evaluator's answer, to check by hand
+    assert not run_fixture(minimal).passed  # and it still fails
+
+
+# ------------------------------------------------------------ udm-cli test and pytest
+
+
+def test_udm_cli_test_exit_codes_diff_and_plot(tmp_path: Path) -> None:
+    good = write(
+        tmp_path,
+        GOOD,
+        "good.udm.yaml",
+    )
+    runner = CliRunner()
+    ok = runner.invoke(app, ["test", str(good)])
+    assert ok.exit_code == 0, ok.output
+    assert "1 passed, 0 failed" in ok.output
+    bad = write(
+        tmp_path,
+        BAD,
+        "bad.udm.yaml",
+    )
+    png = tmp_path / "out.png"
+    failed = runner.invoke(app, ["test", str(good), str(bad), "--plot", str(png)])
+    assert failed.exit_code == 1
+    assert "1 passed, 1 failed" in failed.output
+    assert "host differs from expected: 0 missing, 1 extra" in failed.output
+    assert "(not expected)" in failed.output and "[-5, 5)  5.5" in failed.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "timeline of bad.udm.yaml" in failed.output
+    broken = write(tmp_path, "udm: x\nwindow: {kind: weekly}\ninput: []\n", "broken.udm.yaml")
+    invalid = runner.invoke(app, ["test", str(broken)])
+    assert invalid.exit_code == 1 and f"{broken}:2: window.kind" in invalid.output
+    missing = runner.invoke(app, ["test", str(tmp_path / "nope.udm.yaml")])
+    assert missing.exit_code == 1 and "no such file or directory" in missing.output
+
+
+def test_pytest_collects_fixture_files(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        BAD,
+        "bad.udm.yaml",
+    )
+    write(
+        tmp_path,
+        GOOD.replace("name: median over hopping windows", "name: good one"),
+        "good.udm.yaml",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout
+    assert "1 failed, 1 passed" in result.stdout
+    assert "FAILED bad.udm.yaml::median over hopping windows" in result.stdout
+    assert "host differs from expected: 0 missing, 1 extra" in result.stdout
