@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/udm-cli run examples/demo.py --output out
 
 LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples docs/pictures.py)
 

@@ -1,6 +1,7 @@
 """udm-cli entry point (typer).
 
-Exit codes: 0 success; 1 a command failed (unknown UDM, failing tests,
+Exit codes: 0 success; 1 a command failed (unknown UDM, failing fixtures or
+tests, an invalid fixture or query file, a query that failed on Spark,
 libraries that could not be loaded with ``list --strict``, a directory that
 already exists); 2 bad usage (typer's own code for wrong options).
 """
@@ -21,7 +22,9 @@ app = typer.Typer(
     help="udm: user-defined temporal modules on Spark.",
     no_args_is_help=True,
     rich_markup_mode="rich",
+    add_completion=True,
 )
+
 
 def _template() -> Path:
     """The cookiecutter template, from a checkout or an installed wheel."""
@@ -285,3 +288,189 @@ def new(
         f"next: pip install -e {out} && udm-cli list && udm-cli test {out}/tests",
         markup=False,
     )
+
+
+# ---------------------------------------------------------------- Spark queries
+
+
+def _spark(master: str, query_file: Path) -> Any:
+    """The active SparkSession, or a quiet local one whose Python workers
+    run this interpreter and can import modules next to the query file."""
+    import os
+
+    from udm.cli.queryfile import worker_path
+
+    worker_path(query_file)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(f"udm-cli {query_file.name}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _queries(query_file: Path, spark: Any) -> dict[str, Any]:
+    from udm.cli.queryfile import QueryFileError, load_queries
+
+    try:
+        return load_queries(query_file, spark)
+    except QueryFileError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if hasattr(value, "strftime"):
+        return str(value.strftime("%Y-%m-%d %H:%M:%S"))
+    return str(value)
+
+
+def _preview(console: Console, title: str, df: Any, n: int) -> None:
+    order = [c for c in ("start", "end") if c in df.columns]
+    rows = (df.orderBy(*order) if order else df).limit(n).collect()
+    table = Table(title=title, title_justify="left")
+    for name in df.columns:
+        table.add_column(name)
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    console.print(table)
+
+
+@app.command()
+def run(
+    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Folder for the results (one per query).")
+    ] = Path("out"),
+    fmt: Annotated[
+        str, typer.Option("--format", help="Output format: parquet, csv or json.")
+    ] = "parquet",
+    preview: Annotated[int, typer.Option(help="Rows to preview per result (0: none).")] = 8,
+    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+) -> None:
+    """Run a query file on Spark: write each result under OUTPUT/NAME and
+    preview it.
+
+    A Python query file defines [bold]queries(spark)[/bold] (a dict of name to
+    Stream or DataFrame, run in order) or [bold]query(spark)[/bold]; a YAML spec
+    names a source, a window and a UDM (see docs/cli.md).
+
+    [bold]Examples[/bold]
+
+      udm-cli run examples/demo.py
+
+      udm-cli run examples/hourly_median.yaml --output /tmp/out --format csv
+    """
+    import time
+
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    if fmt not in ("parquet", "csv", "json"):
+        raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    console = _console()
+    started = time.perf_counter()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"starting Spark and loading {query_file}", total=None)
+        spark = _spark(master, query_file)
+        queries = _queries(query_file, spark)
+        written: list[tuple[str, Path, float]] = []
+        for name, query in queries.items():
+            progress.update(task, description=f"running {name}")
+            t = time.perf_counter()
+            path = output / name
+            try:
+                df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                writer = df.write.mode("overwrite")
+                if fmt == "csv":
+                    writer = writer.option("header", "true")
+                writer.format(fmt).save(str(path))
+            except Exception as exc:
+                raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
+            written.append((name, path, time.perf_counter() - t))
+    for name, path, seconds in written:
+        result = spark.read.format(fmt).options(header="true", inferSchema="true").load(str(path))
+        rows = result.count()
+        if preview > 0:
+            _preview(console, f"{name}: {rows:,} rows", result, preview)
+        console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
+    console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
+
+
+def _spark_message(exc: Exception) -> str:
+    """The useful first line of a Spark/Py4J error (UDM failures name the
+    UDM, window and key there)."""
+    text = str(exc)
+    for line in text.splitlines():
+        if "UDM " in line or "invalid event" in line:
+            return line.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+@app.command()
+def explain(
+    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    plot: Annotated[
+        Path | None,
+        typer.Option("--plot", help="Draw each query's timeline for a sample (PNG/SVG/PDF)."),
+    ] = None,
+    rows: Annotated[int, typer.Option(help="Sample size for --plot (source rows).")] = 200,
+    where: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark SQL condition on the source for the sample, e.g. \"sensor = 's1'\"."
+        ),
+    ] = None,
+    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+) -> None:
+    """Print each query's plan; with --plot, draw its input events, windows
+    and output events for a small sample (the first ROWS source rows, after
+    WHERE, computed by the reference evaluator).
+
+    [bold]Examples[/bold]
+
+      udm-cli explain examples/demo.py
+
+      udm-cli explain examples/hourly_median.yaml --plot median.png --where "sensor = 's1'"
+    """
+    console = _console()
+    spark = _spark(master, query_file)
+    queries = _queries(query_file, spark)
+    for i, (name, query) in enumerate(queries.items()):
+        console.print(f"[bold]{name}[/bold]", markup=True)
+        if not hasattr(query, "explain") or not hasattr(query, "sample"):
+            console.print("  (a DataFrame, not a udm Stream: nothing to explain)", markup=False)
+            continue
+        console.print(query.explain(), markup=False)
+        if plot is not None:
+            target = (
+                plot if len(queries) == 1 else plot.with_name(f"{plot.stem}-{name}{plot.suffix}")
+            )
+            try:
+                query.sample(rows, where).plot(target)
+            except Exception as exc:
+                raise _fail(f"cannot plot {name!r}: {type(exc).__name__}: {exc}") from None
+            console.print(f"timeline of a {rows}-row sample written to {target}", markup=False)
+        if i < len(queries) - 1:
+            console.print("")

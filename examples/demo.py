@@ -15,6 +15,9 @@ three queries whose UDMs are plain Python written with udm.sdk
    time-sensitive pattern UDO with hysteresis, over daily windows).
 
 It prints a preview of each result and writes them as Parquet under out/.
+``make demo`` runs it as ``udm-cli run examples/demo.py`` (the ``queries``
+function below); ``python examples/demo.py`` does the same with a few more
+figures.
 """
 
 from __future__ import annotations
@@ -102,6 +105,18 @@ def overheating(readings: Any, high: float = 30.0, low: float = 28.0) -> Stream:
             low=low,
         )
     )
+
+
+def queries(spark: Any) -> dict[str, Any]:
+    """The three results for ``udm-cli run examples/demo.py`` (what ``make demo``
+    runs), written in this order; the fleet average chains on the cached medians."""
+    readings = spark.read.parquet(str(DATA)).cache()
+    medians = hourly_median(readings).to_dataframe().cache()
+    return {
+        "hourly_median": medians,
+        "fleet_average": fleet_average(medians),
+        "overheating": overheating(readings),
+    }
 
 
 def preview(console: Console, title: str, df: Any, n: int = 8) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -670,6 +670,21 @@ class Stream:
                 lines.append("    spark: " + _spark_strategy(node, self._keys_at(node)))
         lines.append("  output: " + self._output_description())
         return "\n".join(lines)
+
+    def sample(self, rows: int = 200, where: str | None = None) -> Stream:
+        """The same query over the first ``rows`` source rows by start time,
+        after ``where`` (a Spark SQL condition such as ``"sensor = 's1'"``):
+        a small sample for :meth:`plot` and quick checks. Windows near the
+        sample's end miss the rows after it."""
+        if rows < 1:
+            raise ValueError(f"sample(rows={rows}) needs at least one row")
+        src = self._source
+        if src.df is None:
+            assert src.rows is not None
+            return type(self)(replace(src, rows=src.rows[:rows]), self._nodes, self._keys)
+        df = src.df if where is None else src.df.where(where)
+        df = df.orderBy(src.start).limit(rows)
+        return type(self)(replace(src, df=df), self._nodes, self._keys)
 
     def plot(
         self,

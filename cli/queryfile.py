@@ -1,0 +1,165 @@
+"""Query files for ``udm-cli run`` and ``udm-cli explain``.
+
+A query file is either
+
+* a Python file defining ``queries(spark)`` (a dict of output name to
+  :class:`~udm.host.Stream` or Spark DataFrame, written in order) or
+  ``query(spark)`` (one of them, named after the file); or
+* a YAML query spec (``*.yaml``/``*.yml``): one windowed UDM over a file
+  source, validated with errors naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from udm.host.fixtures.schema import (
+    FixtureError,
+    WindowModel,
+    validation_messages,
+    yaml_documents,
+)
+
+__all__ = ["QueryFileError", "QuerySpec", "SourceSpec", "load_queries"]
+
+
+class QueryFileError(ValueError):
+    """A query file that cannot be used; the message says where and why."""
+
+
+class SourceSpec(BaseModel):
+    """Where the events come from: a file or directory Spark can read."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    format: Literal["parquet", "csv", "json", "orc"] = "parquet"
+    start: str = "start"
+    end: str | None = None
+    shape: Literal["point", "interval", "edge"] | None = None
+    key: str | list[str] | None = None
+    on_invalid: Literal["raise", "drop"] = "raise"
+    where: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+
+
+class QuerySpec(BaseModel):
+    """A YAML query: one windowed UDA or UDO over one source."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    source: SourceSpec
+    window: WindowModel
+    aggregate: str | None = None
+    apply: str | None = None
+    value: str | list[str] | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    alias: str | None = None
+    input_clipping: Literal["none", "left", "right", "full"] = "none"
+    output_policy: Literal["align", "point_end", "clip", "keep", "time_bound"] | None = None
+    returns: str | None = None
+
+    @model_validator(mode="after")
+    def _one_udm(self) -> QuerySpec:
+        if (self.aggregate is None) == (self.apply is None):
+            raise ValueError("give exactly one of aggregate (a UDA name) or apply (a UDO name)")
+        return self
+
+    def stream(self, spark: Any, base: Path) -> Any:
+        from udm.host.query import Stream
+
+        src = self.source
+        path = Path(src.path)
+        if not path.is_absolute():
+            path = base / path
+        if not path.exists():
+            raise QueryFileError(f"source path {path} does not exist")
+        reader = spark.read.format(src.format).options(**src.options)
+        if src.format == "csv" and "header" not in src.options:
+            reader = reader.option("header", "true").option("inferSchema", "true")
+        df = reader.load(str(path))
+        if src.where:
+            df = df.where(src.where)
+        stream = Stream.from_dataframe(
+            df,
+            start=src.start,
+            end=src.end,
+            key=src.key,
+            shape=src.shape,
+            on_invalid=src.on_invalid,
+        )
+        windowed = stream.window(self.window.build())
+        options: dict[str, Any] = {
+            "input_clipping": self.input_clipping,
+            "output_policy": self.output_policy,
+            "returns": self.returns,
+            "alias": self.alias,
+            **self.args,
+        }
+        if self.aggregate is not None:
+            return windowed.aggregate(self.aggregate, self.value, **options)
+        return windowed.apply(self.apply, self.value, **options)
+
+
+def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
+    try:
+        docs = list(yaml_documents(path))
+    except FixtureError as exc:
+        raise QueryFileError(str(exc)) from None
+    if len(docs) != 1 or not isinstance(docs[0][0], dict):
+        raise QueryFileError(f"{path}: a query spec is one YAML mapping (source, window, ...)")
+    data = docs[0][0]
+    try:
+        spec = QuerySpec.model_validate(data)
+    except ValidationError as exc:
+        raise QueryFileError(validation_messages(str(path), data, exc, ())) from None
+    name = spec.name or path.name.split(".")[0]
+    return {name: spec.stream(spark, path.parent)}
+
+
+def _load_python(path: Path, spark: Any) -> dict[str, Any]:
+    # the file's folder is importable here and in Spark's Python workers
+    # (they inherit PYTHONPATH), so UDMs defined next to it can be pickled
+    folder = str(path.parent.resolve())
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    namespace = runpy.run_path(str(path), run_name="udm_query")
+    if "queries" in namespace:
+        result = namespace["queries"](spark)
+        if not isinstance(result, dict) or not result:
+            raise QueryFileError(
+                f"{path}: queries(spark) must return a non-empty dict of name -> Stream"
+            )
+        return dict(result)
+    if "query" in namespace:
+        return {path.stem: namespace["query"](spark)}
+    raise QueryFileError(
+        f"{path}: define queries(spark) -> dict[str, Stream] or query(spark) -> Stream"
+    )
+
+
+def worker_path(path: Path) -> None:
+    """Put the query file's folder on PYTHONPATH before Spark starts, so its
+    Python workers can import modules next to the query file."""
+    folder = str(path.parent.resolve())
+    parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in parts:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
+
+
+def load_queries(path: Path, spark: Any) -> dict[str, Any]:
+    """Output name -> Stream (or DataFrame) defined by a query file."""
+    if not path.is_file():
+        raise QueryFileError(f"{path}: no such query file")
+    if path.suffix in (".yaml", ".yml"):
+        return _load_yaml(path, spark)
+    if path.suffix == ".py":
+        return _load_python(path, spark)
+    raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")

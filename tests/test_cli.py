@@ -1,0 +1,218 @@
+"""udm-cli: list, show, version, new's checks, run and explain (test is in
+test_fixtures.py, new's full round trip in test_template.py)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from udm.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str) -> Any:
+    return runner.invoke(app, list(args))
+
+
+def test_help_lists_every_command_and_completion() -> None:
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for command in ("list", "show", "test", "new", "run", "explain", "version"):
+        assert command in result.output
+    assert "--install-completion" in result.output
+
+
+def test_every_command_has_examples_in_its_help() -> None:
+    for command in ("list", "show", "test", "new", "run", "explain"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0 and "Examples" in result.output, command
+
+
+def test_list_table_and_json() -> None:
+    table = invoke("list", "--library", "stats")
+    assert table.exit_code == 0
+    assert "stats.median" in table.output and "stats.mean" in table.output
+    doc = json.loads(invoke("list", "--json").output)
+    by_name = {u["name"]: u for u in doc["udms"]}
+    assert by_name["stats.mean"]["flavor"] == "time-insensitive incremental aggregate"
+    assert {"invertible", "mergeable"} <= set(by_name["stats.mean"]["properties"])
+    assert by_name["patterns.double_bottom"]["library"] == "patterns"
+    assert doc["failed"] == []
+
+
+def test_show_and_unknown_names() -> None:
+    shown = invoke("show", "stats.quantile")
+    assert shown.exit_code == 0
+    assert "stats.quantile  (time-insensitive non-incremental aggregate)" in shown.output
+    assert "library:    stats (udm-stats 0.1.0)" in shown.output
+    assert '.aggregate("stats.quantile")' in shown.output
+    unknown = invoke("show", "stats.medain")
+    assert unknown.exit_code == 1
+    assert "no UDM is registered as 'stats.medain'; did you mean stats.median" in unknown.output
+
+
+def test_new_refuses_bad_names(tmp_path: Path) -> None:
+    result = invoke("new", "My-Udms", "--no-input", "-o", str(tmp_path))
+    assert result.exit_code == 1
+    assert "must be a lowercase Python identifier" in result.output
+
+
+# ------------------------------------------------------------ run and explain
+
+ROWS = [("a", 1, 2.0), ("a", 3, 4.0), ("a", 12, 1.0), ("b", 5, 7.0), ("b", 15, 3.0), ("b", 16, 5.0)]
+
+
+@pytest.fixture
+def readings(spark: Any, tmp_path: Path) -> Path:
+    path = tmp_path / "readings.parquet"
+    spark.createDataFrame(ROWS, "sensor string, ts long, temp double").write.parquet(str(path))
+    return path
+
+
+def spec(tmp_path: Path, body: str, name: str = "median.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+MEDIAN = """\
+    source: {path: readings.parquet, start: ts, key: sensor}
+    window: {kind: tumbling, size: 10}
+    aggregate: stats.median
+    value: temp
+    """
+
+
+@pytest.mark.spark
+def test_run_a_yaml_spec(spark: Any, readings: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = invoke("run", str(spec(tmp_path, MEDIAN)), "--output", str(out), "--preview", "3")
+    assert result.exit_code == 0, result.output
+    assert "median: 4 rows" in result.output
+    assert f"wrote {out}/median/ (parquet, 4 rows)" in result.output
+    rows = spark.read.parquet(str(out / "median")).orderBy("sensor", "start").collect()
+    # hand-computed: a: [0,10) 2,4 -> 3; [10,20) 1; b: [0,10) 7; [10,20) 3,5 -> 4
+    assert [tuple(r) for r in rows] == [
+        (0, 10, "a", 3.0),
+        (10, 20, "a", 1.0),
+        (0, 10, "b", 7.0),
+        (10, 20, "b", 4.0),
+    ]
+
+
+@pytest.mark.spark
+def test_run_a_python_file_with_two_outputs_as_csv(
+    spark: Any, readings: Path, tmp_path: Path
+) -> None:
+    query = tmp_path / "two.py"
+    query.write_text(
+        textwrap.dedent(
+            f"""\
+            from udm.host import Stream
+
+            def queries(spark):
+                df = spark.read.parquet({str(readings)!r})
+                s = Stream.from_dataframe(df, start="ts", key="sensor")
+                return {{
+                    "means": s.tumbling_window(10).aggregate("stats.mean", value="temp"),
+                    "maxima": s.tumbling_window(20).aggregate("stats.max", value="temp"),
+                }}
+            """
+        )
+    )
+    out = tmp_path / "out"
+    result = invoke("run", str(query), "-o", str(out), "--format", "csv", "--preview", "0")
+    assert result.exit_code == 0, result.output
+    maxima = spark.read.option("header", "true").csv(str(out / "maxima")).orderBy("sensor")
+    assert [tuple(r) for r in maxima.collect()] == [
+        ("0", "20", "a", "4.0"),
+        ("0", "20", "b", "7.0"),
+    ]
+    means = spark.read.option("header", "true").csv(str(out / "means"))
+    assert means.count() == 4
+
+
+@pytest.mark.spark
+def test_run_reports_bad_specs_with_file_line_and_field(
+    spark: Any, readings: Path, tmp_path: Path
+) -> None:
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: readings.parquet, start: ts, key: sensor}
+        window: {kind: tumbling, size: ten}
+        aggregate: stats.median
+        aply: stats.top_k
+        """,
+        "bad.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert f"{bad}:2: window.size: 'ten' is not a duration" in result.output
+    assert f"{bad}:4: aply: Extra inputs are not permitted" in result.output
+    nosource = spec(tmp_path, MEDIAN.replace("readings.parquet", "nope.parquet"), "nosrc.yaml")
+    result = invoke("run", str(nosource), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1 and "nope.parquet does not exist" in result.output
+    result = invoke("run", str(tmp_path / "missing.py"))
+    assert result.exit_code == 1 and "no such query file" in result.output
+    result = invoke("run", str(spec(tmp_path, MEDIAN)), "--format", "xml")
+    assert result.exit_code == 2 and "unknown --format 'xml'" in result.output
+
+
+@pytest.mark.spark
+def test_run_names_the_failing_udm(spark: Any, readings: Path, tmp_path: Path) -> None:
+    failing = spec(tmp_path, MEDIAN.replace("value: temp\n", ""), "nofield.yaml")
+    result = invoke("run", str(failing), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "query 'nofield' failed: " in result.output and "UDM 'median'" in result.output
+
+
+@pytest.mark.spark
+def test_explain_and_plot(spark: Any, readings: Path, tmp_path: Path) -> None:
+    path = spec(tmp_path, MEDIAN)
+    text = invoke("explain", str(path))
+    assert text.exit_code == 0, text.output
+    assert "Stream plan" in text.output and "aggregate" in text.output
+    png = tmp_path / "median.png"
+    plotted = invoke("explain", str(path), "--plot", str(png), "--where", "sensor = 'b'")
+    assert plotted.exit_code == 0, plotted.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"timeline of a 200-row sample written to {png}" in plotted.output
+
+
+def test_shipped_yaml_example_is_valid() -> None:
+    from udm.cli.queryfile import QuerySpec
+    from udm.host.fixtures.schema import yaml_documents
+
+    root = Path(__file__).resolve().parent.parent
+    ((data, _),) = yaml_documents(root / "examples" / "hourly_median.yaml")
+    spec = QuerySpec.model_validate(data)
+    assert spec.aggregate == "stats.median" and spec.window.build().hop == 15 * 60 * 1_000_000
+
+
+@pytest.mark.spark
+def test_the_documented_python_query_file(spark: Any, tmp_path: Path) -> None:
+    import datetime as dt
+
+    t0 = dt.datetime(2026, 1, 1, 12, 0)
+    m = dt.timedelta(minutes=1)
+    temps = [29.0, 31.0, 29.0, 32.0, 27.0]
+    spark.createDataFrame(
+        [("a", t0 + i * m, t) for i, t in enumerate(temps)],
+        "sensor string, ts timestamp, temp double",
+    ).createOrReplaceTempView("readings")
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out"
+    result = invoke("run", str(root / "docs" / "examples" / "cli_query.py"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    medians = spark.read.parquet(str(out / "medians")).collect()
+    assert [tuple(r) for r in medians] == [(t0, t0 + 10 * m, "a", 29.0)]
+    alarms = spark.read.parquet(str(out / "alarms")).collect()
+    # above 30 at 12:01 until below 28 at 12:04; 29 at 12:02 keeps it on
+    assert [tuple(r) for r in alarms] == [(t0 + m, t0 + 4 * m, "a", 32.0, 3)]
