@@ -65,11 +65,19 @@ def test_the_tutorial_has_eleven_fixtures_and_generated_ones_draw_streams() -> N
     assert [run_fixture(f).checked_streams for f in generated] == [6, 11]
 
 
-def test_first_fixture_with_udm_cli() -> None:
-    result = CliRunner().invoke(app, ["test", str(EXAMPLES / "first.udm.yaml"), "--no-pytest"])
+def test_first_fixture_with_udm_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        app,
+        ["test", "docs/examples/fixtures/first.udm.yaml", "--no-pytest"],
+        env={"COLUMNS": "100"},
+    )
     assert result.exit_code == 0, result.output
-    assert "1 passed, 0 failed" in result.output
-    assert "1 passed, 0 failed" in console_blocks()[0]
+    shown = console_blocks()[0].splitlines()
+    assert shown[0] == "$ udm-cli test docs/examples/fixtures/first.udm.yaml"
+    assert [line.rstrip() for line in result.output.splitlines()] == [
+        line.rstrip() for line in shown[1:]
+    ]
 
 
 def test_reading_a_failure_diff_and_plot(tmp_path: Path) -> None:
