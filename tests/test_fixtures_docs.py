@@ -1,0 +1,153 @@
+"""docs/testing.md: its fixture files (docs/examples/fixtures/) run and say
+what the page says; the failure reports it shows are the real output."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from udm.cli.main import app
+from udm.host.fixtures import FixtureError, load_fixture, run_fixture
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "docs" / "examples" / "fixtures"
+PAGE = (ROOT / "docs" / "testing.md").read_text()
+PASSING = sorted(EXAMPLES.glob("*.udm.yaml"))
+
+
+def console_blocks() -> list[str]:
+    return re.findall(r"^```console\n(.*?)^```$", PAGE, re.MULTILINE | re.DOTALL)
+
+
+def as_fixture(tmp_path: Path, name: str) -> Path:
+    """A deliberately failing example copied under tmp_path as *.udm.yaml
+    (the repository keeps it under another suffix so pytest skips it)."""
+    target = tmp_path / f"{Path(name).stem}.udm.yaml"
+    shutil.copy(EXAMPLES / "failing" / name, target)
+    return target
+
+
+def test_every_example_file_is_shown_on_the_page() -> None:
+    files = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in EXAMPLES.rglob("*")
+        if p.is_file() and p.suffix in (".yaml", ".py")
+    )
+    assert len(files) == 9
+    shown = re.findall(r'^--8<-- "([^"]+)"$', PAGE, re.MULTILINE)
+    assert sorted(shown) == files
+
+
+@pytest.mark.parametrize("path", PASSING, ids=lambda p: p.name)
+def test_every_tutorial_fixture_passes(path: Path) -> None:
+    fixtures = load_fixture(path)
+    assert fixtures
+    for fixture in fixtures:
+        result = run_fixture(fixture)
+        assert result.passed, (fixture.title, result.failures)
+
+
+def test_the_tutorial_has_eleven_fixtures_and_generated_ones_draw_streams() -> None:
+    fixtures = [f for p in PASSING for f in load_fixture(p)]
+    assert len(fixtures) == 11
+    generated = [f for f in fixtures if f.generate is not None]
+    assert [f.name for f in generated] == [
+        "median, short overlapping events, slightly out of order, speculated",
+        "two sensors, the second shifted and highly disordered",
+    ]
+    # the full-size stream plus `examples` streams drawn by hypothesis
+    assert [run_fixture(f).checked_streams for f in generated] == [6, 11]
+
+
+def test_first_fixture_with_udm_cli(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(
+        app,
+        ["test", "docs/examples/fixtures/first.udm.yaml", "--no-pytest"],
+        env={"COLUMNS": "100"},
+    )
+    assert result.exit_code == 0, result.output
+    shown = console_blocks()[0].splitlines()
+    assert shown[0] == "$ udm-cli test docs/examples/fixtures/first.udm.yaml"
+    assert [line.rstrip() for line in result.output.splitlines()] == [
+        line.rstrip() for line in shown[1:]
+    ]
+
+
+def test_reading_a_failure_diff_and_plot(tmp_path: Path) -> None:
+    fixture = as_fixture(tmp_path, "wrong_expected.yaml")
+    png = tmp_path / "wrong.png"
+    result = CliRunner().invoke(
+        app, ["test", str(fixture), "--plot", str(png), "--no-pytest"], terminal_width=100
+    )
+    assert result.exit_code == 1
+    shown = console_blocks()[1]
+    for line in [
+        "host differs from expected: 1 missing, 1 extra",
+        "host (conservative) differs from expected: 1 missing, 1 extra",
+        "reordered differs from expected: 1 missing, 1 extra",
+        "reference differs from expected: 1 missing, 1 extra",
+        "│ [0, 10)  3.0   │ [0, 10)  3.0  │",
+        "│ [10, 20)  8.0  │ (missing)     │",
+        "│ (not expected) │ [10, 20)  9.0 │",
+    ]:
+        assert line in result.output
+        assert line in shown
+    assert png.stat().st_size > 10_000
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_generated_failure_shrinks_to_one_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    (fixture,) = load_fixture(as_fixture(tmp_path, "leaky_mean.yaml"))
+    result = run_fixture(fixture)
+    assert not result.passed
+    assert result.failures == ["reordered differs from reference: 1 missing, 1 extra"]
+    assert result.minimal is not None
+    saved = result.minimal.splitlines()
+    assert "  - {insert: e0, start: 1, end: 10, payload: 3}" in saved
+    shown = console_blocks()[2]
+    for line in saved:
+        assert line.strip() in shown
+    # saved as a fixture, the minimal stream fails the same way
+    again = tmp_path / "regression.udm.yaml"
+    again.write_text(result.minimal)
+    (regression,) = load_fixture(again)
+    rerun = run_fixture(regression)
+    assert rerun.failures == [
+        "reordered differs from expected: 1 missing, 1 extra",
+    ]
+
+
+def test_mistakes_are_listed_with_file_line_and_field(tmp_path: Path) -> None:
+    path = as_fixture(tmp_path, "mistakes.yaml")
+    with pytest.raises(FixtureError) as info:
+        load_fixture(path)
+    got = str(info.value).replace(str(path), "mistakes.udm.yaml").splitlines()
+    shown = console_blocks()[3].splitlines()
+    assert got == shown[2:]
+    assert len(got) == 5
+
+
+def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:
+    shutil.copy(EXAMPLES / "first.udm.yaml", tmp_path / "first.udm.yaml")
+    as_fixture(tmp_path, "wrong_expected.yaml")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed, 1 passed" in run.stdout
+    assert "FAIL wrong_expected.udm.yaml: a wrong expectation" in run.stdout
+    assert "(missing)" in run.stdout

@@ -1,0 +1,151 @@
+"""The Spark SQL oracle: SQL aggregates over the input CHT agree with the
+reference evaluator on the fixtures of UDMs with a SQL equivalent."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udm.host import Cht
+from udm.host.cht import derive_cht
+from udm.host.fixtures import load_fixture
+from udm.host.fixtures.sql_oracle import (
+    check_against_sql,
+    input_stream,
+    sql_equivalent,
+    sql_oracle,
+)
+from udm.sdk import Aggregate
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "examples" / "fixtures"
+STATS = ROOT / "plugins" / "udm-stats" / "fixtures"
+
+
+class Total(Aggregate):
+    """A sum that says so."""
+
+    sql_equivalent = "sum"
+
+    def compute_result(self, payloads: Sequence[Any]) -> Any:
+        return sum(payloads)
+
+
+class WrongMax(Aggregate):
+    """Declares max but computes min (a deliberately wrong UDM)."""
+
+    sql_equivalent = "max"
+
+    def compute_result(self, payloads: Sequence[Any]) -> Any:
+        return min(payloads)
+
+
+class Median2(Aggregate):
+    sql_equivalent = "median"
+
+    def compute_result(self, payloads: Sequence[Any]) -> Any:
+        return payloads[0]
+
+
+def fixture(tmp_path: Path, text: str) -> Any:
+    path = tmp_path / "f.udm.yaml"
+    path.write_text(text)
+    (f,) = load_fixture(path)
+    return f
+
+
+BODY = "window: {kind: tumbling, size: 10}\ninput:\n  - {insert: a, start: 1, payload: 2}\n"
+
+
+def test_which_udms_have_a_sql_equivalent(tmp_path: Path) -> None:
+    assert sql_equivalent(fixture(tmp_path, "udm: stats.mean\n" + BODY)) == "avg"
+    assert sql_equivalent(fixture(tmp_path, "udm: stats.max\nargs: {field: v}\n" + BODY)) == "max"
+    assert sql_equivalent(fixture(tmp_path, "udm: stats.median\n" + BODY)) is None
+    assert (
+        sql_equivalent(fixture(tmp_path, "udm: stats.variance\nargs: {ddof: 1}\n" + BODY)) is None
+    )
+    assert sql_equivalent(fixture(tmp_path, "udm: test_fixtures_sql:Total\n" + BODY)) == "sum"
+    with pytest.raises(ValueError, match="sql_equivalent 'median' is not one of sum, count"):
+        sql_equivalent(fixture(tmp_path, "udm: test_fixtures_sql:Median2\n" + BODY))
+
+
+def applicable() -> list[Any]:
+    """Fixtures of the docs and of udm-stats the SQL oracle covers."""
+    out = []
+    for path in [*sorted(DOCS.glob("*.udm.yaml")), *sorted(STATS.glob("*.udm.yaml"))]:
+        for f in load_fixture(path):
+            if f.expected_error is not None or sql_equivalent(f) is None:
+                continue
+            if f.window.kind not in ("hopping", "tumbling", "snapshot"):
+                continue
+            if f.output_policy not in (None, "align", "point_end"):
+                continue
+            out.append(f)
+    return out
+
+
+def test_the_oracle_covers_fixtures_of_every_sql_udm() -> None:
+    found = applicable()
+    assert {f.udm for f in found} >= {"stats.mean", "stats.min", "stats.max"}
+    assert any(f.generate is not None for f in found)
+    assert any(f.key is not None for f in found)
+
+
+@pytest.mark.spark
+def test_sql_oracle_hand_computed(spark: Any, tmp_path: Path) -> None:
+    (first,) = load_fixture(DOCS / "first.udm.yaml")
+    cht, _ = derive_cht(first.elements())
+    assert sql_oracle(first, spark, cht) == {None: Cht([(0, 10, 3.0), (10, 20, 9.0)])}
+    hopping = fixture(
+        tmp_path,
+        "udm: test_fixtures_sql:Total\nwindow: {kind: hopping, size: 10, hop: 5, offset: 2}\n"
+        "output_policy: point_end\ninput:\n"
+        "  - {insert: a, start: 1, end: 8, payload: 2}\n  - {insert: b, start: 7, payload: 3}\n",
+    )
+    # windows [-8, 2), [-3, 7), [2, 12), [7, 17): a [1, 8) overlaps all four,
+    # b [7, 8) the last two; point_end puts each sum at its window's last tick
+    cht, _ = derive_cht(hopping.elements())
+    assert sql_oracle(hopping, spark, cht) == {
+        None: Cht([(1, 2, 2.0), (6, 7, 2.0), (11, 12, 5.0), (16, 17, 5.0)])
+    }
+    snapshot = fixture(
+        tmp_path,
+        "udm: stats.max\nwindow: {kind: snapshot}\nkey: k\nvalue: v\ninput:\n"
+        "  - {insert: a, start: 1, end: 5, payload: {k: x, v: 4}}\n"
+        "  - {insert: b, start: 3, end: 9, payload: {k: x, v: 6}}\n"
+        "  - {insert: c, start: 2, end: 4, payload: {k: y, v: 1}}\n",
+    )
+    cht, _ = derive_cht(snapshot.elements())
+    assert sql_oracle(snapshot, spark, cht) == {
+        "x": Cht([(1, 3, 4.0), (3, 5, 6.0), (5, 9, 6.0)]),
+        "y": Cht([(2, 4, 1.0)]),
+    }
+    assert check_against_sql(snapshot, spark) == []
+
+
+@pytest.mark.spark
+def test_reference_agrees_with_sql_on_the_suites(spark: Any) -> None:
+    checked = 0
+    for f in applicable():
+        cht, _ = derive_cht(input_stream(f), f.cti_policy)
+        if any(e.end >= 2**63 - 1 for e in cht):
+            continue  # events that never end: no finite SQL windows
+        assert check_against_sql(f, spark) == [], f.title
+        checked += 1
+    assert checked >= 8
+
+
+@pytest.mark.spark
+def test_a_wrong_udm_disagrees_with_sql(spark: Any, tmp_path: Path) -> None:
+    wrong = fixture(
+        tmp_path,
+        "udm: test_fixtures_sql:WrongMax\nwindow: {kind: tumbling, size: 10}\ninput:\n"
+        "  - {insert: a, start: 1, payload: 2}\n  - {insert: b, start: 3, payload: 5}\n",
+    )
+    assert check_against_sql(wrong, spark) == [
+        "SQL gives 5.0 for [0, 10)",
+        "reference gives 2 for [0, 10)",
+    ]
