@@ -210,7 +210,11 @@ def test(
             failed = True
             continue
         for fixture in fixtures:
-            results.append(run_fixture(fixture))
+            try:
+                results.append(run_fixture(fixture))
+            except FixtureError as exc:  # e.g. a retraction of an id never inserted
+                console.print(f"[red]invalid fixture[/red]\n{exc}", markup=True)
+                failed = True
     if results:
         render_summary(results, console)
         for result in results:
@@ -229,7 +233,7 @@ def test(
         if code == 5 and results:  # no Python tests collected: fixtures only
             code = 0
         failed = failed or code != 0
-    elif not results:
+    elif not files:
         raise _fail(f"no *.udm.yaml fixtures or Python tests in {', '.join(map(str, targets))}")
     raise typer.Exit(1 if failed else 0)
 

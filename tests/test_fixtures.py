@@ -482,6 +482,20 @@ def test_udm_cli_test_exit_codes_diff_and_plot(tmp_path: Path) -> None:
     broken = write(tmp_path, "udm: x\nwindow: {kind: weekly}\ninput: []\n", "broken.udm.yaml")
     invalid = runner.invoke(app, ["test", str(broken)])
     assert invalid.exit_code == 1 and f"{broken}:2: window.kind" in invalid.output
+    unknown = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {retract: b, new_end: 4}
+        """,
+        "unknown.udm.yaml",
+    )
+    invalid = runner.invoke(app, ["test", str(unknown)])
+    assert invalid.exit_code == 1
+    assert f"{unknown}:4: input.0: retract 'b' of an event not inserted" in invalid.output
+    assert "no *.udm.yaml fixtures" not in invalid.output
     missing = runner.invoke(app, ["test", str(tmp_path / "nope.udm.yaml")])
     assert missing.exit_code == 1 and "no such file or directory" in missing.output
 
