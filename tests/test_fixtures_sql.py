@@ -149,3 +149,25 @@ def test_a_wrong_udm_disagrees_with_sql(spark: Any, tmp_path: Path) -> None:
         "SQL gives 5.0 for [0, 10)",
         "reference gives 2 for [0, 10)",
     ]
+
+
+@pytest.mark.spark
+def test_run_fixture_adds_the_sql_oracle_when_spark_is_active(spark: Any, tmp_path: Path) -> None:
+    from udm.host.fixtures import load_fixture, run_fixture
+
+    path = tmp_path / "mean.udm.yaml"
+    path.write_text(
+        "udm: stats.mean\n"
+        "window: {kind: tumbling, size: 10}\n"
+        "input:\n"
+        "  - {insert: a, start: 1, payload: 2.0}\n"
+        "  - {insert: b, start: 4, payload: 4.0}\n"
+        "expected:\n"
+        "  - {start: 0, end: 10, payload: 3.0}\n"
+    )
+    result = run_fixture(load_fixture(path)[0])
+    assert result.passed and result.sql_checked
+    median = path.read_text().replace("stats.mean", "stats.median")
+    path.write_text(median)
+    result = run_fixture(load_fixture(path)[0])
+    assert result.passed and not result.sql_checked  # no SQL equivalent declared
