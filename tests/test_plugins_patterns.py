@@ -320,3 +320,22 @@ def test_double_bottom_by_name_on_spark(spark: Any) -> None:
             (r["start"], r["end"], {k: r[k] for k in out.columns[3:]})
         )
     assert {k: Cht(v) for k, v in got.items()} == EXPECTED
+
+
+def test_threshold_crossing_starting_before_the_window_is_clipped_to_it() -> None:
+    """Found by a generated fixture: an event overlapping the window from the
+    left started an interval before the window, which the clip policy rejected."""
+    from udm.host import HoppingWindow
+
+    events = [IntervalEvent(6, 14, 19), IntervalEvent(12, 13, 5)]
+    got = run(
+        "patterns.threshold_crossing", events, HoppingWindow(20, 10), args={"high": 15, "low": 8}
+    )
+    alarm = {"peak": 19, "readings": 1}
+    assert got == Cht(
+        [
+            (6, 10, alarm),  # [-10, 10): still high at the window's end
+            (6, 12, alarm),  # [0, 20)
+            (10, 12, alarm),  # [10, 30): starts at the window's start
+        ]
+    )

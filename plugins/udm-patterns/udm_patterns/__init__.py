@@ -75,8 +75,9 @@ class ThresholdCrossing(TimeSensitiveOperator):
     ends at the start of the first later event whose value is below ``low``;
     values between ``low`` and ``high`` keep the current state, so noise around
     one threshold does not make the output flap. An interval still open at the
-    end of the window ends at the window's end. Payload: the peak value and
-    the number of events in the interval.
+    end of the window ends at the window's end; one that began before the
+    window (an event overlapping it from the left) starts at the window's
+    start. Payload: the peak value and the number of events in the interval.
 
     Example: with ``high=30, low=28``, values 29, 31, 29, 32, 27, 31 at times
     0..5 in window [0, 10) give [1, 4) with peak 32 over 3 readings, and
@@ -107,13 +108,17 @@ class ThresholdCrossing(TimeSensitiveOperator):
                 if value > self.high:
                     since, peak, count = e.start, value, 1
             elif value < self.low:
-                if e.start > since:
-                    out.append(IntervalEvent(since, e.start, {"peak": peak, "readings": count}))
+                # events that began before the window can end an interval there:
+                # report only the part inside the window
+                start = max(since, window.start)
+                if e.start > start:
+                    out.append(IntervalEvent(start, e.start, {"peak": peak, "readings": count}))
                 since = None
             else:
                 peak, count = max(peak, value), count + 1
         if since is not None:
-            out.append(IntervalEvent(since, window.end, {"peak": peak, "readings": count}))
+            start = max(since, window.start)
+            out.append(IntervalEvent(start, window.end, {"peak": peak, "readings": count}))
         return out
 
 
