@@ -1,0 +1,36 @@
+"""udm-stats by name: the same readings through several UDMs (in-process)."""
+
+from udm.host import Cht, Stream, cht_equal
+
+readings = [  # (start, end, payload): a thermostat's readings, each valid until the next
+    (0, 4, {"room": "lab", "temp": 20.0}),
+    (4, 6, {"room": "lab", "temp": 26.0}),
+    (6, 10, {"room": "lab", "temp": 21.0}),
+    (10, 20, {"room": "lab", "temp": 22.0}),
+]
+windows = Stream.from_cht(readings).tumbling_window(10)
+
+summary = windows.aggregate(
+    median=("stats.median", "temp"),
+    mean=("stats.mean", "temp"),
+    p90=("stats.quantile", "temp", {"q": 0.9, "method": "inclusive"}),
+    spread=("stats.variance", "temp"),
+).to_cht()
+expected = Cht(
+    [  # [0, 10) holds 20, 26 and 21; [10, 20) holds 22
+        (0, 10, {"median": 21.0, "mean": 67 / 3, "p90": 25.0, "spread": 62 / 9}),
+        (10, 20, {"median": 22.0, "mean": 22.0, "p90": 22.0, "spread": 0.0}),
+    ]
+)
+assert cht_equal(summary, expected, rel_tol=1e-12), summary
+
+# time-weighted: each reading weighs its lifetime inside the window (full clipping)
+twa = windows.aggregate(
+    "stats.time_weighted_average", value="temp", input_clipping="full"
+).to_cht()
+assert twa == Cht([(0, 10, (20.0 * 4 + 26.0 * 2 + 21.0 * 4) / 10), (10, 20, 22.0)]), twa
+
+# an operator: one output event per value
+top = windows.apply("stats.top_k", value="temp", k=2).to_cht()
+assert top == Cht([(0, 10, 26.0), (0, 10, 21.0), (10, 20, 22.0)]), top
+print(summary, twa, top, sep="\n")
