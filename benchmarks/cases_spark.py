@@ -1,0 +1,183 @@
+"""Spark batch benchmarks: udm's Python UDAs against Spark's native aggregates
+and against pandas UDFs, and partial aggregation on hopping windows.
+
+One case, ``spark.batch``, runs every contender in one local Spark session
+(2 cores) over the same cached DataFrame: 1M point events, 1,000 keys, one
+event per millisecond. Every contender is run once to warm up, then timed
+over ``REPEATS`` runs (the best is kept) with the ``noop`` sink, which
+computes every row and column and writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd  # pandas_udf reads the type hints from this module's globals
+
+from udm.sdk import IncrementalAggregate, aggregate
+
+HERE = Path(__file__).resolve().parent
+EVENTS = 1_000_000
+KEYS = 1_000
+REPEATS = 2
+TUMBLING = timedelta(seconds=60)
+HOP_SIZE, HOP = timedelta(seconds=60), timedelta(seconds=6)  # size / hop = 10
+
+
+class Mean(IncrementalAggregate):
+    """A user-written incremental mean: invertible and mergeable."""
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] + value, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] - value, state[1] - 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
+@aggregate
+def median(values: Sequence[float]) -> float:
+    """A user-written median: a plain function over the window's values."""
+    return float(statistics.median(values))
+
+
+def _session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    )
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("udm-bench")
+        .config("spark.driver.memory", "4g")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.python.worker.reuse", "true")
+        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _events(spark: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    df = (
+        spark.range(EVENTS)
+        .select(
+            (F.col("id") % KEYS).alias("key"),
+            F.timestamp_micros(F.col("id") * 1000).alias("ts"),
+            (F.rand(seed=7) * 100).alias("v"),
+        )
+        .repartition(4)
+        .cache()
+    )
+    df.count()
+    return df
+
+
+def _time(build: Callable[[], Any]) -> float:
+    """Best of REPEATS timed runs after one warm-up; each run plans anew."""
+    build().write.format("noop").mode("overwrite").save()
+    best = float("inf")
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        build().write.format("noop").mode("overwrite").save()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def batch() -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    from udm.host.query import Stream
+
+    spark = _session()
+    df = _events(spark)
+    win = F.window("ts", "60 seconds")
+
+    @F.pandas_udf("double")  # type: ignore[call-overload, untyped-decorator]
+    def pandas_mean(v: pd.Series) -> float:
+        return float(v.mean())
+
+    @F.pandas_udf("double")  # type: ignore[call-overload, untyped-decorator]
+    def pandas_median(v: pd.Series) -> float:
+        return float(v.median())
+
+    def udm(uda: Any, size: timedelta, hop: timedelta, partial: bool | None = None) -> Any:
+        stream = Stream.from_dataframe(df, start="ts", key="key").hopping_window(size, hop)
+        return stream.aggregate(uda, value="v", partial=partial).to_dataframe()
+
+    seconds = {
+        "native_avg": _time(lambda: df.groupBy("key", win).agg(F.avg("v"))),
+        "native_median": _time(lambda: df.groupBy("key", win).agg(F.median("v"))),
+        "udm_mean": _time(lambda: udm(Mean, TUMBLING, TUMBLING)),
+        "udm_median": _time(lambda: udm(median, TUMBLING, TUMBLING)),
+        "pandas_udf_mean": _time(lambda: df.groupBy("key", win).agg(pandas_mean("v"))),
+        "pandas_udf_median": _time(lambda: df.groupBy("key", win).agg(pandas_median("v"))),
+        "udm_mean_hopping_partial": _time(lambda: udm(Mean, HOP_SIZE, HOP, partial=True)),
+        "udm_mean_hopping_no_partial": _time(lambda: udm(Mean, HOP_SIZE, HOP, partial=False)),
+    }
+    windows = df.groupBy("key", win).count().count()
+    spark.stop()
+    return {
+        "events": EVENTS,
+        "keys": KEYS,
+        "tumbling_windows": windows,
+        "seconds": seconds,
+        "udm_mean_vs_native_avg": seconds["udm_mean"] / seconds["native_avg"],
+        "udm_median_vs_native_median": seconds["udm_median"] / seconds["native_median"],
+        "pandas_udf_mean_vs_udm_mean": seconds["pandas_udf_mean"] / seconds["udm_mean"],
+        "pandas_udf_median_vs_udm_median": seconds["pandas_udf_median"] / seconds["udm_median"],
+        "hopping_no_partial_vs_partial": (
+            seconds["udm_mean_hopping_no_partial"] / seconds["udm_mean_hopping_partial"]
+        ),
+    }
+
+
+CASES = {"spark.batch": batch}
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    r = results.get("spark.batch", {})
+    if "seconds" not in r:
+        return []
+
+    def row(name: str, value: float, target: str, ok: bool) -> dict[str, Any]:
+        return {"figure": name, "value": value, "target": target, "met": ok}
+
+    a, b = r["udm_mean_vs_native_avg"], r["udm_median_vs_native_median"]
+    c, d = r["pandas_udf_mean_vs_udm_mean"], r["pandas_udf_median_vs_udm_median"]
+    e = r["hopping_no_partial_vs_partial"]
+    return [
+        row(
+            "spark: udm incremental mean time / native avg (1M events, 1k keys)",
+            a,
+            "<= 1.5",
+            a <= 1.5,
+        ),
+        row("spark: udm Python median time / native median", b, "<= 1.5", b <= 1.5),
+        row("spark: pandas_udf mean time / udm mean time", c, ">= 5", c >= 5),
+        row("spark: pandas_udf median time / udm median time", d, ">= 5", d >= 5),
+        row("spark: hopping (size/hop=10) without / with partial aggregation", e, ">= 3", e >= 3),
+    ]
