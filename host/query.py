@@ -792,6 +792,43 @@ class Stream:
         self.metrics = metrics
         return to_output(frame)
 
+    def to_stream(self, **options: Any) -> DataFrame:
+        """Run continuously: the output changelog of this query over a
+        streaming DataFrame source (one window operation with one UDM, no
+        ``where``/``select``), as a streaming DataFrame; ``options`` are those
+        of :func:`udm.host.spark.streaming.stream_changelog` (``advance``,
+        ``cti_policy``, ``seq``, ``consistency``...). Start it with
+        :func:`udm.host.spark.streaming.start_stream`."""
+        from udm.host.spark.streaming import stream_changelog
+
+        src = self._source
+        if src.df is None or not src.df.isStreaming:
+            raise ValueError("to_stream() needs a streaming DataFrame source (spark.readStream)")
+        ops = [n for n in self._nodes if not isinstance(n, GroupNode)]
+        if len(ops) != 1 or not isinstance(ops[0], WindowOp) or len(ops[0].calls) != 1:
+            raise ValueError(
+                "to_stream() runs one window operation with one UDM (no where/select, no "
+                f"several aggregates); this query is:\n{self.explain()}"
+            )
+        op = ops[0]
+        call = op.calls[0]
+        return stream_changelog(
+            src.df,
+            op.window,
+            call.udm,
+            key=list(self._keys) or None,
+            value=call.value,
+            start=src.start,
+            end=src.end,
+            shape=src.shape,
+            on_invalid=src.on_invalid,
+            input_clipping=op.clipping,
+            output_policy=op.policy,
+            returns=call.returns,
+            name=call.name,
+            **options,
+        )
+
     def to_cht(
         self, engine: Literal["auto", "spark", "reference"] = "auto", spark: Any = None
     ) -> Cht | dict[Hashable, Cht]:

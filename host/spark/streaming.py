@@ -1,0 +1,650 @@
+"""Streaming execution: the incremental host per key inside Structured Streaming.
+
+A streaming DataFrame of events (point or interval rows) or of physical
+stream elements (``insert``/``retract``/``cti`` rows) is grouped by key and
+fed, micro-batch after micro-batch, to one :class:`udm.host.Host` per key
+running inside ``transformWithStateInPandas``. Each key keeps exactly one
+value in the state store (the pickled :meth:`Host.snapshot` plus a few
+counters) and at most one event-time timer: the per-call state API is slow,
+so everything else lives in that one blob.
+
+CTIs reach a key in three ways:
+
+* in-band: a CTI row carrying the key (or any CTI row when there are no
+  keys) is processed in order with the key's other rows, in the same
+  micro-batch, so a window's output appears in the micro-batch in which the
+  CTI passing its end arrives;
+* generated: :class:`AdvanceTime` settings make CTIs from each key's own
+  events (every N events or every duration of application time, minus a
+  delay), as StreamInsight's advance-time settings do for a stream;
+* broadcast: a CTI row with null keys sets the nullable CTI column, on which
+  the query's watermark is defined (rows with a null CTI column, i.e. all
+  events, are never late for Spark: nothing is silently dropped). Every key
+  receives ``Cti(watermark)`` before its rows of the next micro-batch, or from
+  its timer when it has no rows.
+
+The output is a changelog: ``kind`` (``insert``, ``retract``, ``cti`` or
+``stats``), ``seq`` (output order within the key and micro-batch), ``id``
+(unique within the key), ``start``, ``end``, ``new_end``, the key columns,
+the result column(s), and the counts ``late_dropped``, ``late_adjusted`` and
+``invalid_dropped`` (set on ``stats`` rows only). :func:`write_changelog`
+stores it idempotently per batch id and :func:`changelog_cht` turns it back
+into the current CHT.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from udm.host.engine import Host
+from udm.host.invoke import instantiate
+from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
+from udm.host.spark.evaluate import call_type
+from udm.host.spark.frame import TimeKind, q
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.time import INFINITY, to_duration_ticks
+from udm.host.validation import CtiPolicy
+from udm.host.windows import WindowSpec
+
+__all__ = [
+    "AdvanceTime",
+    "changelog_cht",
+    "read_changelog",
+    "start_stream",
+    "stream_changelog",
+    "stream_counts",
+    "write_changelog",
+]
+
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+_KIND = "udm__kind"
+_ID = "udm__id"
+_S = "udm__s"
+_E = "udm__e"
+_NE = "udm__ne"
+_SEQ = "udm__seq"
+_CTI = "udm__cti"
+_GROUP = "udm__group"
+_COUNTS = ("late_dropped", "late_adjusted", "invalid_dropped")
+
+
+@dataclass(frozen=True)
+class AdvanceTime:
+    """StreamInsight-style CTI generation, per key.
+
+    Args:
+        every_events: issue a CTI after every N events of the key.
+        every: or after this much application time (ticks or a
+            ``timedelta``) has passed since the key's last generated CTI.
+        delay: the CTI lags the latest event start by this much.
+        policy: what happens to an event that arrives behind a CTI:
+            ``drop`` or ``adjust`` (counted in the ``stats`` rows), or
+            ``raise`` (fails the micro-batch, naming the event).
+    """
+
+    every_events: int | None = None
+    every: Any = None
+    delay: Any = 0
+    policy: Literal["drop", "adjust", "raise"] = "drop"
+
+    def __post_init__(self) -> None:
+        if self.every_events is None and self.every is None:
+            raise ValueError("AdvanceTime needs every_events=N or every=<duration>")
+        if self.every_events is not None and self.every_events < 1:
+            raise ValueError(f"every_events must be at least 1, not {self.every_events}")
+        CtiPolicy.parse(self.policy)
+
+    @property
+    def every_ticks(self) -> int | None:
+        return None if self.every is None else _duration(self.every)
+
+    @property
+    def delay_ticks(self) -> int:
+        return _duration(self.delay)
+
+
+def _duration(value: Any) -> int:
+    return to_duration_ticks(value)
+
+
+def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
+    dtype = df.schema[name].dataType
+    c = F.col(q(name))
+    if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
+        return F.unix_micros(c.cast("timestamp")), "timestamp"
+    if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
+        return c.cast("long"), "long"
+    raise TypeError(
+        f"column {name!r} has type {dtype.simpleString()}; streaming times must be timestamps "
+        "or integer ticks"
+    )
+
+
+class _HostProcessor(StatefulProcessor):
+    """One incremental host per key; its whole state is one value."""
+
+    def __init__(
+        self,
+        window: WindowSpec,
+        call: UdmCall,
+        options: dict[str, Any],
+        keys: list[str],
+        payload: list[str],
+        shape: str,
+        advance: AdvanceTime | None,
+        on_invalid: str,
+        columns: list[str],
+        result_fields: list[str] | None,
+    ) -> None:
+        self.window = window
+        self.call = call
+        self.options = options
+        self.keys = keys
+        self.payload = payload
+        self.shape = shape
+        self.advance = advance
+        self.on_invalid = on_invalid
+        self.columns = columns
+        self.result_fields = result_fields
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
+        self.state = handle.getValueState("host", schema)
+
+    # -------------------------------------------------------- state blob
+
+    def _load(self) -> tuple[Host, dict[str, Any]]:
+        host = Host(self.window, self.call.udm, value=self.call.value_fn, **self.options)
+        meta: dict[str, Any] = {"n": 0, "count": 0, "max_start": None, "gen": None, "timer": None}
+        if self.state.exists():
+            saved = self.state.get()
+            if saved is not None and saved[0] is not None:
+                data = pickle.loads(saved[0])
+                host.restore(data["host"])
+                meta = data["meta"]
+        return host, meta
+
+    def _save(self, host: Host, meta: dict[str, Any]) -> None:
+        # one event-time timer per key, at the next millisecond after the
+        # key's CTI, while it has windows a later CTI could finish
+        live, open_windows = host.memory_size
+        wanted = None
+        if (live or open_windows) and host.cti < INFINITY:
+            wanted = max(host.cti, 0) // 1000 + 1
+        if meta["timer"] != wanted:
+            if meta["timer"] is not None:
+                self.handle.deleteTimer(meta["timer"])
+            if wanted is not None:
+                self.handle.registerTimer(wanted)
+            meta["timer"] = wanted
+        blob = pickle.dumps({"host": host.snapshot(), "meta": meta}, pickle.HIGHEST_PROTOCOL)
+        self.state.update((blob,))
+
+    # ---------------------------------------------------------- handlers
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
+    ) -> Iterator[Any]:
+        import pandas as pd
+
+        key_values = list(key)[1:]
+        if self.keys and all(v is None for v in key_values):
+            return  # broadcast CTI rows: they served the watermark
+        host, meta = self._load()
+        pdf = pd.concat(list(rows), ignore_index=True)
+        if pdf[_SEQ].notna().any():
+            pdf = pdf.sort_values(_SEQ, kind="stable")
+        before = host.stats.dropped, host.stats.adjusted
+        invalid = 0
+        elements: list[Element] = []
+        wm = timerValues.getCurrentWatermarkInMs()
+        if wm > 0 and wm * 1000 > host.cti:
+            elements.append(Cti(wm * 1000))
+        records = pdf.to_dict("records")
+        for row in records:
+            kind = str(row[_KIND]).lower()
+            s, e = _opt(row[_S]), _opt(row[_E])
+            if kind == "cti":
+                if s is None:
+                    raise ValueError(f"a CTI row has a null start: {_show_row(row, self.columns)}")
+                elements.append(Cti(s))
+                continue
+            reason = _check(kind, s, e, self.shape)
+            if reason:
+                if self.on_invalid == "drop":
+                    invalid += 1
+                    continue
+                raise ValueError(
+                    f"invalid input row for key {key_values}: {reason}: "
+                    f"{_show_row(row, self.columns)}; fix the row or use on_invalid='drop'"
+                )
+            assert s is not None
+            end = INFINITY if e is None else e
+            if kind == "insert":
+                ident = row[_ID]
+                if ident is None:
+                    ident = meta["n"]
+                    meta["n"] += 1
+                payload = {c: _py(row[c]) for c in self.payload}
+                elements.append(Insert(ident, s, end, payload))
+                self._generate(meta, s, elements)
+            elif kind == "retract":
+                ne = _opt(row[_NE])
+                elements.append(Retract(row[_ID], s, end, s if ne is None else ne))
+            else:
+                raise ValueError(
+                    f"row kind {kind!r} is not insert, retract or cti: "
+                    f"{_show_row(row, self.columns)}"
+                )
+        outputs = host.process_many(elements)
+        counts = (
+            host.stats.dropped - before[0],
+            host.stats.adjusted - before[1],
+            invalid,
+        )
+        self._save(host, meta)
+        out = self._frame(outputs, key_values, counts)
+        if out is not None:
+            yield out
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
+    ) -> Iterator[Any]:
+        key_values = list(key)[1:]
+        host, meta = self._load()
+        meta["timer"] = None  # a fired timer is gone
+        wm = timerValues.getCurrentWatermarkInMs()
+        outputs: list[Element] = []
+        if wm * 1000 > host.cti:
+            outputs = host.process(Cti(wm * 1000))
+        self._save(host, meta)
+        out = self._frame(outputs, key_values, (0, 0, 0))
+        if out is not None:
+            yield out
+
+    def close(self) -> None:
+        pass
+
+    # ----------------------------------------------------------- helpers
+
+    def _generate(self, meta: dict[str, Any], start: int, elements: list[Element]) -> None:
+        adv = self.advance
+        if adv is None:
+            return
+        meta["count"] += 1
+        if meta["max_start"] is None or start > meta["max_start"]:
+            meta["max_start"] = start
+        candidate = meta["max_start"] - adv.delay_ticks
+        due = False
+        if adv.every_events is not None and meta["count"] % adv.every_events == 0:
+            due = True
+        step = adv.every_ticks
+        if step is not None and (meta["gen"] is None or candidate >= meta["gen"] + step):
+            due = True
+        if due and (meta["gen"] is None or candidate > meta["gen"]):
+            meta["gen"] = candidate
+            elements.append(Cti(candidate))
+
+    def _frame(
+        self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
+    ) -> Any:
+        import pandas as pd
+
+        rows: list[dict[str, Any]] = []
+        for n, el in enumerate(outputs):
+            row: dict[str, Any]
+            if isinstance(el, Cti):
+                row = {"kind": "cti", "id": None, _S: el.time, _E: None, _NE: None}
+                result: Any = None
+            elif isinstance(el, Insert):
+                row = {"kind": "insert", "id": _n(el.id), _S: el.start, _E: el.end, _NE: None}
+                result = el.payload
+            else:
+                row = {
+                    "kind": "retract",
+                    "id": _n(el.id),
+                    _S: el.start,
+                    _E: el.old_end,
+                    _NE: el.new_end,
+                }
+                result = el.payload
+            row["seq"] = n
+            rows.append(self._finish(row, result, key_values))
+        if any(counts):
+            row = {"kind": "stats", "id": None, _S: None, _E: None, _NE: None, "seq": len(rows)}
+            row.update(zip(_COUNTS, counts, strict=True))
+            rows.append(self._finish(row, None, key_values))
+        if not rows:
+            return None
+        return pd.DataFrame(rows, columns=self.columns)
+
+    def _finish(self, row: dict[str, Any], result: Any, key_values: list[Any]) -> dict[str, Any]:
+        row.update(zip(self.keys, key_values, strict=True))
+        value = normalize_value(result)
+        if self.result_fields is None:
+            row[self.call.name] = value
+        else:
+            for f in self.result_fields:
+                row[f] = None if value is None else value[f]
+        for c in _COUNTS:
+            row.setdefault(c, None)
+        return row
+
+
+def _n(ident: Any) -> Any:
+    return getattr(ident, "n", ident)
+
+
+def _opt(v: Any) -> int | None:
+    if v is None:
+        return None
+    try:
+        if v != v:  # NaN from pandas
+            return None
+    except TypeError:
+        pass
+    return int(v)
+
+
+def _py(v: Any) -> Any:
+    item = getattr(v, "item", None)
+    if item is not None and callable(item):
+        try:
+            return item()
+        except (ValueError, TypeError):
+            return v
+    if isinstance(v, float) and v != v:
+        return None
+    return v
+
+
+def _check(kind: str, s: int | None, e: int | None, shape: str) -> str | None:
+    if s is None:
+        return "null start"
+    if kind == "insert" and shape == "interval" and e is None:
+        return "null end (interval events need an end; use shape='edge' for open events)"
+    if kind == "insert" and e is not None and e <= s:
+        return f"end {e} is not after start {s}"
+    return None
+
+
+def _show_row(row: dict[str, Any], columns: list[str]) -> str:
+    shown = {k.removeprefix("udm__"): _py(v) for k, v in row.items() if k != _CTI}
+    return repr(shown)
+
+
+def stream_changelog(
+    df: DataFrame,
+    window: WindowSpec,
+    udm: Any,
+    *,
+    key: str | Sequence[str] | None = None,
+    value: ValueArg = None,
+    input: Literal["events", "elements"] = "events",
+    start: str = "start",
+    end: str | None = None,
+    shape: Literal["point", "interval", "edge"] | None = None,
+    kind: str = "kind",
+    id: str = "id",
+    new_end: str = "new_end",
+    seq: str | None = None,
+    advance: AdvanceTime | None = None,
+    cti_policy: str = "raise",
+    on_invalid: Literal["raise", "drop"] = "raise",
+    input_clipping: InputClipping | str = InputClipping.NONE,
+    output_policy: OutputPolicy | str | None = None,
+    consistency: str = "speculative",
+    returns: Any = None,
+    name: str | None = None,
+    **udm_args: Any,
+) -> DataFrame:
+    """The output changelog of a windowed UDM over a streaming DataFrame.
+
+    ``input="events"``: one event per row, ``start`` and ``end`` columns
+    (no ``end``: point events); ``input="elements"``: physical stream rows
+    with ``kind``, ``id``, ``start``, ``end`` (insert) / old end (retract),
+    ``new_end`` and payload columns; a ``cti`` row with null keys reaches
+    every key (through the watermark), one with keys only that key. ``seq``
+    orders rows within a micro-batch (default: the order Spark delivers).
+    ``advance`` generates CTIs per key (then its policy is the CTI policy).
+    The UDM's result type must be declared (annotation or ``returns=``):
+    a streaming query cannot infer it from data.
+    """
+    keys = [key] if isinstance(key, str) else list(key or [])
+    cols = list(df.columns)
+    needed = [start, *keys]
+    if input == "elements":
+        needed += [kind, id]
+        if end is None and "end" in cols:
+            end = "end"
+    elif input != "events":
+        raise ValueError(f"input is 'events' or 'elements', not {input!r}")
+    if end is not None:
+        needed.append(end)
+    if seq is not None:
+        needed.append(seq)
+    missing = [c for c in needed if c not in cols]
+    if missing:
+        raise KeyError(f"columns {missing} are not in the streaming DataFrame; columns: {cols}")
+    if input == "events":
+        shape = shape or ("point" if end is None else "interval")
+    else:
+        shape = shape or "edge"
+    instance = instantiate(_resolve_udm(udm), udm_args or None)
+    name = name or (instance.name or type(instance).__name__).replace(".", "_")
+    call = UdmCall(name, instance, value, returns)
+    policy = advance.policy if advance is not None else cti_policy
+    options: dict[str, Any] = {
+        "input_clipping": input_clipping,
+        "output_policy": output_policy,
+        "consistency": consistency,
+        "cti_policy": policy,
+    }
+    Host(window, instance, value=call.value_fn, **options)  # validate options on the driver
+    rtype = call_type(call)
+    if rtype is None:
+        raise TypeError(
+            f"the result type of {name!r} is not declared; a streaming query cannot infer it "
+            "from data: annotate the UDM's return type or pass returns= (e.g. 'double')"
+        )
+    s_ticks, time_kind = _ticks(df, start)
+    if end is not None:
+        e_ticks, e_kind = _ticks(df, end)
+        if e_kind != time_kind:
+            raise TypeError(f"{start!r} and {end!r} must both be ticks or both timestamps")
+    elif shape == "point":
+        e_ticks = s_ticks + F.lit(1)
+    else:
+        e_ticks = F.lit(None).cast("long")
+    special = {start, end, kind, id, new_end, seq, *keys}
+    payload = [c for c in cols if c not in special]
+    if input == "elements":
+        kind_col = F.lower(F.col(q(kind)))
+        id_col = F.col(q(id))
+        ne_col = _ticks(df, new_end)[0] if new_end in cols else F.lit(None).cast("long")
+    else:
+        kind_col = F.lit("insert")
+        id_col = F.lit(None)
+        ne_col = F.lit(None).cast("long")
+    no_key: Column = F.lit(True)
+    for k in keys:
+        no_key = no_key & F.col(q(k)).isNull()
+    is_cti = kind_col == "cti"
+    norm = df.select(
+        F.lit(0).alias(_GROUP),
+        *[F.col(q(k)) for k in keys],
+        kind_col.alias(_KIND),
+        id_col.alias(_ID),
+        s_ticks.alias(_S),
+        e_ticks.alias(_E),
+        ne_col.alias(_NE),
+        (F.col(q(seq)).cast("long") if seq else F.lit(None).cast("long")).alias(_SEQ),
+        F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(_CTI),
+        *[F.col(q(c)) for c in payload],
+    )
+    norm = norm.withWatermark(_CTI, "0 seconds")
+    schema_of = {f.name: f.dataType for f in df.schema.fields}
+    result_fields: list[str] | None = None
+    if isinstance(rtype, T.StructType):
+        result_fields = rtype.fieldNames()
+        result_struct = list(rtype.fields)
+    else:
+        result_struct = [T.StructField(name, rtype, True)]
+    fields = [
+        T.StructField("kind", T.StringType(), False),
+        T.StructField("seq", T.LongType(), False),
+        T.StructField("id", T.LongType(), True),
+        T.StructField(_S, T.LongType(), True),
+        T.StructField(_E, T.LongType(), True),
+        T.StructField(_NE, T.LongType(), True),
+        *[T.StructField(k, schema_of[k], True) for k in keys],
+        *[T.StructField(f.name, f.dataType, True) for f in result_struct],
+        *[T.StructField(c, T.LongType(), True) for c in _COUNTS],
+    ]
+    out_schema = T.StructType(fields)
+    processor = _HostProcessor(
+        window,
+        call,
+        options,
+        keys,
+        payload,
+        shape,
+        advance,
+        on_invalid,
+        out_schema.fieldNames(),
+        result_fields,
+    )
+    result = norm.groupBy(F.col(_GROUP), *[F.col(q(k)) for k in keys]).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+    return result.select(
+        "kind",
+        "seq",
+        "id",
+        _show(_S, time_kind).alias("start"),
+        _show(_E, time_kind).alias("end"),
+        _show(_NE, time_kind).alias("new_end"),
+        *[F.col(q(k)) for k in keys],
+        *[F.col(q(f.name)) for f in result_struct],
+        *_COUNTS,
+    )
+
+
+def _show(col: str, kind: TimeKind) -> Column:
+    c = F.col(col)
+    if kind == "long":
+        return c
+    return F.when(c >= F.lit(INFINITY), F.lit(None)).otherwise(F.timestamp_micros(c))
+
+
+# (internal columns start with "udm__": names with a leading underscore are
+# renamed on their way into pandas)
+
+# ------------------------------------------------------------------ sinks
+
+
+def write_changelog(path: str) -> Callable[[DataFrame, int], None]:
+    """A ``foreachBatch`` function appending each micro-batch's changelog to
+    Parquet under ``path/batch_id=N``, overwriting that directory: a batch
+    replayed after a failure replaces its first attempt (exactly once)."""
+    root = path.rstrip("/")
+
+    def write(batch: DataFrame, batch_id: int) -> None:
+        batch.write.mode("overwrite").parquet(f"{root}/batch_id={batch_id}")
+
+    return write
+
+
+def start_stream(
+    changelog: DataFrame,
+    path: str,
+    checkpoint: str,
+    *,
+    trigger: dict[str, Any] | None = None,
+    query_name: str | None = None,
+) -> StreamingQuery:
+    """Start writing a changelog (from :func:`stream_changelog`) to ``path``
+    with :func:`write_changelog`, checkpointing to ``checkpoint``.
+
+    ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g.
+    ``{"availableNow": True}`` or ``{"processingTime": "5 seconds"}``).
+    Sets the session's state store to RocksDB, which
+    ``transformWithStateInPandas`` requires.
+    """
+    spark = changelog.sparkSession
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    writer = changelog.writeStream.foreachBatch(write_changelog(path)).option(
+        "checkpointLocation", checkpoint
+    )
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if query_name:
+        writer = writer.queryName(query_name)
+    return writer.start()
+
+
+def read_changelog(spark: Any, path: str) -> DataFrame:
+    """The changelog written by :func:`write_changelog` (with ``batch_id``)."""
+    frame: DataFrame = spark.read.parquet(path)
+    return frame
+
+
+def changelog_cht(changelog: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
+    """The current CHT of a changelog: each insert whose latest retraction
+    (by ``batch_id``, then ``seq``) gives its end; fully retracted events
+    are gone. Columns: ``start``, ``end``, the keys, the result columns."""
+    keys = list(keys)
+    skip = {"kind", "seq", "id", "start", "end", "new_end", "batch_id", *_COUNTS, *keys}
+    results = [c for c in changelog.columns if c not in skip]
+    k = [F.col(q(c)) for c in keys]
+    inserts = changelog.where(F.col("kind") == "insert").select(
+        *k, "id", "start", "end", *[F.col(q(c)) for c in results]
+    )
+    order = (
+        F.struct(F.col("batch_id"), F.col("seq"))
+        if "batch_id" in changelog.columns
+        else (F.struct(F.col("seq")))
+    )
+    last = (
+        changelog.where(F.col("kind") == "retract")
+        .groupBy(*k, "id")
+        .agg(F.max_by(F.col("new_end"), order).alias("__udm_new_end"))
+    )
+    joined = inserts.join(last, [*keys, "id"], "left")
+    end_col = F.coalesce(F.col("__udm_new_end"), F.col("end"))
+    joined = joined.withColumn(
+        "end", F.when(F.col("__udm_new_end").isNull(), F.col("end")).otherwise(end_col)
+    )
+    return joined.where(F.col("end").isNull() | (F.col("end") > F.col("start"))).select(
+        "start", "end", *k, *[F.col(q(c)) for c in results]
+    )
+
+
+def stream_counts(changelog: DataFrame) -> dict[str, int]:
+    """Totals of the ``stats`` rows: late events dropped or adjusted by the
+    CTI policy and invalid rows dropped by ``on_invalid='drop'``."""
+    row = (
+        changelog.where(F.col("kind") == "stats")
+        .agg(*[F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in _COUNTS])
+        .first()
+    )
+    return {c: int(row[c]) if row is not None else 0 for c in _COUNTS}
