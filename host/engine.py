@@ -557,17 +557,22 @@ class Host:
             (ev.event() for ev in members), desc, self.clipping, self._value_fn, self._ts
         )
 
-    def _guard(self, start: int, end: int, fn: Callable[[], Any]) -> Any:
+    def _guard(self, ks: _KeyState, start: int, end: int, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
         except UdmInvocationError:
             raise
         except Exception as exc:
+            members = ks.index.members(self.window, start, end)
             raise UdmInvocationError(
                 self._label,
                 f"[{start}, {format_time(end)})",
                 f"{type(exc).__name__}: {exc}",
                 element=self._current,
+                events=[
+                    f"id={ev.id!r} [{ev.start}, {format_time(ev.end)}) {ev.payload!r}"
+                    for ev in members
+                ],
             ) from exc
 
     def _fresh_state(self, ks: _KeyState, start: int, end: int) -> tuple[int, Any]:
@@ -583,7 +588,7 @@ class Host:
                 state = u.add(state, e, desc) if self._ts else u.add(state, e.payload)
             return len(inputs), state
 
-        built: tuple[int, Any] = self._guard(start, end, build)
+        built: tuple[int, Any] = self._guard(ks, start, end, build)
         return built
 
     def _rebuild(self, ks: _KeyState, start: int, end: int) -> None:
@@ -622,11 +627,11 @@ class Host:
             if was:
                 assert old is not None
                 value = old.payload if value_fn is None else value_fn(old.payload)
-                w.state = self._guard(start, end, lambda: u.remove(w.state, value))
+                w.state = self._guard(ks, start, end, lambda: u.remove(w.state, value))
             if now:
                 assert new is not None
                 value = new.payload if value_fn is None else value_fn(new.payload)
-                w.state = self._guard(start, end, lambda: u.add(w.state, value))
+                w.state = self._guard(ks, start, end, lambda: u.add(w.state, value))
             return
         desc = WindowDescriptor(start, end)
         e_old = self._prepared(old, desc) if was and old is not None else None
@@ -645,7 +650,7 @@ class Host:
                 state = u.add(state, e_new, desc)
             return state
 
-        w.state = self._guard(start, end, update)
+        w.state = self._guard(ks, start, end, update)
 
     # ------------------------------------------------------------- output
 
@@ -675,7 +680,7 @@ class Host:
                     result = u.compute_result([e.payload for e in events])
             return stamp_result(self.udm, desc, result, self.policy)
 
-        outputs: list[IntervalEvent[Any]] = self._guard(start, w.end, run)
+        outputs: list[IntervalEvent[Any]] = self._guard(ks, start, w.end, run)
         return outputs
 
     def _refresh(self, ks: _KeyState, key: Hashable, start: int, out: list[Element]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["CtiViolationError", "InvalidElementError", "StreamError", "UdmInvocationError"]
@@ -35,15 +36,32 @@ class UdmInvocationError(RuntimeError):
     """A UDM raised (or returned something invalid) while computing a window.
 
     The message names the UDM, the window and, in the incremental host, the
-    element that triggered the computation; the original exception is the
-    ``__cause__``.
+    element that triggered the computation and the window's events (a CTI
+    that finalizes a window triggers its computation, so the element alone
+    may not point at the event the UDM choked on); the original exception is
+    the ``__cause__``.
     """
 
-    def __init__(self, udm: str, window: Any, detail: str, element: Any = None) -> None:
+    SHOWN = 5
+
+    def __init__(
+        self,
+        udm: str,
+        window: Any,
+        detail: str,
+        element: Any = None,
+        events: Sequence[Any] | None = None,
+    ) -> None:
         self.udm = udm
         self.window = window
         self.element = element
+        self.events = list(events or [])
         where = f"UDM {udm!r} failed on window {window}"
         if element is not None:
             where += f" while processing {element!r}"
-        super().__init__(f"{where}: {detail}")
+        message = f"{where}: {detail}"
+        if self.events:
+            shown = ", ".join(str(e) for e in self.events[: self.SHOWN])
+            more = len(self.events) - self.SHOWN
+            message += f"; the window's events: {shown}" + (f" and {more} more" if more > 0 else "")
+        super().__init__(message)

@@ -96,13 +96,23 @@ class GridPath:
     def _begun(self, m: int) -> int:
         return (m - self.offset) // self.hop
 
-    def _fail(self, k: int, exc: Exception) -> UdmInvocationError:
+    def _fail(self, k: int, exc: Exception, ks: _Key | None = None) -> UdmInvocationError:
         start = k * self.hop + self.offset
+        end = start + self.size
+        events: list[str] = []
+        if ks is not None:  # the window's events, found by a scan: errors are rare
+            key = next((key for key, v in self.keys.items() if v is ks), None)
+            events = [
+                f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
+                for ident, r in self.events.items()
+                if r[3] == key and r[0] < end and start < r[1]
+            ]
         return UdmInvocationError(
             self.label,
-            f"[{start}, {format_time(start + self.size)})",
+            f"[{start}, {format_time(end)})",
             f"{type(exc).__name__}: {exc}",
             element=self.current,
+            events=events,
         )
 
     def _save_key(self, key: Hashable, ks: _Key | None) -> None:
@@ -127,7 +137,7 @@ class GridPath:
             try:
                 w[0] = add(w[0], value)
             except Exception as exc:
-                raise self._fail(k, exc) from exc
+                raise self._fail(k, exc, ks) from exc
             w[1] += 1
 
     def _remove(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
@@ -137,7 +147,7 @@ class GridPath:
             try:
                 w[0] = remove(w[0], value)
             except Exception as exc:
-                raise self._fail(k, exc) from exc
+                raise self._fail(k, exc, ks) from exc
             w[1] -= 1
 
     def _refresh(self, ks: _Key, key: Hashable, k: int, out: list[Element]) -> None:
@@ -152,7 +162,7 @@ class GridPath:
             try:
                 new = self.udm.result(w[0])
             except Exception as exc:
-                raise self._fail(k, exc) from exc
+                raise self._fail(k, exc, ks) from exc
         if old and new is not None and _same(old[0][1].payload, new):
             return
         if self._undo is not None and w is not None:
@@ -214,7 +224,7 @@ class GridPath:
                 k += 1
         except Exception as exc:
             self._compensate(ks, lo, k - 1, value)
-            raise self._fail(k, exc) from exc
+            raise self._fail(k, exc, ks) from exc
         emitted = ks.emitted_k
         saved_outputs: list[tuple[list[Any], list[Any]]] = []
         mark = len(out)

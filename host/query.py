@@ -1022,6 +1022,13 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
         assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
     if op.use_partial():
         run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
+        if (
+            isinstance(w, HoppingWindow)
+            and w.size > w.hop
+            and not op.emit_empty
+            and all(not c.udm.time_sensitive for c in op.calls)
+        ):
+            run += "; point events folded once per pane of gcd(size, hop), paired with windows"
     else:
         run = f"groupBy({by}).applyInArrow, events sorted canonically per window"
     return f"{assign}; {run}"

@@ -44,7 +44,7 @@ from udm.host import (
     output_cht_by_key,
     point,
 )
-from udm.sdk import IncrementalAggregate
+from udm.sdk import IncrementalAggregate, aggregate
 
 WINDOWS = [
     TumblingWindow(5),
@@ -360,3 +360,29 @@ def test_policy_names_are_checked() -> None:
         Host(TumblingWindow(5), Sum, output_policy=OutputPolicy.KEEP)
     with pytest.raises(ValueError, match="unknown consistency"):
         Host(TumblingWindow(5), Sum, consistency="eventual")
+
+
+@aggregate(name="unlucky")
+def _unlucky(values: list[float]) -> float:
+    if 13.0 in values:
+        raise ZeroDivisionError("13 is unlucky")
+    return sum(values)
+
+
+@pytest.mark.parametrize(
+    "window", [TumblingWindow(10), SnapshotWindow()], ids=["grid path", "general path"]
+)
+def test_udm_error_computed_at_a_cti_names_the_windows_events(window: Any) -> None:
+    """In speculative mode a window is computed once time passes its end, so
+    the triggering element can be a CTI: the message lists the window's
+    events so the one the UDM choked on can be found."""
+    host = Host(window, _unlucky)
+    host.process_many([Insert("a", 1, 4, 2.0), Insert("b", 3, 6, 13.0)])
+    with pytest.raises(UdmInvocationError) as info:
+        host.process(Cti(100))
+    message = str(info.value)
+    assert "UDM 'unlucky' failed on window [" in message
+    assert "while processing Cti(100): ZeroDivisionError: 13 is unlucky" in message
+    assert "the window's events: " in message
+    assert "id='b' [3, 6) 13.0" in message
+    assert [e.split(" ")[0] for e in info.value.events][-1] == "id='b'"

@@ -317,7 +317,8 @@ def test_explain_names_every_stage() -> None:
         "      aggregate mean = mean('temp') [time-insensitive incremental aggregate]",
         "      input_clipping=none, output_policy=align",
         "    spark: explode a generated array of window starts per event; partial states per "
-        "partition (mapInArrow), shuffle, merge per (sensor, window) (applyInArrow)",
+        "partition (mapInArrow), shuffle, merge per (sensor, window) (applyInArrow); "
+        "point events folded once per pane of gcd(size, hop), paired with windows",
         "  output: start, end, sensor, mean  (a struct result becomes one column per field)",
     ]
 

@@ -34,6 +34,7 @@ from test_query import (
 )
 
 from udm.host import (
+    INFINITY,
     Cht,
     CountByStartWindow,
     HoppingWindow,
@@ -354,3 +355,24 @@ def test_window_evaluation_shortcut_equals_compute_window(
         expected = compute_window(udm, window, events, clip, policy)
         got = evaluate_window(udm, window, starts, ends, values, None, clip, policy)
         assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("window", "watermark"),
+    [(HoppingWindow(12, 4), INFINITY), (HoppingWindow(10, 4, offset=3), 44)],
+    ids=["panes", "panes-offset-watermark"],
+)
+def test_pane_partial_aggregation_matches_reference(
+    events: Any, window: Any, watermark: int
+) -> None:
+    """Point events are folded once per pane of gcd(size, hop) and panes paired
+    with windows; intervals go through windows; the result is the reference's."""
+    query = keyed(events).window(window).aggregate(Mean, value="temp", watermark=watermark)
+    assert "folded once per pane" in query.explain()
+    got = query.to_cht()
+    assert isinstance(got, dict)
+    want = evaluate_by_key(CHT, "sensor", window, Mean, value="temp", watermark=watermark)
+    assert got == {k: v for k, v in want.items() if len(v)}
+    # a time-sensitive UDA's state depends on its window: no panes
+    mixed = keyed(events).window(window).aggregate(mean=(Mean, "temp"), span=(Span, "temp"))
+    assert "pane" not in mixed.explain()

@@ -40,9 +40,9 @@ except UdmInvocationError as exc:
 else:
     raise AssertionError("expected UdmInvocationError")
 # With left clipping the operator never sees a start before the window: keep works.
-assert evaluate(
-    cht, TumblingWindow(5), large, input_clipping="left", output_policy="keep"
-) == Cht([(3, 9, 50), (5, 9, 50)])
+assert evaluate(cht, TumblingWindow(5), large, input_clipping="left", output_policy="keep") == Cht(
+    [(3, 9, 50), (5, 9, 50)]
+)
 
 # Policies that keep UDM timestamps need a UDM that produces them.
 try:

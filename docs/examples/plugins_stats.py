@@ -25,9 +25,7 @@ expected = Cht(
 assert cht_equal(summary, expected, rel_tol=1e-12), summary
 
 # time-weighted: each reading weighs its lifetime inside the window (full clipping)
-twa = windows.aggregate(
-    "stats.time_weighted_average", value="temp", input_clipping="full"
-).to_cht()
+twa = windows.aggregate("stats.time_weighted_average", value="temp", input_clipping="full").to_cht()
 assert twa == Cht([(0, 10, (20.0 * 4 + 26.0 * 2 + 21.0 * 4) / 10), (10, 20, 22.0)]), twa
 
 # an operator: one output event per value

@@ -19,13 +19,19 @@ stream = [
 ]
 cht, stats = derive_cht(stream)
 out = evaluate_by_key(
-    cht, "room", HoppingWindow(size=10, hop=5), TimeWeightedAverage,
-    value="temp", input_clipping="full",
+    cht,
+    "room",
+    HoppingWindow(size=10, hop=5),
+    TimeWeightedAverage,
+    value="temp",
+    input_clipping="full",
 )
-assert out["lab"] == Cht([
-    (-5, 5, 10.0),   # 20.0 for 5 of the window's 10 ticks
-    (0, 10, 20.0),
-    (5, 15, 25.0),   # 20.0 for 5 ticks + 30.0 for 5 ticks
-    (10, 20, 15.0),  # 30.0 for 5 ticks, nothing after 15
-])
+assert out["lab"] == Cht(
+    [
+        (-5, 5, 10.0),  # 20.0 for 5 of the window's 10 ticks
+        (0, 10, 20.0),
+        (5, 15, 25.0),  # 20.0 for 5 ticks + 30.0 for 5 ticks
+        (10, 20, 15.0),  # 30.0 for 5 ticks, nothing after 15
+    ]
+)
 assert out["hall"] == Cht([(-5, 5, 8.0), (0, 10, 16.0), (5, 15, 8.0)])

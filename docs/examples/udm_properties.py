@@ -28,7 +28,10 @@ class Sum(IncrementalAggregate):
 # None means "derive from the class": remove() makes it invertible; no merge(), not mergeable.
 assert Sum.properties.invertible is True and Sum.properties.mergeable is False
 assert Sum.properties.enabled() == [
-    "deterministic", "invertible", "empty_preserving", "order_insensitive"
+    "deterministic",
+    "invertible",
+    "empty_preserving",
+    "order_insensitive",
 ]
 
 

@@ -12,6 +12,4 @@ class MyTimeWeightedAverage(TimeSensitiveAggregate):
 
 cht = Cht([(0, 3, 1.0), (2, 4, 4.0), (6, 7, 10.0)])
 # [0, 5): (1.0 * 3 + 4.0 * 2) / 5;  [5, 10): 10.0 * 1 / 5
-assert evaluate(cht, TumblingWindow(5), MyTimeWeightedAverage) == Cht(
-    [(0, 5, 2.2), (5, 10, 2.0)]
-)
+assert evaluate(cht, TumblingWindow(5), MyTimeWeightedAverage) == Cht([(0, 5, 2.2), (5, 10, 2.0)])

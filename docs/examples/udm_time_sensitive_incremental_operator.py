@@ -23,6 +23,4 @@ class Longest(TimeSensitiveIncrementalOperator):
 
 cht = Cht([(0, 3, "a"), (1, 2, "b"), (6, 8, "c"), (7, 9, "d")])
 # Default output policy for time-sensitive operators: clip to the window.
-assert evaluate(cht, TumblingWindow(5), Longest) == Cht(
-    [(0, 3, "a"), (6, 8, "c"), (7, 9, "d")]
-)
+assert evaluate(cht, TumblingWindow(5), Longest) == Cht([(0, 3, "a"), (6, 8, "c"), (7, 9, "d")])

@@ -21,6 +21,7 @@ written typed; others are pickled first and typed from their values by
 from __future__ import annotations
 
 import itertools
+import math
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -59,7 +60,8 @@ from udm.host.spark.types import (
     unify,
 )
 from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
-from udm.host.windows import describe_window
+from udm.host.time import INFINITY
+from udm.host.windows import HoppingWindow, describe_window
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
@@ -407,6 +409,81 @@ def _pickled_field(name: str) -> T.StructField:
     return T.StructField(name, T.BinaryType(), True, metadata={"udm.pickled": True})
 
 
+def _panes_apply(op: WindowOp) -> bool:
+    """Pane-based partial aggregation (Li et al., "No pane, no gain") fits
+    overlapping hopping windows of time-insensitive UDAs: their states do not
+    depend on the window, so a pane's state serves every window holding it."""
+    w = op.window
+    return (
+        isinstance(w, HoppingWindow)
+        and w.size > w.hop
+        and not op.emit_empty
+        and all(not c.udm.time_sensitive for c in op.calls)
+    )
+
+
+def _pane_states(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    op: WindowOp,
+    needed: list[str],
+    fold: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    schema: T.StructType,
+) -> DataFrame:
+    """Per-(key, window) partial states, folding each point event once.
+
+    A point event ``[s, s + 1)`` belongs to exactly the windows holding ``s``,
+    so it is folded into the pane (of width gcd(size, hop)) holding ``s``,
+    and each pane's state is then paired in Spark with the windows that
+    contain the pane (size/hop of them when gcd(size, hop) = hop). Longer
+    events may belong to a window through several panes, so they take the
+    per-window path as before.
+    """
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    size, hop, off = w.size, w.hop, w.offset
+    p = math.gcd(size, hop)
+    cols = [F.col(q(c)) for c in dict.fromkeys([*keys, S_COL, E_COL, *needed])]
+    is_point = F.col(S_COL) + F.lit(1) == F.col(E_COL)
+    pane = F.expr(f"(({S_COL} - {off}L) - pmod({S_COL} - {off}L, {p}L)) div {p}L")
+    points = df.where(is_point).select(
+        *cols,
+        (pane * F.lit(p) + F.lit(off)).alias(WS),
+        (pane * F.lit(p) + F.lit(off + p)).alias(WE),
+        pane.alias(WO),
+    )
+    panes = points.mapInArrow(fold, schema)
+    # windows [k*hop + off, k*hop + off + size) holding pane [ps, ps + p)
+    k_min = F.expr(
+        f"-((({off + size - p}L - {WS}) - pmod({off + size - p}L - {WS}, {hop}L)) div {hop}L)"
+    )
+    k_max = F.expr(f"(({WS} - {off}L) - pmod({WS} - {off}L, {hop}L)) div {hop}L")
+    if op.watermark < INFINITY:
+        k_max = F.least(k_max, F.lit((op.watermark - size - off) // hop))
+    k = "__udm_k"
+    # sequence() counts down when start > stop: keep panes some window holds
+    windows = (
+        panes.where(k_min <= k_max)
+        .select(
+            *[F.col(q(c)) for c in keys],
+            F.explode(F.sequence(k_min, k_max)).alias(k),
+            F.col(_STATE),
+        )
+        .select(
+            *[F.col(q(c)) for c in keys],
+            (F.col(k) * F.lit(hop) + F.lit(off)).alias(WS),
+            (F.col(k) * F.lit(hop) + F.lit(off + size)).alias(WE),
+            F.col(k).alias(WO),
+            F.col(_STATE),
+        )
+    )
+    rest = assign_windows(df.where(~is_point), keys, w, op.watermark, False)
+    rest = rest.select(
+        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *needed])]
+    )
+    return windows.unionByName(rest.mapInArrow(fold, schema))
+
+
 def evaluate_op(
     frame: EventFrame, keys: tuple[str, ...], op: WindowOp
 ) -> tuple[EventFrame, Layout]:
@@ -468,9 +545,11 @@ def evaluate_op(
                 T.StructField(_STATE, T.BinaryType(), False),
             ]
         )
-        partial = assigned.mapInArrow(
-            make_partial_fn(op, list(keys), needed, has_mark), part_schema
-        )
+        fold = make_partial_fn(op, list(keys), needed, has_mark)
+        if _panes_apply(op):
+            partial = _pane_states(df, keys, op, needed, fold, part_schema)
+        else:
+            partial = assigned.mapInArrow(fold, part_schema)
         result = partial.groupBy(*group_cols).applyInArrow(
             make_merge_fn(op, len(keys), pa_schema), out_schema
         )

@@ -237,7 +237,7 @@ class _HostProcessor(StatefulProcessor):
             assert s is not None
             end = INFINITY if e is None else e
             if kind == "insert":
-                ident = row[_ID]
+                ident = _ident(row[_ID])
                 if ident is None:
                     ident = meta["n"]
                     meta["n"] += 1
@@ -246,7 +246,7 @@ class _HostProcessor(StatefulProcessor):
                 self._generate(meta, s, elements)
             elif kind == "retract":
                 ne = _opt(row[_NE])
-                elements.append(Retract(row[_ID], s, end, s if ne is None else ne))
+                elements.append(Retract(_ident(row[_ID]), s, end, s if ne is None else ne))
             else:
                 raise ValueError(
                     f"row kind {kind!r} is not insert, retract or cti: "
@@ -374,6 +374,15 @@ def _py(v: Any) -> Any:
     return v
 
 
+def _ident(v: Any) -> Any:
+    """An event id as Python: pandas turns a long column with nulls (the CTI
+    rows') into floats and a missing id into NaN, which equals nothing."""
+    v = _py(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
 def _check(kind: str, s: int | None, e: int | None, shape: str) -> str | None:
     if s is None:
         return "null start"
@@ -480,7 +489,7 @@ def stream_changelog(
         ne_col = _ticks(df, new_end)[0] if new_end in cols else F.lit(None).cast("long")
     else:
         kind_col = F.lit("insert")
-        id_col = F.lit(None)
+        id_col = F.lit(None).cast("long")
         ne_col = F.lit(None).cast("long")
     no_key: Column = F.lit(True)
     for k in keys:

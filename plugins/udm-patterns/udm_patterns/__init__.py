@@ -158,7 +158,7 @@ def _predicate(spec: Predicate, field: str | None, what: str) -> Callable[[Any],
 
 
 class FollowedBy(TimeSensitiveOperator):
-    """"A followed by B within ``within``": for each event matching ``first``,
+    """ "A followed by B within ``within``": for each event matching ``first``,
     the earliest later event matching ``then`` that starts at most ``within``
     ticks after it (relaxed contiguity, as Flink's ``followedBy``: events in
     between are skipped). "Later" means a strictly later start.

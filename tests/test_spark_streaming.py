@@ -1,0 +1,315 @@
+"""Streaming execution on Spark: the same CHT as batch, exactly once across
+failures, UDM errors named, output latency, the rate source, late events.
+
+Inputs are tiny JSON files written one per micro-batch (maxFilesPerTrigger=1);
+times are whole seconds in ticks (Spark watermarks have millisecond precision).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from udm.host import Cht, TumblingWindow
+from udm.host.query import Stream
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.sdk import aggregate
+
+pytestmark = pytest.mark.spark
+
+S = 1_000_000
+WINDOW = TumblingWindow(10 * S)
+ELEMENTS = "kind string, id long, start long, end long, new_end long, k string, v double, seq long"
+
+
+@aggregate(name="tests.fragile")
+def fragile(values: list[float]) -> float:
+    """A mean that fails on the value 13 (the bug the test then fixes)."""
+    if 13.0 in values:
+        raise ZeroDivisionError("13 is unlucky")
+    return sum(values) / len(values)
+
+
+@aggregate(name="tests.fragile")
+def fixed(values: list[float]) -> float:
+    """The fixed version (same name: its snapshots restore the old state)."""
+    return sum(values) / len(values)
+
+
+def _write(folder: Path, batches: Sequence[Sequence[dict[str, Any]]]) -> None:
+    folder.mkdir(parents=True)
+    seq = 0
+    for i, rows in enumerate(batches):
+        path = folder / f"part-{i:03d}.json"
+        with open(path, "w") as f:
+            for row in rows:
+                f.write(json.dumps({**row, "seq": seq}) + "\n")
+                seq += 1
+        # the file source takes files oldest first: one second apart keeps the order
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def _source(spark: Any, folder: Path, schema: str = ELEMENTS) -> Any:
+    return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(folder))
+
+
+def _ins(i: int, t: int, k: str | None, v: float, end: int | None = None) -> dict[str, Any]:
+    return {"kind": "insert", "id": i, "start": t * S, "end": (end or t + 1) * S, "k": k, "v": v}
+
+
+def _cti(t: int, k: str | None = None) -> dict[str, Any]:
+    return {"kind": "cti", "start": t * S, "k": k}
+
+
+def _run(changelog: Any, tmp: Path, name: str = "out", **kw: Any) -> Any:
+    from udm.host.spark.streaming import read_changelog, start_stream
+
+    q = start_stream(
+        changelog, str(tmp / name), str(tmp / f"{name}.ck"), trigger={"availableNow": True}, **kw
+    )
+    q.awaitTermination()
+    return read_changelog(changelog.sparkSession, str(tmp / name))
+
+
+def _cht_by_key(spark_cht: Any, result: str, key: str | None = "k") -> dict[Any, Cht]:
+    out: dict[Any, list[tuple[int, int, Any]]] = {}
+    for r in spark_cht.collect():
+        out.setdefault(r[key] if key else None, []).append((r["start"], r["end"], r[result]))
+    return {k: Cht(v) for k, v in out.items()}
+
+
+def _physical(batches: Sequence[Sequence[dict[str, Any]]]) -> list[Element]:
+    out: list[Element] = []
+    for rows in batches:
+        for r in rows:
+            if r["kind"] == "insert":
+                out.append(Insert(r["id"], r["start"], r["end"], {"k": r["k"], "v": r["v"]}))
+            elif r["kind"] == "retract":
+                out.append(Retract(r["id"], r["start"], r["end"], r["new_end"]))
+            elif r["k"] is None:
+                out.append(Cti(r["start"]))
+    return out
+
+
+def _reference(batches: Sequence[Sequence[dict[str, Any]]], udm: Any = "stats.mean") -> Any:
+    stream = Stream.from_events(_physical(batches), key="k")
+    return stream.window(WINDOW).aggregate(udm, value="v").to_cht(engine="reference")
+
+
+# three keys over four micro-batches, one retraction, a final unkeyed CTI
+BATCHES: list[list[dict[str, Any]]] = [
+    [_ins(0, 1, "a", 1.0), _ins(1, 2, "b", 2.0), _ins(2, 4, "a", 3.0)],
+    [_ins(3, 11, "a", 5.0), _ins(4, 6, "c", 7.0, end=14), _ins(5, 9, "b", 4.0)],
+    [
+        {"kind": "retract", "id": 5, "start": 9 * S, "end": 10 * S, "new_end": 9 * S, "k": "b"},
+        _ins(6, 15, "b", 6.0),
+        _ins(7, 22, "c", 8.0),
+    ],
+    [_ins(8, 23, "a", 13.0), _ins(9, 25, "b", 1.0), _cti(100)],
+]
+
+
+def _changelog(spark: Any, folder: Path, udm: Any = "stats.mean", **kw: Any) -> Any:
+    from udm.host.spark.streaming import stream_changelog
+
+    return stream_changelog(
+        _source(spark, folder), WINDOW, udm, key="k", value="v", input="elements", seq="seq", **kw
+    )
+
+
+def test_streaming_cht_equals_batch_and_survives_a_crash(spark: Any, tmp_path: Path) -> None:
+    """A crash after the sink wrote micro-batch k but before Spark committed
+    it (k random, fixed seed): the restart replays batch k over its first
+    attempt; the CHT equals the batch reference exactly and no row is doubled."""
+    from udm.host.spark.streaming import changelog_cht, write_changelog
+
+    _write(tmp_path / "in", BATCHES)
+    k = random.Random(8).randint(0, len(BATCHES) - 1)
+    out = str(tmp_path / "out")
+    ck = str(tmp_path / "ck")
+    write = write_changelog(out)
+
+    def crash(batch: Any, batch_id: int) -> None:
+        write(batch, batch_id)
+        if batch_id == k:
+            raise RuntimeError(f"simulated crash after writing batch {batch_id}")
+
+    changelog = _changelog(spark, tmp_path / "in")
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    )
+    q = changelog.writeStream.foreachBatch(crash).option("checkpointLocation", ck).start()
+    with pytest.raises(Exception, match="simulated crash"):
+        q.awaitTermination()
+    from udm.host.spark.streaming import read_changelog, start_stream
+
+    done = sorted(p.name for p in Path(out).glob("batch_id=*"))
+    # batches 0..k reached the sink, batch k uncommitted
+    assert done == [f"batch_id={i}" for i in range(k + 1)]
+    q = start_stream(_changelog(spark, tmp_path / "in"), out, ck, trigger={"availableNow": True})
+    q.awaitTermination()
+    log = read_changelog(spark, out)
+    rows = log.where("kind in ('insert', 'retract')")
+    assert rows.count() == rows.select("k", "id", "kind", "new_end").distinct().count()
+    got = _cht_by_key(changelog_cht(log, ["k"]), "mean")
+    expected = _reference(BATCHES)
+    assert got == expected
+    assert got["a"] == Cht([(0, 10 * S, 2.0), (10 * S, 20 * S, 5.0), (20 * S, 30 * S, 13.0)])
+
+
+def test_to_stream_from_events_with_generated_ctis(spark: Any, tmp_path: Path) -> None:
+    """Point events from a Stream query, CTIs generated every 2 events of a key."""
+    from udm.host.spark.streaming import AdvanceTime, changelog_cht
+
+    events = [[_ins(i, t, k, v) for i, t, k, v in rows] for rows in _EVENTS]
+    schema = "start long, k string, v double, seq long"
+    _write(
+        tmp_path / "in",
+        [[{"start": r["start"], "k": r["k"], "v": r["v"]} for r in b] for b in events],
+    )
+    src = _source(spark, tmp_path / "in", schema)
+    query = Stream.from_dataframe(src, start="start", key="k").window(WINDOW)
+    changelog = query.aggregate("stats.mean", value="v").to_stream(
+        advance=AdvanceTime(every_events=2), seq="seq"
+    )
+    log = _run(changelog, tmp_path)
+    # the stream has not ended: a window is output once its key's latest
+    # start passes its end (a: 12 s, b: 21 s); its value is the batch one
+    points = [[{**r, "end": r["start"] + 1} for r in b] for b in events]
+    reference = _reference(points)
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
+        "a": Cht([(0, 10 * S, 4.0)]),
+        "b": Cht([(0, 10 * S, 4.0), (10 * S, 20 * S, 3.0)]),
+    }
+    assert Cht(reference["a"].sorted()[:1]) == [(0, 10 * S, 4.0)]
+    assert Cht(reference["b"].sorted()[:2]) == [(0, 10 * S, 4.0), (10 * S, 20 * S, 3.0)]
+    # generated CTIs: a's 2nd event (5 s) and b's 2nd (14 s), aligned to windows
+    ctis = log.where("kind = 'cti'").orderBy("k").collect()
+    assert [(r["k"], r["batch_id"], r["start"]) for r in ctis] == [("a", 0, 0), ("b", 1, 10 * S)]
+
+
+_EVENTS = [
+    [(0, 1, "a", 2.0), (1, 3, "b", 4.0), (2, 5, "a", 6.0)],
+    [(3, 12, "a", 1.0), (4, 14, "b", 3.0), (5, 21, "b", 5.0)],
+]
+
+
+def test_udm_error_names_udm_window_event_then_fixed_udm_resumes(
+    spark: Any, tmp_path: Path
+) -> None:
+    from udm.host.spark.streaming import changelog_cht
+
+    _write(tmp_path / "in", BATCHES)
+    with pytest.raises(Exception) as failure:
+        _run(_changelog(spark, tmp_path / "in", fragile), tmp_path)
+    message = str(failure.value)
+    assert "UDM 'tests.fragile' failed on window [20000000, 30000000)" in message
+    assert "13 is unlucky" in message
+    # the window is computed when the CTI finalizes it; the message names
+    # the window's events, so the 13 is found
+    assert "while processing Cti(100000000)" in message
+    assert "the window's events: id=8 [23000000, 24000000) {'v': 13.0}" in message
+    log = _run(_changelog(spark, tmp_path / "in", fixed), tmp_path)
+    got = _cht_by_key(changelog_cht(log, ["k"]), "tests_fragile")
+    assert got == _reference(BATCHES, fixed)
+
+
+def test_window_output_arrives_with_the_cti_that_passes_its_end(spark: Any, tmp_path: Path) -> None:
+    """Conservative mode: a window's only output row is in the micro-batch of
+    the CTI passing its end (keyed CTIs in-band; no key: every CTI in-band)."""
+    batches = [
+        [_ins(0, 1, "a", 1.0), _ins(1, 3, "a", 3.0)],
+        [_ins(2, 12, "a", 5.0), _cti(9, "a")],
+        [_cti(10, "a")],
+        [_ins(3, 19, "a", 7.0)],
+        [_cti(25, "a")],
+    ]
+    _write(tmp_path / "in", batches)
+    log = _run(_changelog(spark, tmp_path / "in", consistency="conservative"), tmp_path)
+    rows = log.where("kind != 'cti'").orderBy("batch_id", "seq").collect()
+    got = [(r["batch_id"], r["kind"], r["start"], r["end"], r["mean"]) for r in rows]
+    assert got == [(2, "insert", 0, 10 * S, 2.0), (4, "insert", 10 * S, 20 * S, 6.0)]
+    ctis = log.where("kind = 'cti'").orderBy("batch_id").collect()
+    # CTI(9 s) moves the output CTI to the start of the unfinished window
+    assert [(r["batch_id"], r["start"]) for r in ctis] == [(1, 0), (2, 10 * S), (4, 20 * S)]
+
+
+@aggregate(name="tests.span")
+def span(values: list[int]) -> dict[str, int]:
+    """Smallest, largest and number of values: the rate source's values are
+    consecutive, so each window's span is checkable exactly."""
+    return {"lo": min(values), "hi": max(values), "n": len(values)}
+
+
+def test_rate_source_runs_for_a_few_batches(spark: Any, tmp_path: Path) -> None:
+    """Rate rows keyed by parity: every final window holds a gap-free run of
+    its key's values, and consecutive windows continue each other."""
+    from udm.host.spark.streaming import AdvanceTime, start_stream, stream_changelog
+
+    src = spark.readStream.format("rate").option("rowsPerSecond", 40).load()
+    src = src.selectExpr("timestamp", "value % 2 as parity", "value")
+    changelog = stream_changelog(
+        src,
+        TumblingWindow(S // 4),
+        span,
+        key="parity",
+        value="value",
+        start="timestamp",
+        advance=AdvanceTime(every_events=5),
+        consistency="conservative",
+        returns="struct<lo:long, hi:long, n:long>",
+    )
+    q = start_stream(changelog, str(tmp_path / "out"), str(tmp_path / "ck"))
+    try:
+        while sum(1 for p in q.recentProgress if p["numInputRows"] > 0) < 3:
+            q.awaitTermination(0.5)
+            assert q.exception() is None, q.exception()
+    finally:
+        q.stop()
+    rows = spark.read.parquet(str(tmp_path / "out")).where("kind = 'insert'").collect()
+    assert rows
+    by_key: dict[int, list[Any]] = {}
+    for r in sorted(rows, key=lambda r: r["start"]):
+        assert r["hi"] - r["lo"] == 2 * (r["n"] - 1)
+        assert r["lo"] % 2 == r["hi"] % 2 == r["parity"]
+        by_key.setdefault(r["parity"], []).append(r)
+    for runs in by_key.values():
+        for a, b in itertools.pairwise(runs):
+            assert b["lo"] == a["hi"] + 2
+
+
+@pytest.mark.parametrize("policy", ["drop", "adjust", "raise"])
+def test_late_events_follow_the_policy_and_are_counted(
+    spark: Any, tmp_path: Path, policy: str
+) -> None:
+    from udm.host.spark.streaming import AdvanceTime, changelog_cht, stream_counts
+
+    batches = [
+        [_ins(0, 1, "a", 1.0), _ins(1, 5, "a", 3.0)],  # CTI(5s) after the 2nd event
+        [_ins(2, 3, "a", 8.0, end=8), _ins(3, 12, "a", 4.0)],  # [3s, 8s) is late
+        [_ins(4, 14, "a", 2.0), _cti(100)],
+    ]
+    _write(tmp_path / "in", batches)
+    changelog = _changelog(spark, tmp_path / "in", advance=AdvanceTime(2, policy=policy))
+    if policy == "raise":
+        with pytest.raises(Exception, match="Insert\\(id=2, start=3000000"):
+            _run(changelog, tmp_path)
+        return
+    log = _run(changelog, tmp_path)
+    late = _ins(2, 5, "a", 8.0, end=8) if policy == "adjust" else None
+    kept = [batches[0], [r for r in (late, batches[1][1]) if r], batches[2]]
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == _reference(kept)
+    counts = stream_counts(log)
+    assert counts == {
+        "late_dropped": int(policy == "drop"),
+        "late_adjusted": int(policy == "adjust"),
+        "invalid_dropped": 0,
+    }
