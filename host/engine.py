@@ -973,6 +973,7 @@ class Host:
         validator and counters. :meth:`restore` resumes with identical
         output."""
         v = self.validator
+        v.prune(force=True)  # what cleanup may forget need not be saved
         data = {
             "format": SNAPSHOT_FORMAT,
             "version": SNAPSHOT_VERSION,

@@ -113,12 +113,13 @@ class StreamValidator:
     def __post_init__(self) -> None:
         self.cti_policy = CtiPolicy.parse(self.cti_policy)
 
-    def prune(self) -> None:
+    def prune(self, force: bool = False) -> None:
         """Forget live events that end before the CTI: no valid retraction
         can reach them any more (it would violate the CTI, which the CTI
         policy handles without the event). Amortized: runs when the live set
-        has doubled since the last prune, so long streams stay bounded."""
-        if len(self.live) <= 2 * self._pruned_size + 1024:
+        has doubled since the last prune, so long streams stay bounded;
+        ``force`` prunes now (before a snapshot, which should be small)."""
+        if not force and len(self.live) <= 2 * self._pruned_size + 1024:
             return
         cti = self.cti
         self.live = {k: ev for k, ev in self.live.items() if ev.end >= cti}

@@ -362,11 +362,15 @@ def test_window_evaluation_shortcut_equals_compute_window(
     [(HoppingWindow(12, 4), INFINITY), (HoppingWindow(10, 4, offset=3), 44)],
     ids=["panes", "panes-offset-watermark"],
 )
+@pytest.mark.parametrize("bucket", [128, 2], ids=["bucket-128", "bucket-2"])
 def test_pane_partial_aggregation_matches_reference(
-    events: Any, window: Any, watermark: int
+    events: Any, window: Any, watermark: int, bucket: int, monkeypatch: Any
 ) -> None:
-    """Point events are folded once per pane of gcd(size, hop) and panes paired
-    with windows; intervals go through windows; the result is the reference's."""
+    """Point events are folded once per pane of gcd(size, hop) and panes
+    merged per window; intervals go through windows; the result is the
+    reference's. Buckets of 2 windows put panes into two buckets (including
+    windows before time 0)."""
+    monkeypatch.setattr("udm.host.spark.evaluate.BUCKET", bucket)
     query = keyed(events).window(window).aggregate(Mean, value="temp", watermark=watermark)
     assert "folded once per pane" in query.explain()
     got = query.to_cht()

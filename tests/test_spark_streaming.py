@@ -313,3 +313,54 @@ def test_late_events_follow_the_policy_and_are_counted(
         "late_adjusted": int(policy == "adjust"),
         "invalid_dropped": 0,
     }
+
+
+def test_events_of_one_micro_batch_are_taken_in_start_order(spark: Any, tmp_path: Path) -> None:
+    """One file, rows written latest first: without ordering, the CTI
+    generated from the 25 s event would make every other event late."""
+    from udm.host.spark.streaming import AdvanceTime, changelog_cht, stream_counts
+
+    rows = [{"start": t * S, "k": "a", "v": float(t)} for t in (25, 12, 14, 3, 1)]
+    _write(tmp_path / "in", [rows])
+    src = _source(spark, tmp_path / "in", "start long, k string, v double, seq long")
+    changelog = (
+        Stream.from_dataframe(src, start="start", key="k")
+        .window(WINDOW)
+        .aggregate("stats.mean", value="v")
+        .to_stream(advance=AdvanceTime(every=5 * S))
+    )
+    log = _run(changelog, tmp_path)
+    assert stream_counts(log) == {"late_dropped": 0, "late_adjusted": 0, "invalid_dropped": 0}
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
+        "a": Cht([(0, 10 * S, 2.0), (10 * S, 20 * S, 13.0)])
+    }
+
+
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_malformed_rows_fail_naming_the_row_or_are_dropped_and_counted(
+    spark: Any, tmp_path: Path, on_invalid: str
+) -> None:
+    from udm.host.spark.streaming import changelog_cht, stream_counts
+
+    bad = {"kind": "insert", "id": 2, "start": 7 * S, "end": 7 * S, "k": "a", "v": 9.0}
+    batches = [[_ins(0, 1, "a", 1.0), bad, _ins(1, 3, "a", 3.0)], [_cti(100)]]
+    _write(tmp_path / "in", batches)
+    changelog = _changelog(spark, tmp_path / "in", on_invalid=on_invalid)
+    if on_invalid == "raise":
+        with pytest.raises(Exception, match="end 7000000 is not after start 7000000") as info:
+            _run(changelog, tmp_path)
+        assert "'id': 2" in str(info.value) and "on_invalid='drop'" in str(info.value)
+        return
+    log = _run(changelog, tmp_path)
+    assert stream_counts(log) == {"late_dropped": 0, "late_adjusted": 0, "invalid_dropped": 1}
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {"a": Cht([(0, 10 * S, 2.0)])}
+
+
+def test_a_window_that_is_not_a_window_spec_is_refused(spark: Any, tmp_path: Path) -> None:
+    from datetime import timedelta
+
+    from udm.host.spark.streaming import stream_changelog
+
+    _write(tmp_path / "in", [[_ins(0, 1, "a", 1.0)]])
+    with pytest.raises(TypeError, match=r"TumblingWindow\(size\).*not datetime.timedelta"):
+        stream_changelog(_source(spark, tmp_path / "in"), timedelta(seconds=10), "stats.mean")

@@ -422,6 +422,9 @@ def _panes_apply(op: WindowOp) -> bool:
     )
 
 
+PANE = "__udm_pane"
+
+
 def _pane_states(
     df: DataFrame,
     keys: tuple[str, ...],
@@ -430,14 +433,16 @@ def _pane_states(
     fold: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     schema: T.StructType,
 ) -> DataFrame:
-    """Per-(key, window) partial states, folding each point event once.
+    """Partial states for the pane merge: per (key, pane) for point events,
+    per (key, window) for longer ones, each tagged with the buckets of
+    windows (``WO div BUCKET``) that need it.
 
     A point event ``[s, s + 1)`` belongs to exactly the windows holding ``s``,
-    so it is folded into the pane (of width gcd(size, hop)) holding ``s``,
-    and each pane's state is then paired in Spark with the windows that
-    contain the pane (size/hop of them when gcd(size, hop) = hop). Longer
-    events may belong to a window through several panes, so they take the
-    per-window path as before.
+    so it is folded once into the pane (of width gcd(size, hop)) holding
+    ``s``; :func:`make_pane_merge_fn` then merges each window's panes. Longer
+    events may reach a window through several panes, so they are folded per
+    window as before. A pane goes to every bucket of windows holding it (one,
+    or two at a bucket's edge), so no state is exploded per window in Spark.
     """
     w = op.window
     assert isinstance(w, HoppingWindow)
@@ -454,34 +459,130 @@ def _pane_states(
     )
     panes = points.mapInArrow(fold, schema)
     # windows [k*hop + off, k*hop + off + size) holding pane [ps, ps + p)
-    k_min = F.expr(
-        f"-((({off + size - p}L - {WS}) - pmod({off + size - p}L - {WS}, {hop}L)) div {hop}L)"
-    )
-    k_max = F.expr(f"(({WS} - {off}L) - pmod({WS} - {off}L, {hop}L)) div {hop}L")
+    k_min = f"-((({off + size - p}L - {WS}) - pmod({off + size - p}L - {WS}, {hop}L)) div {hop}L)"
+    k_max = f"(({WS} - {off}L) - pmod({WS} - {off}L, {hop}L)) div {hop}L"
     if op.watermark < INFINITY:
-        k_max = F.least(k_max, F.lit((op.watermark - size - off) // hop))
-    k = "__udm_k"
+        k_max = f"least({k_max}, {(op.watermark - size - off) // hop}L)"
+    bucket = "__udm_bucket"
     # sequence() counts down when start > stop: keep panes some window holds
-    windows = (
-        panes.where(k_min <= k_max)
-        .select(
-            *[F.col(q(c)) for c in keys],
-            F.explode(F.sequence(k_min, k_max)).alias(k),
-            F.col(_STATE),
-        )
-        .select(
-            *[F.col(q(c)) for c in keys],
-            (F.col(k) * F.lit(hop) + F.lit(off)).alias(WS),
-            (F.col(k) * F.lit(hop) + F.lit(off + size)).alias(WE),
-            F.col(k).alias(WO),
-            F.col(_STATE),
-        )
+    by_bucket = panes.where(F.expr(f"{k_min} <= {k_max}")).select(
+        *[F.col(q(c)) for c in keys],
+        F.col(WO),
+        F.col(_STATE),
+        F.lit(True).alias(PANE),
+        F.explode(
+            F.expr(f"sequence({_floor_div(k_min, BUCKET)}, {_floor_div(k_max, BUCKET)})")
+        ).alias(bucket),
     )
     rest = assign_windows(df.where(~is_point), keys, w, op.watermark, False)
     rest = rest.select(
         *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *needed])]
     )
-    return windows.unionByName(rest.mapInArrow(fold, schema))
+    windows = rest.mapInArrow(fold, schema).select(
+        *[F.col(q(c)) for c in keys],
+        F.col(WO),
+        F.col(_STATE),
+        F.lit(False).alias(PANE),
+        F.expr(_floor_div(WO, BUCKET)).alias(bucket),
+    )
+    return by_bucket.unionByName(windows)
+
+
+def _floor_div(sql: str, n: int) -> str:
+    """Integer floor division in SQL (``div`` truncates toward zero)."""
+    return f"((({sql}) - pmod({sql}, {n}L)) div {n}L)"
+
+
+def make_pane_merge_fn(
+    op: WindowOp, n_keys: int, schema: pa.Schema
+) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """The applyInArrow function computing the windows of one bucket of one
+    key from pane states (and per-window states of longer events): each
+    state is unpickled once, and a window merges its size/gcd(size, hop)
+    panes in time order."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    size, hop, off = w.size, w.hop, w.offset
+    p = math.gcd(size, hop)
+    per_window = size // p
+    k_cap = (op.watermark - size - off) // hop if op.watermark < INFINITY else None
+    n_bucket = BUCKET  # as planned on the driver
+    calls = op.calls
+    udms: list[Any] = [c.udm for c in calls]
+
+    def merged(parts: list[list[Any]], window: WindowDescriptor, keys: list[Any]) -> list[Any]:
+        state = list(parts[0])
+        for other in parts[1:]:
+            for j, u in enumerate(udms):
+                try:
+                    state[j] = u.merge(state[j], other[j])
+                except Exception as exc:
+                    raise _wrap(u, window, keys, exc) from exc
+        return state
+
+    def merge_panes(
+        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        keys = [k.as_py() for k in key[:n_keys]]
+        bucket = key[n_keys].as_py()
+        pane_blobs: dict[int, list[bytes]] = {}
+        window_blobs: dict[int, list[bytes]] = {}
+        for batch in batches:
+            idx = batch.column(WO).to_pylist()
+            flags = batch.column(PANE).to_pylist()
+            blobs = batch.column(_STATE).to_pylist()
+            for i, flag, b in zip(idx, flags, blobs, strict=True):
+                (pane_blobs if flag else window_blobs).setdefault(i, []).append(b)
+        lo, hi = bucket * n_bucket, bucket * n_bucket + n_bucket - 1
+        if k_cap is not None:
+            hi = min(hi, k_cap)
+        # a pane's state is shared by the windows holding it: a window's
+        # merge starts from a fresh copy (merge may update its first
+        # argument in place) and only reads the others
+        states: dict[int, list[Any]] = {}
+        copies: dict[int, bytes] = {}
+        wanted: set[int] = set(window_blobs)
+        for i, found in pane_blobs.items():
+            ps = i * p + off
+            window = WindowDescriptor(ps, ps + p)
+            if len(found) == 1:
+                copies[i] = found[0]
+                states[i] = pickle.loads(found[0])
+            else:
+                states[i] = merged([pickle.loads(b) for b in sorted(found)], window, keys)
+                copies[i] = pickle.dumps(states[i], pickle.HIGHEST_PROTOCOL)
+            first = -((off + size - p - ps) // hop)
+            last = (ps - off) // hop
+            wanted.update(range(max(first, lo), min(last, hi) + 1))
+        rows: list[tuple[int, int, list[Any]]] = []
+        row_windows: list[WindowDescriptor] = []
+        for k in sorted(wanted):
+            ws = k * hop + off
+            window = WindowDescriptor(ws, ws + size)
+            first_pane = (ws - off) // p
+            held = [i for i in range(first_pane, first_pane + per_window) if i in states]
+            parts = [pickle.loads(copies[i]) if n == 0 else states[i] for n, i in enumerate(held)]
+            fresh = [pickle.loads(b) for b in sorted(window_blobs.get(k, []))]
+            parts += fresh
+            state = merged(parts, window, keys)
+            results: list[Any] = []
+            start = end = 0
+            for j, u in enumerate(udms):
+                try:
+                    (ev,) = stamp_result(u, window, u.result(state[j]), op.policy)
+                except Exception as exc:
+                    raise _wrap(u, window, keys, exc) from exc
+                start, end = ev.start, ev.end
+                results.append(normalize_value(ev.payload))
+            rows.append((start, end, results))
+            row_windows.append(window)
+
+        def what(j: int, i: int) -> str:
+            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
+
+        yield _output_batch(rows, keys, schema, n_keys, what)
+
+    return merge_panes
 
 
 def evaluate_op(
@@ -547,12 +648,15 @@ def evaluate_op(
         )
         fold = make_partial_fn(op, list(keys), needed, has_mark)
         if _panes_apply(op):
-            partial = _pane_states(df, keys, op, needed, fold, part_schema)
+            panes = _pane_states(df, keys, op, needed, fold, part_schema)
+            result = panes.groupBy(*[F.col(q(k)) for k in keys], "__udm_bucket").applyInArrow(
+                make_pane_merge_fn(op, len(keys), pa_schema), out_schema
+            )
         else:
             partial = assigned.mapInArrow(fold, part_schema)
-        result = partial.groupBy(*group_cols).applyInArrow(
-            make_merge_fn(op, len(keys), pa_schema), out_schema
-        )
+            result = partial.groupBy(*group_cols).applyInArrow(
+                make_merge_fn(op, len(keys), pa_schema), out_schema
+            )
     else:
         result = assigned.groupBy(*group_cols).applyInArrow(
             make_group_fn(op, len(keys), needed, pa_schema, has_mark), out_schema

@@ -3,10 +3,11 @@
 A streaming DataFrame of events (point or interval rows) or of physical
 stream elements (``insert``/``retract``/``cti`` rows) is grouped by key and
 fed, micro-batch after micro-batch, to one :class:`udm.host.Host` per key
-running inside ``transformWithStateInPandas``. Each key keeps exactly one
-value in the state store (the pickled :meth:`Host.snapshot` plus a few
-counters) and at most one event-time timer: the per-call state API is slow,
-so everything else lives in that one blob.
+running inside ``transformWithStateInPandas``. Keys are hashed into
+buckets; each bucket keeps exactly one value in the state store (its keys'
+pickled :meth:`Host.snapshot` blobs plus a few counters) and at most one
+event-time timer: the per-call state API is slow, so everything else lives
+in that one blob.
 
 CTIs reach a key in three ways:
 
@@ -136,7 +137,14 @@ def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
 
 
 class _HostProcessor(StatefulProcessor):
-    """One incremental host per key; its whole state is one value."""
+    """The incremental hosts of one bucket of keys.
+
+    The state API costs a round trip to the JVM per call, so keys are
+    hashed into buckets and a bucket keeps exactly one value (its keys'
+    :meth:`Host.snapshot` blobs and counters, pickled together) and at most
+    one event-time timer: a few calls per bucket and micro-batch, whatever
+    the number of keys and rows. Only the hosts of keys with rows (or that a
+    new watermark reaches) are restored."""
 
     def __init__(
         self,
@@ -150,6 +158,7 @@ class _HostProcessor(StatefulProcessor):
         on_invalid: str,
         columns: list[str],
         result_fields: list[str] | None,
+        timers: bool,
     ) -> None:
         self.window = window
         self.call = call
@@ -161,40 +170,59 @@ class _HostProcessor(StatefulProcessor):
         self.on_invalid = on_invalid
         self.columns = columns
         self.result_fields = result_fields
+        self.timers = timers
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
-        self.state = handle.getValueState("host", schema)
+        self.state = handle.getValueState("hosts", schema)
 
     # -------------------------------------------------------- state blob
 
-    def _load(self) -> tuple[Host, dict[str, Any]]:
-        host = Host(self.window, self.call.udm, value=self.call.value_fn, **self.options)
-        meta: dict[str, Any] = {"n": 0, "count": 0, "max_start": None, "gen": None, "timer": None}
-        if self.state.exists():
-            saved = self.state.get()
-            if saved is not None and saved[0] is not None:
-                data = pickle.loads(saved[0])
-                host.restore(data["host"])
-                meta = data["meta"]
-        return host, meta
+    def _load_bucket(self) -> dict[str, Any]:
+        saved = self.state.get() if self.state.exists() else None
+        if saved is None or saved[0] is None:
+            return {"keys": {}, "timer": None}
+        bucket: dict[str, Any] = pickle.loads(saved[0])
+        return bucket
 
-    def _save(self, host: Host, meta: dict[str, Any]) -> None:
-        # one event-time timer per key, at the next millisecond after the
-        # key's CTI, while it has windows a later CTI could finish
+    def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
+        host = Host(self.window, self.call.udm, value=self.call.value_fn, **self.options)
+        if entry is None:
+            return host, {"n": 0, "count": 0, "max_start": None, "gen": None}
+        host.restore(entry["host"])
+        return host, entry["meta"]
+
+    def _store(
+        self, bucket: dict[str, Any], key: tuple[Any, ...], host: Host, meta: dict[str, Any]
+    ) -> None:
         live, open_windows = host.memory_size
-        wanted = None
-        if (live or open_windows) and host.cti < INFINITY:
-            wanted = max(host.cti, 0) // 1000 + 1
-        if meta["timer"] != wanted:
-            if meta["timer"] is not None:
-                self.handle.deleteTimer(meta["timer"])
-            if wanted is not None:
-                self.handle.registerTimer(wanted)
-            meta["timer"] = wanted
-        blob = pickle.dumps({"host": host.snapshot(), "meta": meta}, pickle.HIGHEST_PROTOCOL)
-        self.state.update((blob,))
+        bucket["keys"][key] = {
+            "host": host.snapshot(),
+            "meta": meta,
+            "cti": host.cti,
+            "open": bool(live or open_windows),
+        }
+
+    def _save_bucket(self, bucket: dict[str, Any]) -> None:
+        # one event-time timer per bucket, at the next millisecond after the
+        # lowest CTI of its keys that have windows a later CTI could finish
+        if self.timers:
+            wanted = min(
+                (
+                    max(e["cti"], 0) // 1000 + 1
+                    for e in bucket["keys"].values()
+                    if e["open"] and e["cti"] < INFINITY
+                ),
+                default=None,
+            )
+            if bucket["timer"] != wanted:
+                if bucket["timer"] is not None:
+                    self.handle.deleteTimer(bucket["timer"])
+                if wanted is not None:
+                    self.handle.registerTimer(wanted)
+                bucket["timer"] = wanted
+        self.state.update((pickle.dumps(bucket, pickle.HIGHEST_PROTOCOL),))
 
     # ---------------------------------------------------------- handlers
 
@@ -203,20 +231,75 @@ class _HostProcessor(StatefulProcessor):
     ) -> Iterator[Any]:
         import pandas as pd
 
-        key_values = list(key)[1:]
-        if self.keys and all(v is None for v in key_values):
-            return  # broadcast CTI rows: they served the watermark
-        host, meta = self._load()
+        bucket = self._load_bucket()
         pdf = pd.concat(list(rows), ignore_index=True)
         if pdf[_SEQ].notna().any():
             pdf = pdf.sort_values(_SEQ, kind="stable")
+        wm = timerValues.getCurrentWatermarkInMs()
+        wm_ticks = wm * 1000 if wm > 0 else None
+        by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for row in pdf.to_dict("records"):
+            kt = tuple(_py(row[k]) for k in self.keys)
+            if self.keys and str(row[_KIND]).lower() == "cti" and all(v is None for v in kt):
+                continue  # a broadcast CTI: it served the watermark
+            by_key.setdefault(kt, []).append(row)
+        frames = []
+        for kt, key_rows in by_key.items():
+            frames.append(self._rows(bucket, kt, key_rows, wm_ticks))
+        if wm_ticks is not None:
+            frames += self._advance(bucket, wm_ticks, skip=set(by_key))
+        self._save_bucket(bucket)
+        out = [row for f in frames for row in f]
+        if out:
+            yield pd.DataFrame(out, columns=self.columns)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
+    ) -> Iterator[Any]:
+        import pandas as pd
+
+        bucket = self._load_bucket()
+        bucket["timer"] = None  # a fired timer is gone
+        frames = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
+        self._save_bucket(bucket)
+        out = [row for f in frames for row in f]
+        if out:
+            yield pd.DataFrame(out, columns=self.columns)
+
+    def close(self) -> None:
+        pass
+
+    # ----------------------------------------------------------- helpers
+
+    def _advance(
+        self, bucket: dict[str, Any], wm: int, skip: set[tuple[Any, ...]]
+    ) -> list[list[dict[str, Any]]]:
+        """Bring every key of the bucket with open windows to the watermark."""
+        frames = []
+        for kt, entry in list(bucket["keys"].items()):
+            if kt in skip or not entry["open"] or wm <= entry["cti"]:
+                continue
+            host, meta = self._host(entry)
+            outputs = host.process(Cti(wm))
+            self._store(bucket, kt, host, meta)
+            frames.append(self._frame(outputs, list(kt), (0, 0, 0)))
+        return frames
+
+    def _rows(
+        self,
+        bucket: dict[str, Any],
+        kt: tuple[Any, ...],
+        records: list[dict[str, Any]],
+        wm: int | None,
+    ) -> list[dict[str, Any]]:
+        """Feed one key's rows of this micro-batch to its host."""
+        key_values = list(kt)
+        host, meta = self._host(bucket["keys"].get(kt))
         before = host.stats.dropped, host.stats.adjusted
         invalid = 0
         elements: list[Element] = []
-        wm = timerValues.getCurrentWatermarkInMs()
-        if wm > 0 and wm * 1000 > host.cti:
-            elements.append(Cti(wm * 1000))
-        records = pdf.to_dict("records")
+        if wm is not None and wm > host.cti:
+            elements.append(Cti(wm))
         for row in records:
             kind = str(row[_KIND]).lower()
             s, e = _opt(row[_S]), _opt(row[_E])
@@ -258,30 +341,8 @@ class _HostProcessor(StatefulProcessor):
             host.stats.adjusted - before[1],
             invalid,
         )
-        self._save(host, meta)
-        out = self._frame(outputs, key_values, counts)
-        if out is not None:
-            yield out
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Any]:
-        key_values = list(key)[1:]
-        host, meta = self._load()
-        meta["timer"] = None  # a fired timer is gone
-        wm = timerValues.getCurrentWatermarkInMs()
-        outputs: list[Element] = []
-        if wm * 1000 > host.cti:
-            outputs = host.process(Cti(wm * 1000))
-        self._save(host, meta)
-        out = self._frame(outputs, key_values, (0, 0, 0))
-        if out is not None:
-            yield out
-
-    def close(self) -> None:
-        pass
-
-    # ----------------------------------------------------------- helpers
+        self._store(bucket, kt, host, meta)
+        return self._frame(outputs, key_values, counts)
 
     def _generate(self, meta: dict[str, Any], start: int, elements: list[Element]) -> None:
         adv = self.advance
@@ -303,9 +364,8 @@ class _HostProcessor(StatefulProcessor):
 
     def _frame(
         self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
-    ) -> Any:
-        import pandas as pd
-
+    ) -> list[dict[str, Any]]:
+        """Output rows of one key (one DataFrame per call is built from all)."""
         rows: list[dict[str, Any]] = []
         for n, el in enumerate(outputs):
             row: dict[str, Any]
@@ -330,9 +390,7 @@ class _HostProcessor(StatefulProcessor):
             row = {"kind": "stats", "id": None, _S: None, _E: None, _NE: None, "seq": len(rows)}
             row.update(zip(_COUNTS, counts, strict=True))
             rows.append(self._finish(row, None, key_values))
-        if not rows:
-            return None
-        return pd.DataFrame(rows, columns=self.columns)
+        return rows
 
     def _finish(self, row: dict[str, Any], result: Any, key_values: list[Any]) -> dict[str, Any]:
         row.update(zip(self.keys, key_values, strict=True))
@@ -421,6 +479,7 @@ def stream_changelog(
     consistency: str = "speculative",
     returns: Any = None,
     name: str | None = None,
+    state_buckets: int = 32,
     **udm_args: Any,
 ) -> DataFrame:
     """The output changelog of a windowed UDM over a streaming DataFrame.
@@ -430,11 +489,21 @@ def stream_changelog(
     with ``kind``, ``id``, ``start``, ``end`` (insert) / old end (retract),
     ``new_end`` and payload columns; a ``cti`` row with null keys reaches
     every key (through the watermark), one with keys only that key. ``seq``
-    orders rows within a micro-batch (default: the order Spark delivers).
+    orders rows within a micro-batch (default: events by start time, elements
+    in the order Spark delivers them, which is arbitrary: give elements a
+    ``seq`` when a batch can hold several elements of one key).
     ``advance`` generates CTIs per key (then its policy is the CTI policy).
     The UDM's result type must be declared (annotation or ``returns=``):
-    a streaming query cannot infer it from data.
+    a streaming query cannot infer it from data. Keys are hashed into
+    ``state_buckets`` buckets, each one state value and one timer (more
+    buckets: less state rewritten per micro-batch when few keys are active;
+    fewer: fewer state-store calls).
     """
+    if not isinstance(window, WindowSpec):
+        raise TypeError(
+            f"window must be a window spec such as TumblingWindow(size) or "
+            f"HoppingWindow(size, hop), not {window!r}"
+        )
     keys = [key] if isinstance(key, str) else list(key or [])
     cols = list(df.columns)
     needed = [start, *keys]
@@ -491,19 +560,31 @@ def stream_changelog(
         kind_col = F.lit("insert")
         id_col = F.lit(None).cast("long")
         ne_col = F.lit(None).cast("long")
+    # rows of a key reach the host in this order within a micro-batch; Spark
+    # delivers them in no particular order, and a generated CTI would make
+    # the earlier-starting events of the same batch late
+    if seq:
+        order = F.col(q(seq)).cast("long")
+    elif input == "events":
+        order = s_ticks
+    else:
+        order = F.lit(None).cast("long")
+    if state_buckets < 1:
+        raise ValueError(f"state_buckets must be at least 1, not {state_buckets}")
+    group = F.pmod(F.hash(*[F.col(q(k)) for k in keys]), F.lit(state_buckets)) if keys else F.lit(0)
     no_key: Column = F.lit(True)
     for k in keys:
         no_key = no_key & F.col(q(k)).isNull()
     is_cti = kind_col == "cti"
     norm = df.select(
-        F.lit(0).alias(_GROUP),
+        group.alias(_GROUP),
         *[F.col(q(k)) for k in keys],
         kind_col.alias(_KIND),
         id_col.alias(_ID),
         s_ticks.alias(_S),
         e_ticks.alias(_E),
         ne_col.alias(_NE),
-        (F.col(q(seq)).cast("long") if seq else F.lit(None).cast("long")).alias(_SEQ),
+        order.alias(_SEQ),
         F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(_CTI),
         *[F.col(q(c)) for c in payload],
     )
@@ -538,8 +619,9 @@ def stream_changelog(
         on_invalid,
         out_schema.fieldNames(),
         result_fields,
+        timers=input == "elements",  # only element streams carry broadcast CTIs
     )
-    result = norm.groupBy(F.col(_GROUP), *[F.col(q(k)) for k in keys]).transformWithStateInPandas(
+    result = norm.groupBy(F.col(_GROUP)).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
