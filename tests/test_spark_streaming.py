@@ -364,3 +364,30 @@ def test_a_window_that_is_not_a_window_spec_is_refused(spark: Any, tmp_path: Pat
     _write(tmp_path / "in", [[_ins(0, 1, "a", 1.0)]])
     with pytest.raises(TypeError, match=r"TumblingWindow\(size\).*not datetime.timedelta"):
         stream_changelog(_source(spark, tmp_path / "in"), timedelta(seconds=10), "stats.mean")
+
+
+def test_events_with_a_null_key_are_a_key_of_their_own(spark: Any, tmp_path: Path) -> None:
+    """As in batch, null is a key value: its events are windowed, not taken
+    for broadcast CTIs (only CTI rows with null keys are)."""
+    from udm.host.spark.streaming import AdvanceTime, changelog_cht
+
+    rows = [
+        {"start": 1 * S, "k": None, "v": 1.0},
+        {"start": 2 * S, "k": "a", "v": 5.0},
+        {"start": 4 * S, "k": None, "v": 3.0},
+        {"start": 12 * S, "k": None, "v": 9.0},
+        {"start": 13 * S, "k": "a", "v": 7.0},
+    ]
+    _write(tmp_path / "in", [rows])
+    src = _source(spark, tmp_path / "in", "start long, k string, v double, seq long")
+    changelog = (
+        Stream.from_dataframe(src, start="start", key="k")
+        .window(WINDOW)
+        .aggregate("stats.mean", value="v")
+        .to_stream(advance=AdvanceTime(every=5 * S))
+    )
+    log = _run(changelog, tmp_path)
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
+        None: Cht([(0, 10 * S, 2.0)]),
+        "a": Cht([(0, 10 * S, 5.0)]),
+    }
