@@ -811,6 +811,16 @@ class Stream:
                 f"several aggregates); this query is:\n{self.explain()}"
             )
         op = ops[0]
+        if op.emit_empty:
+            raise ValueError(
+                "emit_empty is not available in streaming queries (the incremental host "
+                "runs only non-empty windows); drop emit_empty=True or run the query in batch"
+            )
+        if op.watermark < INFINITY:
+            raise ValueError(
+                "watermark= bounds a batch query; a streaming query's time is its CTIs: "
+                "drop watermark= and use advance=AdvanceTime(...) or CTI rows"
+            )
         call = op.calls[0]
         return stream_changelog(
             src.df,

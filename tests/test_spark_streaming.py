@@ -391,3 +391,12 @@ def test_events_with_a_null_key_are_a_key_of_their_own(spark: Any, tmp_path: Pat
         None: Cht([(0, 10 * S, 2.0)]),
         "a": Cht([(0, 10 * S, 5.0)]),
     }
+
+
+def test_batch_only_options_are_refused_by_to_stream(spark: Any) -> None:
+    src = spark.readStream.format("rate").load().selectExpr("timestamp", "value as v")
+    windowed = Stream.from_dataframe(src, start="timestamp").window(WINDOW)
+    with pytest.raises(ValueError, match="emit_empty is not available in streaming"):
+        windowed.aggregate("stats.mean", value="v", emit_empty=True).to_stream()
+    with pytest.raises(ValueError, match="watermark= bounds a batch query"):
+        windowed.aggregate("stats.mean", value="v", watermark=100).to_stream()
