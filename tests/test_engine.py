@@ -98,7 +98,16 @@ def test_host_matches_reference(window: Any, udm: Any, data: Any, stream: list[A
         with pytest.raises(type(expected)):
             run(host, stream)
         return
-    outputs = run(host, stream)
+    try:
+        outputs = run(host, stream)
+    except UdmInvocationError as exc:
+        # the host computes windows as elements arrive: it may meet a state
+        # the UDM or policy rejects that a later retraction removes. Such an
+        # error must be justified by the stream up to the failing element.
+        prefix = stream[: getattr(exc, "position", len(stream)) + 1]
+        at_failure = reference_or_error(derive_cht(prefix)[0], window, udm, **options)
+        assert isinstance(at_failure, Exception), f"unjustified host error: {exc}"
+        return
     # the output is itself a valid physical stream: retractions match earlier
     # outputs, lifetimes are valid, nothing violates an emitted output CTI
     assert output_cht(outputs) == expected
@@ -386,3 +395,31 @@ def test_udm_error_computed_at_a_cti_names_the_windows_events(window: Any) -> No
     assert "the window's events: " in message
     assert "id='b' [3, 6) 13.0" in message
     assert [e.split(" ")[0] for e in info.value.events][-1] == "id='b'"
+
+
+def test_an_error_on_a_speculative_window_state_is_raised_when_met() -> None:
+    """Found by hypothesis: e3 [0, 5) makes the snapshot window [2, 4), whose
+    at_starts output at 0 lies before the window: the default clip policy
+    rejects it when the window is computed, although e3's later shortening to
+    [0, 2) would have removed it. The reference on the stream up to e3 agrees."""
+    stream = [
+        Cti(0),
+        Insert("e1", 0, 2, 2),
+        Insert("e2", 4, 5, 9),
+        Insert("e3", 0, 5, 6),
+        Insert("e4", 4, 5, 3),
+        Insert("e5", 3, 4, 2),
+        Insert("e6", 10, 13, 9),
+        Retract("e3", 0, 5, 2),
+    ]
+    host = Host(SnapshotWindow(), at_starts)
+    with pytest.raises(
+        UdmInvocationError, match=r"window \[2, 4\) while processing Insert\(id='e3'"
+    ):
+        host.process_many(stream)
+    assert isinstance(
+        reference_or_error(derive_cht(stream[:4])[0], SnapshotWindow(), at_starts), Exception
+    )
+    assert not isinstance(
+        reference_or_error(derive_cht(stream)[0], SnapshotWindow(), at_starts), Exception
+    )
