@@ -356,12 +356,49 @@ def make_partial_fn(
     return partial_states
 
 
+def _merged(
+    udms: list[Any], parts: list[list[Any]], window: WindowDescriptor, keys: list[Any]
+) -> list[Any]:
+    """One state per UDM from partial states (one list per part), merged in
+    order; the first part's list is copied, its states may be updated."""
+    state = list(parts[0])
+    for other in parts[1:]:
+        for j, u in enumerate(udms):
+            try:
+                state[j] = u.merge(state[j], other[j])
+            except Exception as exc:
+                raise _wrap(u, window, keys, exc) from exc
+    return state
+
+
+def _window_row(
+    udms: list[Any],
+    state: list[Any],
+    window: WindowDescriptor,
+    keys: list[Any],
+    policy: OutputPolicy,
+) -> tuple[int, int, list[Any]]:
+    """A window's output row from its merged states: lifetime and results."""
+    results: list[Any] = []
+    start = end = 0
+    for j, u in enumerate(udms):
+        try:
+            raw = u.result(state[j], window) if u.time_sensitive else u.result(state[j])
+            (ev,) = stamp_result(u, window, raw, policy)
+        except Exception as exc:
+            raise _wrap(u, window, keys, exc) from exc
+        start, end = ev.start, ev.end
+        results.append(normalize_value(ev.payload))
+    return start, end, results
+
+
 def make_merge_fn(
     op: WindowOp, n_keys: int, schema: pa.Schema
 ) -> Callable[..., Iterator[pa.RecordBatch]]:
     """The applyInArrow function merging partial states into results, for
     a batch of windows of one key."""
     calls = op.calls
+    udms: list[Any] = [c.udm for c in calls]
 
     def merge_states(
         key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
@@ -376,22 +413,8 @@ def make_merge_fn(
         row_windows: list[WindowDescriptor] = []
         for (ws_, we_), found in sorted(blobs.items()):
             window = WindowDescriptor(ws_, we_)
-            parts = [pickle.loads(b) for b in sorted(found)]
-            results: list[Any] = []
-            start = end = 0
-            for j, call in enumerate(calls):
-                u: Any = call.udm
-                try:
-                    state = parts[0][j]
-                    for other in parts[1:]:
-                        state = u.merge(state, other[j])
-                    raw = u.result(state, window) if call.udm.time_sensitive else u.result(state)
-                    (ev,) = stamp_result(call.udm, window, raw, op.policy)
-                except Exception as exc:
-                    raise _wrap(call.udm, window, keys, exc) from exc
-                start, end = ev.start, ev.end
-                results.append(normalize_value(ev.payload))
-            rows.append((start, end, results))
+            state = _merged(udms, [pickle.loads(b) for b in sorted(found)], window, keys)
+            rows.append(_window_row(udms, state, window, keys, op.policy))
             row_windows.append(window)
 
         def what(j: int, i: int) -> str:
@@ -510,16 +533,6 @@ def make_pane_merge_fn(
     calls = op.calls
     udms: list[Any] = [c.udm for c in calls]
 
-    def merged(parts: list[list[Any]], window: WindowDescriptor, keys: list[Any]) -> list[Any]:
-        state = list(parts[0])
-        for other in parts[1:]:
-            for j, u in enumerate(udms):
-                try:
-                    state[j] = u.merge(state[j], other[j])
-                except Exception as exc:
-                    raise _wrap(u, window, keys, exc) from exc
-        return state
-
     def merge_panes(
         key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
     ) -> Iterator[pa.RecordBatch]:
@@ -549,7 +562,7 @@ def make_pane_merge_fn(
                 copies[i] = found[0]
                 states[i] = pickle.loads(found[0])
             else:
-                states[i] = merged([pickle.loads(b) for b in sorted(found)], window, keys)
+                states[i] = _merged(udms, [pickle.loads(b) for b in sorted(found)], window, keys)
                 copies[i] = pickle.dumps(states[i], pickle.HIGHEST_PROTOCOL)
             first = -((off + size - p - ps) // hop)
             last = (ps - off) // hop
@@ -562,19 +575,9 @@ def make_pane_merge_fn(
             first_pane = (ws - off) // p
             held = [i for i in range(first_pane, first_pane + per_window) if i in states]
             parts = [pickle.loads(copies[i]) if n == 0 else states[i] for n, i in enumerate(held)]
-            fresh = [pickle.loads(b) for b in sorted(window_blobs.get(k, []))]
-            parts += fresh
-            state = merged(parts, window, keys)
-            results: list[Any] = []
-            start = end = 0
-            for j, u in enumerate(udms):
-                try:
-                    (ev,) = stamp_result(u, window, u.result(state[j]), op.policy)
-                except Exception as exc:
-                    raise _wrap(u, window, keys, exc) from exc
-                start, end = ev.start, ev.end
-                results.append(normalize_value(ev.payload))
-            rows.append((start, end, results))
+            parts += [pickle.loads(b) for b in sorted(window_blobs.get(k, []))]
+            state = _merged(udms, parts, window, keys)
+            rows.append(_window_row(udms, state, window, keys, op.policy))
             row_windows.append(window)
 
         def what(j: int, i: int) -> str:
