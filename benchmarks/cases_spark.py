@@ -61,22 +61,9 @@ def _session() -> Any:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(HERE), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     )
-    from pyspark.sql import SparkSession
+    from udm.host.spark.session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("udm-bench")
-        .config("spark.driver.memory", "4g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session("udm-bench", conf={"spark.driver.memory": "4g"})
 
 
 def _events(spark: Any) -> Any:

@@ -300,32 +300,18 @@ def new(
 def _spark(master: str, query_file: Path) -> Any:
     """The active SparkSession, or a quiet local one whose Python workers
     run this interpreter and can import modules next to the query file."""
-    import os
 
     from udm.cli.queryfile import worker_path
 
     worker_path(query_file)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from udm.host.spark.session import local_session
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(f"udm-cli {query_file.name}")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(f"udm-cli {query_file.name}", master)
 
 
 def _queries(query_file: Path, spark: Any) -> dict[str, Any]:

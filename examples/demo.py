@@ -22,7 +22,6 @@ figures.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from datetime import timedelta
@@ -45,23 +44,9 @@ from udm.host.query import Stream  # noqa: E402
 
 def spark_session() -> Any:
     """A quiet local Spark with two cores; workers run this interpreter."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from udm.host.spark.session import local_session
 
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("udm-demo")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("udm-demo")
     ship_udms(spark)
     return spark
 
