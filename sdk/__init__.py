@@ -20,6 +20,7 @@ from udm.sdk.decorators import Function, aggregate, function, operator
 from udm.sdk.errors import UdmDefinitionError
 from udm.sdk.events import INFINITY, MIN_TIME, IntervalEvent, WindowDescriptor
 from udm.sdk.hooks import hookimpl
+from udm.sdk.payloads import pick
 from udm.sdk.properties import Properties
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "function",
     "hookimpl",
     "operator",
+    "pick",
 ]
 
 __version__ = "0.1.0"

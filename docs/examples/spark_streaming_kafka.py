@@ -37,9 +37,7 @@ records: list[Any] = [
     (b"a", b'{"sensor": "a", "ts": "2026-01-01T12:01:00", "temp": 20.0}', 0, 7),
     (b"b", b'{"sensor": "b", "ts": "2026-01-01T12:02:00", "temp": 18.5}', 1, 3),
 ]
-kafka_like = spark.createDataFrame(
-    records, "key binary, value binary, partition int, offset long"
-)
+kafka_like = spark.createDataFrame(records, "key binary, value binary, partition int, offset long")
 rows = [tuple(r) for r in readings(kafka_like).orderBy("sensor").collect()]
 assert [(s, t.minute, v, q) for s, t, v, q in rows] == [
     ("a", 1, 20.0, 7),

@@ -19,6 +19,7 @@ from udm.sdk import (
     WindowDescriptor,
     function,
     hookimpl,
+    pick,
 )
 
 __all__ = [
@@ -38,24 +39,6 @@ __version__ = "0.1.0"
 # Patterns read events in time order, so ties in start time are broken by the
 # host's canonical order: declared order-sensitive.
 _PATTERN = Properties(order_insensitive=False)
-
-
-def _pick(payload: Any, field: str | None) -> Any:
-    if field is None:
-        if isinstance(payload, Mapping):
-            raise TypeError(
-                f"payload {payload!r} is a mapping; pass field='<name>' to the UDM "
-                "(or value='<column>' to the query) to pick the value"
-            )
-        return payload
-    if not isinstance(payload, Mapping):
-        raise TypeError(f"field={field!r} given but the payload {payload!r} is not a mapping")
-    try:
-        return payload[field]
-    except KeyError:
-        raise KeyError(
-            f"payload has no field {field!r}; its fields are {sorted(payload)}"
-        ) from None
 
 
 # ------------------------------------------------------------ threshold crossing
@@ -103,7 +86,7 @@ class ThresholdCrossing(TimeSensitiveOperator):
         peak = 0.0
         count = 0
         for e in events:
-            value = _pick(e.payload, self.field)
+            value = pick(e.payload, self.field)
             if since is None:
                 if value > self.high:
                     since, peak, count = e.start, value, 1
@@ -154,7 +137,7 @@ def _predicate(spec: Predicate, field: str | None, what: str) -> Callable[[Any],
             return all(payload.get(k) == v for k, v in wanted.items())
 
         return fields_match
-    return lambda payload: bool(_pick(payload, field) == spec)
+    return lambda payload: bool(pick(payload, field) == spec)
 
 
 class FollowedBy(TimeSensitiveOperator):
@@ -288,7 +271,7 @@ class DoubleBottom(TimeSensitiveOperator):
         self, events: Sequence[IntervalEvent[Any]], window: WindowDescriptor
     ) -> list[IntervalEvent[W]]:
         ordered = sorted(events, key=lambda e: e.start)
-        prices = [_pick(e.payload, self.field) for e in ordered]
+        prices = [pick(e.payload, self.field) for e in ordered]
         points = _turning_points(prices)
         out: list[IntervalEvent[W]] = []
         p = 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -24,6 +24,7 @@ from udm.sdk import (
     function,
     hookimpl,
     operator,
+    pick,
 )
 
 __all__ = [
@@ -41,25 +42,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
-
-
-def pick(payload: Any, field: str | None) -> Any:
-    """The value a UDM works on: the payload itself, or its ``field``."""
-    if field is None:
-        if isinstance(payload, Mapping):
-            raise TypeError(
-                f"payload {payload!r} is a mapping; pass field='<name>' to the UDM "
-                "(or value='<column>' to the query) to pick the value"
-            )
-        return payload
-    if not isinstance(payload, Mapping):
-        raise TypeError(f"field={field!r} given but the payload {payload!r} is not a mapping")
-    try:
-        return payload[field]
-    except KeyError:
-        raise KeyError(
-            f"payload has no field {field!r}; its fields are {sorted(payload)}"
-        ) from None
 
 
 def _values(payloads: Sequence[Any], field: str | None) -> list[Any]:
