@@ -315,13 +315,11 @@ def test_late_events_follow_the_policy_and_are_counted(
     }
 
 
-def test_events_of_one_micro_batch_are_taken_in_start_order(spark: Any, tmp_path: Path) -> None:
-    """One file, rows written latest first: without ordering, the CTI
-    generated from the 25 s event would make every other event late."""
-    from udm.host.spark.streaming import AdvanceTime, changelog_cht, stream_counts
+def _run_mean_of_events(spark: Any, tmp_path: Path) -> Any:
+    """Point events (start, k, v) written under tmp_path/in, through the
+    query API: tumbling mean, a CTI per key every 5 s."""
+    from udm.host.spark.streaming import AdvanceTime
 
-    rows = [{"start": t * S, "k": "a", "v": float(t)} for t in (25, 12, 14, 3, 1)]
-    _write(tmp_path / "in", [rows])
     src = _source(spark, tmp_path / "in", "start long, k string, v double, seq long")
     changelog = (
         Stream.from_dataframe(src, start="start", key="k")
@@ -329,7 +327,17 @@ def test_events_of_one_micro_batch_are_taken_in_start_order(spark: Any, tmp_path
         .aggregate("stats.mean", value="v")
         .to_stream(advance=AdvanceTime(every=5 * S))
     )
-    log = _run(changelog, tmp_path)
+    return _run(changelog, tmp_path)
+
+
+def test_events_of_one_micro_batch_are_taken_in_start_order(spark: Any, tmp_path: Path) -> None:
+    """One file, rows written latest first: without ordering, the CTI
+    generated from the 25 s event would make every other event late."""
+    from udm.host.spark.streaming import changelog_cht, stream_counts
+
+    rows = [{"start": t * S, "k": "a", "v": float(t)} for t in (25, 12, 14, 3, 1)]
+    _write(tmp_path / "in", [rows])
+    log = _run_mean_of_events(spark, tmp_path)
     assert stream_counts(log) == {"late_dropped": 0, "late_adjusted": 0, "invalid_dropped": 0}
     assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
         "a": Cht([(0, 10 * S, 2.0), (10 * S, 20 * S, 13.0)])
@@ -369,7 +377,7 @@ def test_a_window_that_is_not_a_window_spec_is_refused(spark: Any, tmp_path: Pat
 def test_events_with_a_null_key_are_a_key_of_their_own(spark: Any, tmp_path: Path) -> None:
     """As in batch, null is a key value: its events are windowed, not taken
     for broadcast CTIs (only CTI rows with null keys are)."""
-    from udm.host.spark.streaming import AdvanceTime, changelog_cht
+    from udm.host.spark.streaming import changelog_cht
 
     rows = [
         {"start": 1 * S, "k": None, "v": 1.0},
@@ -379,14 +387,7 @@ def test_events_with_a_null_key_are_a_key_of_their_own(spark: Any, tmp_path: Pat
         {"start": 13 * S, "k": "a", "v": 7.0},
     ]
     _write(tmp_path / "in", [rows])
-    src = _source(spark, tmp_path / "in", "start long, k string, v double, seq long")
-    changelog = (
-        Stream.from_dataframe(src, start="start", key="k")
-        .window(WINDOW)
-        .aggregate("stats.mean", value="v")
-        .to_stream(advance=AdvanceTime(every=5 * S))
-    )
-    log = _run(changelog, tmp_path)
+    log = _run_mean_of_events(spark, tmp_path)
     assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
         None: Cht([(0, 10 * S, 2.0)]),
         "a": Cht([(0, 10 * S, 5.0)]),

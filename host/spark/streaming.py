@@ -56,6 +56,7 @@ from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import call_type
 from udm.host.spark.frame import TimeKind, q
+from udm.host.spark.replay import _n
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, to_duration_ticks
 from udm.host.validation import CtiPolicy
@@ -433,10 +434,6 @@ def _lists(pdf: Any) -> dict[str, list[Any]]:
         else:  # objects (strings, None, timestamps): nulls may be None or NaN
             out[c] = col.astype(object).where(col.notna(), None).tolist()
     return out
-
-
-def _n(ident: Any) -> Any:
-    return getattr(ident, "n", ident)
 
 
 def _opt(v: Any) -> int | None:
