@@ -51,24 +51,18 @@ def spark() -> Iterator[Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("TZ", "UTC")
 
-    from pyspark.sql import SparkSession
+    from udm.host.spark.session import local_session
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("udm-tests")
-        .config("spark.driver.memory", "1g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
+    # small and deterministic: two partitions, no adaptive re-planning
+    session = local_session(
+        "udm-tests",
+        conf={
+            "spark.driver.memory": "1g",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.adaptive.enabled": "false",
+        },
     )
-    session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
     finally:
