@@ -3,9 +3,9 @@ and against pandas UDFs, and partial aggregation on hopping windows.
 
 One case, ``spark.batch``, runs every contender in one local Spark session
 (2 cores) over the same cached DataFrame: 1M point events, 1,000 keys, one
-event per millisecond. Every contender is run once to warm up, then timed
-over ``REPEATS`` runs (the best is kept) with the ``noop`` sink, which
-computes every row and column and writes nothing.
+event per millisecond. Every contender is run once to warm up, then all are
+timed round-robin ``REPEATS`` times (the best is kept) with the ``noop``
+sink, which computes every row and column and writes nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from udm.sdk import IncrementalAggregate, aggregate
 HERE = Path(__file__).resolve().parent
 EVENTS = 1_000_000
 KEYS = 1_000
-REPEATS = 2
+REPEATS = 3
 TUMBLING = timedelta(seconds=60)
 HOP_SIZE, HOP = timedelta(seconds=60), timedelta(seconds=6)  # size / hop = 10
 
@@ -83,14 +83,22 @@ def _events(spark: Any) -> Any:
     return df
 
 
-def _time(build: Callable[[], Any]) -> float:
-    """Best of REPEATS timed runs after one warm-up; each run plans anew."""
-    build().write.format("noop").mode("overwrite").save()
-    best = float("inf")
-    for _ in range(REPEATS):
+def _time_all(builds: dict[str, Callable[[], Any]]) -> dict[str, float]:
+    """Best of REPEATS timed runs per contender, after one warm-up run of
+    every contender; the timed runs go round-robin, so JIT warm-up and
+    machine noise are shared alike. Each run plans anew."""
+
+    def run(build: Callable[[], Any]) -> float:
         t0 = time.perf_counter()
         build().write.format("noop").mode("overwrite").save()
-        best = min(best, time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    for build in builds.values():
+        run(build)
+    best = dict.fromkeys(builds, float("inf"))
+    for _ in range(REPEATS):
+        for name, build in builds.items():
+            best[name] = min(best[name], run(build))
     return best
 
 
@@ -115,16 +123,18 @@ def batch() -> dict[str, Any]:
         stream = Stream.from_dataframe(df, start="ts", key="key").hopping_window(size, hop)
         return stream.aggregate(uda, value="v", partial=partial).to_dataframe()
 
-    seconds = {
-        "native_avg": _time(lambda: df.groupBy("key", win).agg(F.avg("v"))),
-        "native_median": _time(lambda: df.groupBy("key", win).agg(F.median("v"))),
-        "udm_mean": _time(lambda: udm(Mean, TUMBLING, TUMBLING)),
-        "udm_median": _time(lambda: udm(median, TUMBLING, TUMBLING)),
-        "pandas_udf_mean": _time(lambda: df.groupBy("key", win).agg(pandas_mean("v"))),
-        "pandas_udf_median": _time(lambda: df.groupBy("key", win).agg(pandas_median("v"))),
-        "udm_mean_hopping_partial": _time(lambda: udm(Mean, HOP_SIZE, HOP, partial=True)),
-        "udm_mean_hopping_no_partial": _time(lambda: udm(Mean, HOP_SIZE, HOP, partial=False)),
-    }
+    seconds = _time_all(
+        {
+            "native_avg": lambda: df.groupBy("key", win).agg(F.avg("v")),
+            "native_median": lambda: df.groupBy("key", win).agg(F.median("v")),
+            "udm_mean": lambda: udm(Mean, TUMBLING, TUMBLING),
+            "udm_median": lambda: udm(median, TUMBLING, TUMBLING),
+            "pandas_udf_mean": lambda: df.groupBy("key", win).agg(pandas_mean("v")),
+            "pandas_udf_median": lambda: df.groupBy("key", win).agg(pandas_median("v")),
+            "udm_mean_hopping_partial": lambda: udm(Mean, HOP_SIZE, HOP, partial=True),
+            "udm_mean_hopping_no_partial": lambda: udm(Mean, HOP_SIZE, HOP, partial=False),
+        }
+    )
     windows = df.groupBy("key", win).count().count()
     spark.stop()
     return {

@@ -1023,6 +1023,20 @@ def _multi_call(name: str, spec: Any) -> UdmCall:
 def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
     by = ", ".join([*keys, "window"])
     w = op.window
+    if isinstance(w, HoppingWindow) and not op.emit_empty:
+        if op.use_partial():
+            run = "partial states folded per partition and per window in the worker (mapInArrow)"
+            if w.size > w.hop and all(not c.udm.time_sensitive for c in op.calls):
+                run += ", point events folded once per pane of gcd(size, hop)"
+            return (
+                f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "
+                "merged per window (mapInArrow)"
+            )
+        by_what = ", ".join(keys) if keys else "bucket of windows"
+        return (
+            f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
+            "in the worker (mapInArrow)"
+        )
     if isinstance(w, HoppingWindow):
         assign = "explode a generated array of window starts per event"
     elif isinstance(w, SnapshotWindow):
@@ -1032,13 +1046,6 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
         assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
     if op.use_partial():
         run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
-        if (
-            isinstance(w, HoppingWindow)
-            and w.size > w.hop
-            and not op.emit_empty
-            and all(not c.udm.time_sensitive for c in op.calls)
-        ):
-            run += "; point events folded once per pane of gcd(size, hop), paired with windows"
     else:
         run = f"groupBy({by}).applyInArrow, events sorted canonically per window"
     return f"{assign}; {run}"

@@ -316,9 +316,9 @@ def test_explain_names_every_stage() -> None:
         "  - window HoppingWindow(size=10, hop=5)",
         "      aggregate mean = mean('temp') [time-insensitive incremental aggregate]",
         "      input_clipping=none, output_policy=align",
-        "    spark: explode a generated array of window starts per event; partial states per "
-        "partition (mapInArrow), shuffle, merge per (sensor, window) (applyInArrow); "
-        "point events folded once per pane of gcd(size, hop), paired with windows",
+        "    spark: partial states folded per partition and per window in the worker "
+        "(mapInArrow), point events folded once per pane of gcd(size, hop); shuffled by "
+        "(sensor, bucket of windows); merged per window (mapInArrow)",
         "  output: start, end, sensor, mean  (a struct result becomes one column per field)",
     ]
 

@@ -116,7 +116,7 @@ def test_window_kinds_match_reference(events: Any, window: Any) -> None:
 )
 def test_partial_aggregation_matches_reference(events: Any, window: Any) -> None:
     query = keyed(events).window(window).aggregate(mean=(Mean, "temp"), span=(Span, "temp"))
-    assert "partial states per partition (mapInArrow)" in query.explain()
+    assert "partial states" in query.explain()
     out = query.to_dataframe()
     assert "MapInArrow" in out._jdf.queryExecution().executedPlan().toString()
     got = query.to_cht()
@@ -127,9 +127,14 @@ def test_partial_aggregation_matches_reference(events: Any, window: Any) -> None
 
 def test_partial_aggregation_can_be_turned_off(events: Any) -> None:
     query = keyed(events).hopping_window(10, 3).aggregate(Mean, value="temp", partial=False)
-    assert "groupBy(sensor, window).applyInArrow" in query.explain()
+    assert "events shuffled by (sensor); windows assigned" in query.explain()
     assert query.to_cht() == evaluate_by_key(
         CHT, "sensor", HoppingWindow(10, 3), Mean, value="temp"
+    )
+    count = keyed(events).count_window(2).aggregate(Mean, value="temp", partial=False)
+    assert "groupBy(sensor, window).applyInArrow" in count.explain()
+    assert count.to_cht() == evaluate_by_key(
+        CHT, "sensor", CountByStartWindow(2), Mean, value="temp"
     )
 
 
@@ -380,3 +385,69 @@ def test_pane_partial_aggregation_matches_reference(
     # a time-sensitive UDA's state depends on its window: no panes
     mixed = keyed(events).window(window).aggregate(mean=(Mean, "temp"), span=(Span, "temp"))
     assert "pane" not in mixed.explain()
+
+
+GRID_ROWS = [
+    # (site, line, ts, te, temp): ties in start and lifetime, intervals crossing
+    # windows and buckets, a null key, points and a long event
+    ("n", 1, 0, 1, 1.0),
+    ("n", 1, 0, 1, 3.0),
+    ("n", 1, 2, 9, 2.0),
+    ("n", 1, 2, 9, 0.5),
+    ("n", 2, 4, 5, 8.0),
+    ("n", 1, 13, 14, 6.0),
+    ("n", 1, 17, 40, 5.0),
+    ("s", 1, -7, -6, 4.0),
+    ("s", 1, 1, 30, 2.5),
+    ("s", 1, 29, 30, 9.0),
+    (None, 1, 3, 4, 7.0),
+    (None, 1, 3, 11, 1.5),
+]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [HoppingWindow(6, 2), TumblingWindow(5), HoppingWindow(4, 6, offset=1)],
+    ids=["hopping", "tumbling", "gaps"],
+)
+@pytest.mark.parametrize("keys", [("site", "line"), ()], ids=["two-keys", "no-keys"])
+@pytest.mark.parametrize("bucket", [128, 2], ids=["bucket-128", "bucket-2"])
+def test_grid_windows_match_reference(
+    spark: Any, window: Any, keys: tuple[str, ...], bucket: int, monkeypatch: Any
+) -> None:
+    """Hopping and tumbling windows are assigned in the worker: ties fall
+    back to the canonical order, intervals reach every window (and bucket
+    of windows) they overlap, null and composite keys group as in the
+    reference, and a stream without keys is spread over buckets."""
+    monkeypatch.setattr("udm.host.spark.evaluate.BUCKET", bucket)
+    df = spark.createDataFrame(GRID_ROWS, "site string, line int, ts long, te long, temp double")
+    stream = Stream.from_dataframe(df, start="ts", end="te")
+    if keys:
+        stream = stream.group_apply(*keys)
+    cht = Cht(IntervalEvent(s, e, {"site": k, "line": n, "temp": v}) for k, n, s, e, v in GRID_ROWS)
+
+    def reference(udm: Any, **options: Any) -> Any:
+        if not keys:
+            return evaluate(cht, window, udm, value="temp", **options)
+        by_key = evaluate_by_key(
+            cht, lambda p: (p["site"], p["line"]), window, udm, value="temp", **options
+        )
+        return {k: v for k, v in by_key.items() if len(v)}
+
+    assert "in the worker" in stream.window(window).aggregate(Mean, value="temp").explain()
+    for partial in (True, False):
+        got = stream.window(window).aggregate(
+            mean=(Mean, "temp"), span=(Span, "temp"), partial=partial
+        )
+        got_cht = got.to_cht()
+        if keys:
+            assert field_of(got_cht, "mean") == reference(Mean)
+            assert field_of(got_cht, "span") == reference(Span)
+        else:
+            assert Cht(
+                IntervalEvent(e.start, e.end, e.payload["mean"]) for e in got_cht
+            ) == reference(Mean)
+    order = stream.window(window).aggregate(first_two, value="temp", input_clipping="left")
+    assert order.to_cht() == reference(first_two, input_clipping="left")
+    lifetimes = stream.window(window).aggregate(twa_list, value="temp", input_clipping="full")
+    assert lifetimes.to_cht() == reference(twa_list, input_clipping="full")

@@ -1,5 +1,10 @@
 """UDM evaluation in Spark's Python workers, over Arrow batches.
 
+Hopping and tumbling windows are assigned in the worker instead
+(:mod:`udm.host.spark.grid`); this module runs the windows Spark assigns
+(snapshot, count, and grid windows with ``emit_empty``) and holds the
+per-window evaluation both share.
+
 Each (key, window) group of the window-assigned event table reaches a
 Python worker through ``groupBy(...).applyInArrow`` as Arrow record
 batches. The worker builds the window's events and calls
@@ -21,7 +26,6 @@ written typed; others are pickled first and typed from their values by
 from __future__ import annotations
 
 import itertools
-import math
 import pickle
 from collections.abc import Callable, Iterator
 from typing import Any, cast
@@ -60,7 +64,6 @@ from udm.host.spark.types import (
     unify,
 )
 from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
-from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow, describe_window
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -174,6 +177,7 @@ def evaluate_window(
     value_fn: Any,
     clipping: InputClipping,
     policy: OutputPolicy,
+    ordered: bool | None = None,
 ) -> list[IntervalEvent[Any]]:
     """:func:`~udm.host.invoke.compute_window` for members given by
     lifetime order.
@@ -182,13 +186,21 @@ def evaluate_window(
     by the payload's text. When those lifetimes strictly increase in the
     given order (no two members tie, the usual case), that order is
     already canonical and the costly payload keys are skipped; otherwise
-    this is exactly ``compute_window``.
+    this is exactly ``compute_window``. ``ordered`` is that test's answer
+    when the caller already knows it (for a time-insensitive UDM: the
+    clipped starts strictly increase; for a time-sensitive one: the
+    clipped lifetimes do).
     """
     ws, we = window.start, window.end
+    sensitive = udm.time_sensitive
     try:
-        cs = [max(s, ws) for s in starts] if clipping.clips_left else starts
-        if udm.time_sensitive:
+        if sensitive or ordered is None:
+            cs = [max(s, ws) for s in starts] if clipping.clips_left else starts
+        if sensitive:
             ce = [min(e, we) for e in ends] if clipping.clips_right else ends
+        if ordered is not None:
+            fast = ordered
+        elif sensitive:
             fast = _increasing(cs) or _increasing(list(zip(cs, ce, strict=True)))
         else:
             fast = _increasing(cs)
@@ -227,22 +239,77 @@ def _label(what: Callable[[int, int], str], j: int) -> Callable[[int], str]:
 
 def _output_batch(
     rows: list[tuple[int, int, list[Any]]],
-    key: list[Any],
+    key_columns: list[list[Any]],
     schema: pa.Schema,
-    n_keys: int,
     what: Callable[[int, int], str],
 ) -> pa.RecordBatch:
+    """Output rows (lifetime and results) with their key values, one list
+    per key column."""
+    n_keys = len(key_columns)
     arrays: list[pa.Array] = [
         pa.array([r[0] for r in rows], pa.int64()),
         pa.array([r[1] for r in rows], pa.int64()),
     ]
-    for i in range(n_keys):
-        arrays.append(pa.array([key[i]] * len(rows), schema.field(2 + i).type))
+    for i, values in enumerate(key_columns):
+        arrays.append(pa.array(values, schema.field(2 + i).type))
     for j in range(len(schema) - 2 - n_keys):
         field = schema.field(2 + n_keys + j)
         dtype = None if field.metadata and b"udm.pickled" in field.metadata else field.type
         arrays.append(to_arrow_column([r[2][j] for r in rows], dtype, _label(what, j)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _same_key(keys: list[Any], n: int) -> list[list[Any]]:
+    return [[k] * n for k in keys]
+
+
+def window_rows(
+    op: WindowOp,
+    window: WindowDescriptor,
+    keys: list[Any],
+    starts: list[int],
+    ends: list[int],
+    inputs: list[tuple[list[Any], Any]],
+    ordered: tuple[bool, bool] | None = None,
+) -> list[tuple[int, int, list[Any]]]:
+    """A window's output rows (lifetime, one result per call) from its
+    members' lifetimes and each call's raw values and value function.
+    ``ordered``, when known: whether the clipped starts, and the clipped
+    lifetimes, strictly increase (see :func:`evaluate_window`)."""
+    per_call: list[list[IntervalEvent[Any]]] = []
+    for call, (values, value_fn) in zip(op.calls, inputs, strict=True):
+        known = None if ordered is None else ordered[1 if call.udm.time_sensitive else 0]
+        try:
+            per_call.append(
+                evaluate_window(
+                    call.udm,
+                    window,
+                    starts,
+                    ends,
+                    values,
+                    value_fn,
+                    op.clipping,
+                    op.policy,
+                    known,
+                )
+            )
+        except Exception as exc:
+            raise _wrap(call.udm, window, keys, exc) from exc
+    if op.kind == "aggregate":
+        return [
+            (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
+            for evs in zip(*per_call, strict=True)
+        ]
+    return [(e.start, e.end, [normalize_value(e.payload)]) for e in per_call[0]]
+
+
+def result_labels(op: WindowOp, row_windows: list[WindowDescriptor]) -> Callable[[int, int], str]:
+    """Names result ``i`` of call ``j`` in type errors."""
+
+    def what(j: int, i: int) -> str:
+        return f"UDM {op.calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
+
+    return what
 
 
 def make_group_fn(
@@ -252,7 +319,6 @@ def make_group_fn(
     from their events (the group key is the key columns and a bucket of
     window ordinals)."""
     calls = op.calls
-    aggregate = op.kind == "aggregate"
 
     def evaluate_windows(
         key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
@@ -268,33 +334,19 @@ def make_group_fn(
         for ws, we, lo, hi in runs:
             window = WindowDescriptor(ws, we)
             idx = range(lo, hi) if marks is None else [r for r in range(lo, hi) if not marks[r]]
-            s_, e_ = [starts[r] for r in idx], [ends[r] for r in idx]
-            per_call: list[list[IntervalEvent[Any]]] = []
-            for call, (values, value_fn) in zip(calls, inputs, strict=True):
-                v_ = [values[r] for r in idx]
-                try:
-                    per_call.append(
-                        evaluate_window(
-                            call.udm, window, s_, e_, v_, value_fn, op.clipping, op.policy
-                        )
-                    )
-                except Exception as exc:
-                    raise _wrap(call.udm, window, keys, exc) from exc
-            if aggregate:
-                for evs in zip(*per_call, strict=True):
-                    rows.append(
-                        (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
-                    )
-                    row_windows.append(window)
-            else:
-                for e in per_call[0]:
-                    rows.append((e.start, e.end, [normalize_value(e.payload)]))
-                    row_windows.append(window)
-
-        def what(j: int, i: int) -> str:
-            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
-
-        yield _output_batch(rows, keys, schema, n_keys, what)
+            got = window_rows(
+                op,
+                window,
+                keys,
+                [starts[r] for r in idx],
+                [ends[r] for r in idx],
+                [([values[r] for r in idx], value_fn) for values, value_fn in inputs],
+            )
+            rows += got
+            row_windows += [window] * len(got)
+        yield _output_batch(
+            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows)
+        )
 
     return evaluate_windows
 
@@ -362,12 +414,15 @@ def _merged(
     """One state per UDM from partial states (one list per part), merged in
     order; the first part's list is copied, its states may be updated."""
     state = list(parts[0])
-    for other in parts[1:]:
+    j = 0
+    try:
         for j, u in enumerate(udms):
-            try:
-                state[j] = u.merge(state[j], other[j])
-            except Exception as exc:
-                raise _wrap(u, window, keys, exc) from exc
+            merge, st = u.merge, state[j]
+            for other in itertools.islice(parts, 1, None):
+                st = merge(st, other[j])
+            state[j] = st
+    except Exception as exc:
+        raise _wrap(udms[j], window, keys, exc) from exc
     return state
 
 
@@ -416,11 +471,9 @@ def make_merge_fn(
             state = _merged(udms, [pickle.loads(b) for b in sorted(found)], window, keys)
             rows.append(_window_row(udms, state, window, keys, op.policy))
             row_windows.append(window)
-
-        def what(j: int, i: int) -> str:
-            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
-
-        yield _output_batch(rows, keys, schema, n_keys, what)
+        yield _output_batch(
+            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows)
+        )
 
     return merge_states
 
@@ -432,160 +485,46 @@ def _pickled_field(name: str) -> T.StructField:
     return T.StructField(name, T.BinaryType(), True, metadata={"udm.pickled": True})
 
 
-def _panes_apply(op: WindowOp) -> bool:
-    """Pane-based partial aggregation (Li et al., "No pane, no gain") fits
-    overlapping hopping windows of time-insensitive UDAs: their states do not
-    depend on the window, so a pane's state serves every window holding it."""
-    w = op.window
-    return (
-        isinstance(w, HoppingWindow)
-        and w.size > w.hop
-        and not op.emit_empty
-        and all(not c.udm.time_sensitive for c in op.calls)
-    )
-
-
-PANE = "__udm_pane"
-
-
-def _pane_states(
+def _assigned_results(
     df: DataFrame,
     keys: tuple[str, ...],
     op: WindowOp,
     needed: list[str],
-    fold: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
-    schema: T.StructType,
+    key_fields: list[T.StructField],
+    out_schema: T.StructType,
+    pa_schema: pa.Schema,
 ) -> DataFrame:
-    """Partial states for the pane merge: per (key, pane) for point events,
-    per (key, window) for longer ones, each tagged with the buckets of
-    windows (``WO div BUCKET``) that need it.
-
-    A point event ``[s, s + 1)`` belongs to exactly the windows holding ``s``,
-    so it is folded once into the pane (of width gcd(size, hop)) holding
-    ``s``; :func:`make_pane_merge_fn` then merges each window's panes. Longer
-    events may reach a window through several panes, so they are folded per
-    window as before. A pane goes to every bucket of windows holding it (one,
-    or two at a bucket's edge), so no state is exploded per window in Spark.
-    """
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    size, hop, off = w.size, w.hop, w.offset
-    p = math.gcd(size, hop)
-    cols = [F.col(q(c)) for c in dict.fromkeys([*keys, S_COL, E_COL, *needed])]
-    is_point = F.col(S_COL) + F.lit(1) == F.col(E_COL)
-    pane = F.expr(f"(({S_COL} - {off}L) - pmod({S_COL} - {off}L, {p}L)) div {p}L")
-    points = df.where(is_point).select(
-        *cols,
-        (pane * F.lit(p) + F.lit(off)).alias(WS),
-        (pane * F.lit(p) + F.lit(off + p)).alias(WE),
-        pane.alias(WO),
+    """Result rows of windows assigned in Spark (snapshot, count, and grid
+    windows with ``emit_empty``): one row per (event, window) pair, grouped
+    by key and bucket of window ordinals."""
+    assigned = assign_windows(df, keys, op.window, op.watermark, op.emit_empty)
+    has_mark = op.emit_empty
+    extra = [MARK] if has_mark else []
+    assigned = assigned.select(
+        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
     )
-    panes = points.mapInArrow(fold, schema)
-    # windows [k*hop + off, k*hop + off + size) holding pane [ps, ps + p)
-    k_min = f"-((({off + size - p}L - {WS}) - pmod({off + size - p}L - {WS}, {hop}L)) div {hop}L)"
-    k_max = f"(({WS} - {off}L) - pmod({WS} - {off}L, {hop}L)) div {hop}L"
-    if op.watermark < INFINITY:
-        k_max = f"least({k_max}, {(op.watermark - size - off) // hop}L)"
-    bucket = "__udm_bucket"
-    # sequence() counts down when start > stop: keep panes some window holds
-    by_bucket = panes.where(F.expr(f"{k_min} <= {k_max}")).select(
-        *[F.col(q(c)) for c in keys],
-        F.col(WO),
-        F.col(_STATE),
-        F.lit(True).alias(PANE),
-        F.explode(
-            F.expr(f"sequence({_floor_div(k_min, BUCKET)}, {_floor_div(k_max, BUCKET)})")
-        ).alias(bucket),
+    # one Python call evaluates up to BUCKET consecutive windows of a key
+    bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")
+    group_cols = [*[F.col(q(k)) for k in keys], bucket]
+    if op.use_partial():
+        part_schema = T.StructType(
+            [
+                *key_fields,
+                T.StructField(WS, T.LongType(), False),
+                T.StructField(WE, T.LongType(), False),
+                T.StructField(WO, T.LongType(), False),
+                T.StructField(_STATE, T.BinaryType(), False),
+            ]
+        )
+        partial = assigned.mapInArrow(
+            make_partial_fn(op, list(keys), needed, has_mark), part_schema
+        )
+        return partial.groupBy(*group_cols).applyInArrow(
+            make_merge_fn(op, len(keys), pa_schema), out_schema
+        )
+    return assigned.groupBy(*group_cols).applyInArrow(
+        make_group_fn(op, len(keys), needed, pa_schema, has_mark), out_schema
     )
-    rest = assign_windows(df.where(~is_point), keys, w, op.watermark, False)
-    rest = rest.select(
-        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *needed])]
-    )
-    windows = rest.mapInArrow(fold, schema).select(
-        *[F.col(q(c)) for c in keys],
-        F.col(WO),
-        F.col(_STATE),
-        F.lit(False).alias(PANE),
-        F.expr(_floor_div(WO, BUCKET)).alias(bucket),
-    )
-    return by_bucket.unionByName(windows)
-
-
-def _floor_div(sql: str, n: int) -> str:
-    """Integer floor division in SQL (``div`` truncates toward zero)."""
-    return f"((({sql}) - pmod({sql}, {n}L)) div {n}L)"
-
-
-def make_pane_merge_fn(
-    op: WindowOp, n_keys: int, schema: pa.Schema
-) -> Callable[..., Iterator[pa.RecordBatch]]:
-    """The applyInArrow function computing the windows of one bucket of one
-    key from pane states (and per-window states of longer events): each
-    state is unpickled once, and a window merges its size/gcd(size, hop)
-    panes in time order."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    size, hop, off = w.size, w.hop, w.offset
-    p = math.gcd(size, hop)
-    per_window = size // p
-    k_cap = (op.watermark - size - off) // hop if op.watermark < INFINITY else None
-    n_bucket = BUCKET  # as planned on the driver
-    calls = op.calls
-    udms: list[Any] = [c.udm for c in calls]
-
-    def merge_panes(
-        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
-    ) -> Iterator[pa.RecordBatch]:
-        keys = [k.as_py() for k in key[:n_keys]]
-        bucket = key[n_keys].as_py()
-        pane_blobs: dict[int, list[bytes]] = {}
-        window_blobs: dict[int, list[bytes]] = {}
-        for batch in batches:
-            idx = batch.column(WO).to_pylist()
-            flags = batch.column(PANE).to_pylist()
-            blobs = batch.column(_STATE).to_pylist()
-            for i, flag, b in zip(idx, flags, blobs, strict=True):
-                (pane_blobs if flag else window_blobs).setdefault(i, []).append(b)
-        lo, hi = bucket * n_bucket, bucket * n_bucket + n_bucket - 1
-        if k_cap is not None:
-            hi = min(hi, k_cap)
-        # a pane's state is shared by the windows holding it: a window's
-        # merge starts from a fresh copy (merge may update its first
-        # argument in place) and only reads the others
-        states: dict[int, list[Any]] = {}
-        copies: dict[int, bytes] = {}
-        wanted: set[int] = set(window_blobs)
-        for i, found in pane_blobs.items():
-            ps = i * p + off
-            window = WindowDescriptor(ps, ps + p)
-            if len(found) == 1:
-                copies[i] = found[0]
-                states[i] = pickle.loads(found[0])
-            else:
-                states[i] = _merged(udms, [pickle.loads(b) for b in sorted(found)], window, keys)
-                copies[i] = pickle.dumps(states[i], pickle.HIGHEST_PROTOCOL)
-            first = -((off + size - p - ps) // hop)
-            last = (ps - off) // hop
-            wanted.update(range(max(first, lo), min(last, hi) + 1))
-        rows: list[tuple[int, int, list[Any]]] = []
-        row_windows: list[WindowDescriptor] = []
-        for k in sorted(wanted):
-            ws = k * hop + off
-            window = WindowDescriptor(ws, ws + size)
-            first_pane = (ws - off) // p
-            held = [i for i in range(first_pane, first_pane + per_window) if i in states]
-            parts = [pickle.loads(copies[i]) if n == 0 else states[i] for n, i in enumerate(held)]
-            parts += [pickle.loads(b) for b in sorted(window_blobs.get(k, []))]
-            state = _merged(udms, parts, window, keys)
-            rows.append(_window_row(udms, state, window, keys, op.policy))
-            row_windows.append(window)
-
-        def what(j: int, i: int) -> str:
-            return f"UDM {calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
-
-        yield _output_batch(rows, keys, schema, n_keys, what)
-
-    return merge_panes
 
 
 def evaluate_op(
@@ -619,12 +558,6 @@ def evaluate_op(
         if whole
         else list(dict.fromkeys([*keys, *(col for c in op.calls for col in (c.columns() or []))]))
     )
-    assigned = assign_windows(df, keys, op.window, op.watermark, op.emit_empty)
-    has_mark = op.emit_empty
-    extra = [MARK] if has_mark else []
-    assigned = assigned.select(
-        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
-    )
     out_fields = [
         T.StructField(S_COL, T.LongType(), False),
         T.StructField(E_COL, T.LongType(), False),
@@ -636,34 +569,13 @@ def evaluate_op(
         )
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)
-    # one Python call evaluates up to BUCKET consecutive windows of a key
-    bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")
-    group_cols = [*[F.col(q(k)) for k in keys], bucket]
-    if op.use_partial():
-        part_schema = T.StructType(
-            [
-                *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
-                T.StructField(WS, T.LongType(), False),
-                T.StructField(WE, T.LongType(), False),
-                T.StructField(WO, T.LongType(), False),
-                T.StructField(_STATE, T.BinaryType(), False),
-            ]
-        )
-        fold = make_partial_fn(op, list(keys), needed, has_mark)
-        if _panes_apply(op):
-            panes = _pane_states(df, keys, op, needed, fold, part_schema)
-            result = panes.groupBy(*[F.col(q(k)) for k in keys], "__udm_bucket").applyInArrow(
-                make_pane_merge_fn(op, len(keys), pa_schema), out_schema
-            )
-        else:
-            partial = assigned.mapInArrow(fold, part_schema)
-            result = partial.groupBy(*group_cols).applyInArrow(
-                make_merge_fn(op, len(keys), pa_schema), out_schema
-            )
+    key_fields = [T.StructField(k, schema_of[k].dataType, True) for k in keys]
+    if isinstance(op.window, HoppingWindow) and not op.emit_empty:
+        from udm.host.spark.grid import grid_results
+
+        result = grid_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
     else:
-        result = assigned.groupBy(*group_cols).applyInArrow(
-            make_group_fn(op, len(keys), needed, pa_schema, has_mark), out_schema
-        )
+        result = _assigned_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
     pickled = [_result_col(i) for i, t in enumerate(types) if t is None]
     if pickled:
         result, inferred = decode_pickled(result, pickled)

@@ -88,9 +88,19 @@ def assign_windows(
     return out
 
 
-def _hopping(
-    df: DataFrame, keys: tuple[str, ...], w: HoppingWindow, watermark: int, emit_empty: bool
-) -> DataFrame:
+def never_ends_message(w: HoppingWindow) -> tuple[str, str]:
+    """The error for an event that never ends under an infinite watermark:
+    the text before and after the event's start tick."""
+    return (
+        f"{w!r} windows over an event that never ends are infinitely many (event starting at tick ",
+        "); pass watermark= (the time up to which windows are complete) "
+        "to aggregate()/apply(), or end the event",
+    )
+
+
+def hopping_range(w: HoppingWindow, watermark: int) -> tuple[Column, Column]:
+    """The inclusive range of window indexes ``k`` holding each event; an
+    event that never ends fails the query unless the watermark is finite."""
     size, hop, offset = w.size, w.hop, w.offset
     k_min = F.expr(f"{_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1")
     # windows must end by the watermark, so an end beyond it counts as the
@@ -99,26 +109,18 @@ def _hopping(
     end = f"least({E_COL}, {cap}L)"
     k_max = F.expr(f"-{_floordiv(f'{offset}L - {end}', hop)} - 1")
     if watermark < INFINITY:
-        k_last = (watermark - size - offset) // hop
-        k_max = F.least(k_max, F.lit(k_last))
-    else:
-        k_last = None
-        k_max = F.when(
-            F.col(E_COL) >= F.lit(INFINITY),
-            F.raise_error(
-                F.concat(
-                    F.lit(
-                        f"{w!r} windows over an event that never ends are infinitely many "
-                        "(event starting at tick "
-                    ),
-                    F.col(S_COL).cast("string"),
-                    F.lit(
-                        "); pass watermark= (the time up to which windows are complete) "
-                        "to aggregate()/apply(), or end the event"
-                    ),
-                )
-            ),
-        ).otherwise(k_max)
+        return k_min, F.least(k_max, F.lit(w.last_index_before(watermark)))
+    before, after = never_ends_message(w)
+    fail = F.raise_error(F.concat(F.lit(before), F.col(S_COL).cast("string"), F.lit(after)))
+    return k_min, F.when(F.col(E_COL) >= F.lit(INFINITY), fail).otherwise(k_max)
+
+
+def _hopping(
+    df: DataFrame, keys: tuple[str, ...], w: HoppingWindow, watermark: int, emit_empty: bool
+) -> DataFrame:
+    size, hop, offset = w.size, w.hop, w.offset
+    k_min, k_max = hopping_range(w, watermark)
+    k_last = w.last_index_before(watermark) if watermark < INFINITY else None
     ranged = df.select("*", k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")).where(
         F.col("__udm_kmin") <= F.col("__udm_kmax")
     )

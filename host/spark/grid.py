@@ -1,0 +1,493 @@
+"""Hopping and tumbling windows, assigned and evaluated in the worker.
+
+Grid windows are a pure function of time, so Spark does not need to pair
+every event with every window it belongs to (a ten-fold explode and
+shuffle for size/hop = 10). Instead each event is sent once to the worker
+owning its key and *bucket* (``BUCKET`` consecutive window indexes ``k``;
+an event whose windows straddle buckets goes to each), and the worker
+assigns, sorts and groups events into windows with numpy, then calls the
+UDMs per window exactly as :func:`~udm.host.spark.evaluate.window_rows`
+does for every other window kind. Buckets bound a worker's share of a hot
+key and spread a stream without keys over the cluster.
+
+Mergeable, order-insensitive UDAs are partially aggregated before the
+shuffle: each input partition folds its events into one state per (key,
+window), or for point events under overlapping windows per (key, pane of
+width gcd(size, hop)) (Li et al., "No pane, no gain": a point event is
+folded once, not size/hop times); only the pickled states are shuffled,
+and a window's result merges its panes' states in time order.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.policies import InputClipping
+from udm.host.query import E_COL, S_COL, WindowOp
+from udm.host.spark import evaluate as ev
+from udm.host.spark.frame import q
+from udm.host.spark.types import dumps
+from udm.host.spark.windows import hopping_range, never_ends_message
+from udm.host.time import INFINITY
+from udm.host.windows import HoppingWindow
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = ["grid_results", "uses_panes"]
+
+BUCKET_COL = "__udm_bucket"
+#: memberships (event, window pairs) turned into Python values at a time
+CHUNK = 65_536
+
+
+def uses_panes(op: WindowOp) -> bool:
+    """Pane-based partial aggregation fits overlapping hopping windows of
+    time-insensitive UDAs: their states do not depend on the window, so a
+    pane's state serves every window holding it."""
+    w = op.window
+    return (
+        isinstance(w, HoppingWindow)
+        and w.size > w.hop
+        and all(not c.udm.time_sensitive for c in op.calls)
+    )
+
+
+# ------------------------------------------------------------ numpy helpers
+
+
+def _window_range(
+    s: np.ndarray, e: np.ndarray, w: HoppingWindow, watermark: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per event, the inclusive range of window indexes holding it (as
+    :func:`udm.host.spark.windows.hopping_range` computes it in Spark)."""
+    k_min = (s - w.size - w.offset) // w.hop + 1
+    end = np.minimum(e, min(watermark, INFINITY - 2 * w.hop))
+    k_max = -((w.offset - end) // w.hop) - 1
+    if watermark < INFINITY:
+        k_max = np.minimum(k_max, w.last_index_before(watermark))
+    return k_min, k_max
+
+
+def _check_ends(s: np.ndarray, e: np.ndarray, w: HoppingWindow, watermark: int) -> None:
+    if watermark >= INFINITY and bool((e >= INFINITY).any()):
+        before, after = never_ends_message(w)
+        raise ValueError(f"{before}{int(s[np.argmax(e >= INFINITY)])}{after}")
+
+
+def _ordered(
+    s: np.ndarray,
+    e: np.ndarray,
+    k: np.ndarray,
+    runs: np.ndarray,
+    w: HoppingWindow,
+    clipping: InputClipping,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per run of memberships sorted by lifetime: whether the clipped
+    starts strictly increase, and whether the clipped lifetimes do (the
+    test :func:`~udm.host.spark.evaluate.evaluate_window` would make)."""
+    ws = k * w.hop + w.offset
+    cs = np.maximum(s, ws) if clipping.clips_left else s
+    ce = np.minimum(e, ws + w.size) if clipping.clips_right else e
+    up = cs[1:] > cs[:-1]
+    up_lex = up | ((cs[1:] == cs[:-1]) & (ce[1:] > ce[:-1]))
+    inner = np.ones(len(s), dtype=bool)
+    inner[runs] = False  # a run's first membership has no predecessor in it
+    run_of = np.cumsum(~inner)[1:] - 1
+    n = len(runs)
+    strict = np.bincount(run_of[inner[1:] & ~up], minlength=n) == 0
+    strict_lex = np.bincount(run_of[inner[1:] & ~up_lex], minlength=n) == 0
+    return strict, strict_lex
+
+
+def _explode(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (row, k) for k in lo[row]..hi[row] (empty ranges give none)."""
+    n = np.maximum(hi - lo + 1, 0)
+    rows = np.repeat(np.arange(len(n)), n)
+    first = np.cumsum(n) - n
+    return rows, lo[rows] + (np.arange(len(rows)) - first[rows])
+
+
+def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes equal exactly where the values are (nulls included)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    try:
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+        return cast(np.ndarray, encoded.indices.to_numpy(zero_copy_only=False))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        seen: dict[Any, int] = {}
+        return np.array([seen.setdefault(repr(v), len(seen)) for v in column.to_pylist()])
+
+
+def _run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
+    """Indexes where a run of equal tuples begins in sorted columns."""
+    n = len(sorted_cols[0])
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+    for c in sorted_cols:
+        change[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(change)
+
+
+def _chunks(starts: np.ndarray, total: int) -> Iterator[tuple[int, int]]:
+    """Consecutive ranges of runs holding about CHUNK memberships each."""
+    bounds = np.append(starts, total)
+    i = 0
+    while i < len(starts):
+        j = int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1
+        j = max(j, i + 1)
+        yield i, j
+        i = j
+
+
+def _initial(udms: list[Any]) -> list[Any]:
+    return [u.initial_state() for u in udms]
+
+
+def _key_values(table: pa.Table, keys: list[str], rows: np.ndarray) -> list[list[Any]]:
+    take = pa.array(rows, pa.int64())
+    return [table.column(k).take(take).to_pylist() for k in keys]
+
+
+# ----------------------------------------------------------- Spark side
+
+
+def _bucketed(df: DataFrame, w: HoppingWindow, watermark: int, columns: list[str]) -> DataFrame:
+    """Events with each bucket of windows holding them (usually one)."""
+    k_min, k_max = hopping_range(w, watermark)
+    b = ev.BUCKET
+    ranged = df.select(
+        *[F.col(q(c)) for c in columns], k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")
+    ).where(F.col("__udm_kmin") <= F.col("__udm_kmax"))
+    lo = F.expr(f"(__udm_kmin - pmod(__udm_kmin, {b}L)) div {b}L")
+    hi = F.expr(f"(__udm_kmax - pmod(__udm_kmax, {b}L)) div {b}L")
+    buckets = F.when(lo == hi, F.array(lo)).otherwise(F.sequence(lo, hi))
+    return ranged.select(*[F.col(q(c)) for c in columns], F.explode(buckets).alias(BUCKET_COL))
+
+
+def grid_results(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    op: WindowOp,
+    needed: list[str],
+    key_fields: list[T.StructField],
+    out_schema: T.StructType,
+    pa_schema: pa.Schema,
+) -> DataFrame:
+    """The window operation's result rows (lifetime, keys, one column per
+    call), evaluated on the grid."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
+    if op.use_partial():
+        schema = T.StructType(
+            [
+                *key_fields,
+                T.StructField(BUCKET_COL, T.LongType(), False),
+                T.StructField(ev._STATE, T.BinaryType(), False),
+            ]
+        )
+        source = df.select(*[F.col(q(c)) for c in columns])
+        states = source.mapInArrow(_fold_fn(op, list(keys), needed), schema)
+        part = [*[F.col(q(k)) for k in keys], F.col(BUCKET_COL)]
+        return states.repartition(*part).mapInArrow(
+            _merge_fn(op, list(keys), pa_schema), out_schema
+        )
+    evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
+    if keys:
+        # a key's events go to one worker, which finds their windows
+        source = df.select(*[F.col(q(c)) for c in columns])
+        return source.repartition(*[F.col(q(k)) for k in keys]).mapInArrow(evaluate, out_schema)
+    # without keys, buckets of windows spread the stream over the workers
+    bucketed = _bucketed(df, w, op.watermark, columns)
+    return bucketed.repartition(F.col(BUCKET_COL)).mapInArrow(evaluate, out_schema)
+
+
+# ----------------------------------------------------------- worker side
+
+
+def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    got = list(batches)
+    if not got or not any(b.num_rows for b in got):
+        return None
+    return pa.Table.from_batches(got)
+
+
+def _inputs(
+    op: WindowOp, table: pa.Table, payload: list[str], take: pa.Array
+) -> list[tuple[list[Any], Any]]:
+    """Each call's raw values for the rows ``take`` and the value function
+    still to apply (as :meth:`udm.host.spark.evaluate._Columns.values`)."""
+    dicts: list[Any] | None = None
+    out: list[tuple[list[Any], Any]] = []
+    for c in op.calls:
+        if isinstance(c.value, str):
+            out.append((table.column(c.value).take(take).to_pylist(), None))
+        else:
+            if dicts is None:
+                dicts = table.select(payload).take(take).to_pylist()
+            out.append((dicts, c.value_fn))
+    return out
+
+
+def _evaluate_fn(
+    op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function evaluating every window of the (key, bucket)
+    groups of a partition from their events."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    watermark = op.watermark
+    n_bucket = ev.BUCKET  # as planned on the driver
+
+    def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = _table(batches)
+        if table is None:
+            return
+        s = table.column(S_COL).to_numpy()
+        e = table.column(E_COL).to_numpy()
+        _check_ends(s, e, w, watermark)
+        k_min, k_max = _window_range(s, e, w, watermark)
+        if BUCKET_COL in table.column_names:
+            first = table.column(BUCKET_COL).to_numpy() * n_bucket
+            k_min, k_max = np.maximum(k_min, first), np.minimum(k_max, first + n_bucket - 1)
+        rows, k = _explode(k_min, k_max)
+        codes = [_codes(table.column(c))[rows] for c in keys]
+        order = np.lexsort((e[rows], s[rows], k, *reversed(codes)))
+        rows, k = rows[order], k[order]
+        codes = [c[order] for c in codes]
+        runs = _run_starts(k, *codes)
+        ordered = _ordered(s[rows], e[rows], k, runs, w, op.clipping)
+        for i, j in _chunks(runs, len(rows)):
+            lo = int(runs[i])
+            hi = int(runs[j]) if j < len(runs) else len(rows)
+            sub = rows[lo:hi]
+            starts, ends = s[sub].tolist(), e[sub].tolist()
+            inputs = _inputs(op, table, payload, pa.array(sub, pa.int64()))
+            run_keys = _key_values(table, keys, rows[runs[i:j]])
+            bounds = [*(runs[i:j] - lo).tolist(), hi - lo]
+            flags = list(zip(ordered[0][i:j].tolist(), ordered[1][i:j].tolist(), strict=True))
+            out: list[tuple[int, int, list[Any]]] = []
+            out_keys: list[list[Any]] = [[] for _ in keys]
+            row_windows: list[WindowDescriptor] = []
+            for r in range(j - i):
+                a, z = bounds[r], bounds[r + 1]
+                window = w.window_at(int(k[lo + a]))
+                kv = [col[r] for col in run_keys]
+                got = ev.window_rows(
+                    op,
+                    window,
+                    kv,
+                    starts[a:z],
+                    ends[a:z],
+                    [(values[a:z], fn) for values, fn in inputs],
+                    flags[r],
+                )
+                out += got
+                row_windows += [window] * len(got)
+                for col, v in zip(out_keys, kv, strict=True):
+                    col += [v] * len(got)
+            yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows))
+
+    return evaluate
+
+
+def _fold_fn(
+    op: WindowOp, keys: list[str], payload: list[str]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function folding a partition's events into partial
+    states per (key, window), or per (key, pane) for point events, each
+    tagged with the buckets of windows that need it."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    size, hop, off = w.size, w.hop, w.offset
+    watermark = op.watermark
+    k_last = w.last_index_before(watermark) if watermark < INFINITY else None
+    panes = uses_panes(op)
+    p = math.gcd(size, hop)
+    n_bucket = ev.BUCKET  # as planned on the driver
+    udms: list[Any] = [c.udm for c in op.calls]
+    sensitive = [u.time_sensitive for u in udms]
+    inits = [u.initial_state for u in udms]
+    adds = [u.add for u in udms]
+    n_udms = len(udms)
+    clipping: InputClipping = op.clipping
+
+    def fold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = _table(batches)
+        if table is None:
+            return
+        s = table.column(S_COL).to_numpy()
+        e = table.column(E_COL).to_numpy()
+        _check_ends(s, e, w, watermark)
+        k_min, k_max = _window_range(s, e, w, watermark)
+        point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)
+        w_rows, w_idx = _explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
+        p_rows = np.flatnonzero(point & (k_min <= k_max))
+        p_idx = (s[p_rows] - off) // p
+        rows = np.concatenate([p_rows, w_rows])
+        kind = np.concatenate([np.ones(len(p_rows), bool), np.zeros(len(w_rows), bool)])
+        idx = np.concatenate([p_idx, w_idx])
+        codes = [_codes(table.column(c))[rows] for c in keys]
+        order = np.lexsort((e[rows], s[rows], idx, kind, *reversed(codes)))
+        rows, kind, idx = rows[order], kind[order], idx[order]
+        codes = [c[order] for c in codes]
+        runs = _run_starts(idx, kind, *codes)
+        for i, j in _chunks(runs, len(rows)):
+            lo = int(runs[i])
+            hi = int(runs[j]) if j < len(runs) else len(rows)
+            sub = rows[lo:hi]
+            starts, ends = s[sub].tolist(), e[sub].tolist()
+            inputs = _inputs(op, table, payload, pa.array(sub, pa.int64()))
+            run_rows = rows[runs[i:j]]
+            run_keys = _key_values(table, keys, run_rows)
+            run_kind, run_idx = kind[runs[i:j]], idx[runs[i:j]]
+            bounds = [*(runs[i:j] - lo).tolist(), hi - lo]
+            folded: list[list[Any]] = []
+            idx_list = run_idx.tolist()
+            for r in range(j - i):
+                a, z = bounds[r], bounds[r + 1]
+                state = [init() for init in inits]
+                n = 0
+                try:
+                    for n in range(n_udms):
+                        values, fn = inputs[n]
+                        add, st = adds[n], state[n]
+                        if sensitive[n]:
+                            window = w.window_at(idx_list[r])
+                            for m in range(a, z):
+                                v = values[m] if fn is None else fn(values[m])
+                                event = clipping.clip(IntervalEvent(starts[m], ends[m], v), window)
+                                st = add(st, event, window)
+                        else:
+                            for v in values[a:z] if fn is None else map(fn, values[a:z]):
+                                st = add(st, v)
+                        state[n] = st
+                except Exception as exc:
+                    i_r = idx_list[r]
+                    window = (
+                        WindowDescriptor(i_r * p + off, i_r * p + off + p)
+                        if run_kind[r]
+                        else w.window_at(i_r)
+                    )
+                    kv = [col[r] for col in run_keys]
+                    raise ev._wrap(udms[n], window, kv, exc) from exc
+                folded.append(state)
+            # the buckets of windows each state serves
+            b_lo = np.where(run_kind, 0, run_idx // n_bucket)
+            b_hi = b_lo.copy()
+            if panes and run_kind.any():
+                ps = run_idx * p + off
+                first_k = -((off + size - p - ps) // hop)
+                last_k = (ps - off) // hop
+                if k_last is not None:
+                    last_k = np.minimum(last_k, k_last)
+                b_lo = np.where(run_kind, first_k // n_bucket, b_lo)
+                b_hi = np.where(run_kind, last_k // n_bucket, b_hi)
+            out_runs, bucket = _explode(b_lo, b_hi)
+            # one row per (key, bucket): its states pickled together
+            run_codes = [c[runs[i:j]][out_runs] for c in codes]
+            order2 = np.lexsort((bucket, *reversed(run_codes)))
+            out_runs, bucket = out_runs[order2], bucket[order2]
+            groups = _run_starts(bucket, *[c[order2] for c in run_codes])
+            ends_ = [*groups[1:].tolist(), len(out_runs)]
+            kinds, idxs, members = run_kind.tolist(), run_idx.tolist(), out_runs.tolist()
+            blobs = [
+                dumps({(kinds[r], idxs[r]): folded[r] for r in members[a:z]})
+                for a, z in zip(groups.tolist(), ends_, strict=True)
+            ]
+            take = pa.array(out_runs[groups], pa.int64())
+            arrays = [
+                *[
+                    pa.array(col, table.schema.field(k).type).take(take)
+                    for col, k in zip(run_keys, keys, strict=True)
+                ],
+                pa.array(bucket[groups], pa.int64()),
+                pa.array(blobs, pa.binary()),
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, ev._STATE])
+
+    return fold
+
+
+def _merge_fn(
+    op: WindowOp, keys: list[str], schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function computing each (key, bucket) group's windows
+    from partial states: a window merges its panes in time order (each
+    unpickled once; the first one afresh, as merge may update its first
+    argument), then its own per-window states."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    size, hop, off = w.size, w.hop, w.offset
+    p = math.gcd(size, hop)
+    per_window = size // p
+    k_last = w.last_index_before(op.watermark) if op.watermark < INFINITY else None
+    n_bucket = ev.BUCKET  # as planned on the driver
+    udms: list[Any] = [c.udm for c in op.calls]
+
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = _table(batches)
+        if table is None:
+            return
+        codes = [_codes(table.column(c)) for c in keys]
+        bucket = table.column(BUCKET_COL).to_numpy()
+        order = np.lexsort((bucket, *reversed(codes)))
+        groups = _run_starts(bucket[order], *[c[order] for c in codes])
+        blobs = table.column(ev._STATE).take(pa.array(order, pa.int64())).to_pylist()
+        group_keys = _key_values(table, keys, order[groups])
+        bounds = [*groups.tolist(), len(order)]
+        out: list[tuple[int, int, list[Any]]] = []
+        out_keys: list[list[Any]] = [[] for _ in keys]
+        row_windows: list[WindowDescriptor] = []
+        for g in range(len(groups)):
+            a, z = bounds[g], bounds[g + 1]
+            kv = [col[g] for col in group_keys]
+            b = int(bucket[order[a]])
+            lo, hi = b * n_bucket, b * n_bucket + n_bucket - 1
+            if k_last is not None:
+                hi = min(hi, k_last)
+            pane_parts: dict[int, list[list[Any]]] = {}
+            window_parts: dict[int, list[list[Any]]] = {}
+            for blob in sorted(blobs[a:z]):
+                for (is_pane, i), state in pickle.loads(blob).items():
+                    (pane_parts if is_pane else window_parts).setdefault(i, []).append(state)
+            # merging into a fresh initial state leaves the shared pane
+            # states untouched (merge may update its first argument)
+            states: dict[int, list[Any]] = {}
+            wanted = set(window_parts)
+            for i, found in pane_parts.items():
+                ps = i * p + off
+                if len(found) == 1:
+                    states[i] = found[0]
+                else:
+                    pane = WindowDescriptor(ps, ps + p)
+                    states[i] = ev._merged(udms, [_initial(udms), *found], pane, kv)
+                first_k = -((off + size - p - ps) // hop)
+                wanted.update(range(max(first_k, lo), min((ps - off) // hop, hi) + 1))
+            for kk in sorted(wanted):
+                window = w.window_at(kk)
+                first_pane = (window.start - off) // p
+                parts = [_initial(udms)]
+                parts += [
+                    states[i] for i in range(first_pane, first_pane + per_window) if i in states
+                ]
+                parts += window_parts.get(kk, [])
+                state = ev._merged(udms, parts, window, kv)
+                out.append(ev._window_row(udms, state, window, kv, op.policy))
+                row_windows.append(window)
+                for col, v in zip(out_keys, kv, strict=True):
+                    col.append(v)
+        yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows))
+
+    return merge
