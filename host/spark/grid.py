@@ -223,6 +223,20 @@ def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
     return pa.Table.from_batches(got)
 
 
+def _events(
+    batches: Iterator[pa.RecordBatch], w: HoppingWindow, watermark: int
+) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """A partition's events: the table, lifetimes, and the range of window
+    indexes holding each event (None: no events)."""
+    table = _table(batches)
+    if table is None:
+        return None
+    s = table.column(S_COL).to_numpy()
+    e = table.column(E_COL).to_numpy()
+    _check_ends(s, e, w, watermark)
+    return (table, s, e, *_window_range(s, e, w, watermark))
+
+
 def _inputs(
     op: WindowOp, table: pa.Table, payload: list[str], take: pa.Array
 ) -> list[tuple[list[Any], Any]]:
@@ -251,13 +265,10 @@ def _evaluate_fn(
     n_bucket = ev.BUCKET  # as planned on the driver
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = _table(batches)
-        if table is None:
+        events = _events(batches, w, watermark)
+        if events is None:
             return
-        s = table.column(S_COL).to_numpy()
-        e = table.column(E_COL).to_numpy()
-        _check_ends(s, e, w, watermark)
-        k_min, k_max = _window_range(s, e, w, watermark)
+        table, s, e, k_min, k_max = events
         if BUCKET_COL in table.column_names:
             first = table.column(BUCKET_COL).to_numpy() * n_bucket
             k_min, k_max = np.maximum(k_min, first), np.minimum(k_max, first + n_bucket - 1)
@@ -324,13 +335,10 @@ def _fold_fn(
     clipping: InputClipping = op.clipping
 
     def fold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = _table(batches)
-        if table is None:
+        events = _events(batches, w, watermark)
+        if events is None:
             return
-        s = table.column(S_COL).to_numpy()
-        e = table.column(E_COL).to_numpy()
-        _check_ends(s, e, w, watermark)
-        k_min, k_max = _window_range(s, e, w, watermark)
+        table, s, e, k_min, k_max = events
         point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)
         w_rows, w_idx = _explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
         p_rows = np.flatnonzero(point & (k_min <= k_max))
