@@ -229,6 +229,18 @@ class WindowOp:
             for c in self.calls
         )
 
+    def uses_panes(self) -> bool:
+        """Whether partial states of point events are kept per pane of
+        gcd(size, hop): overlapping hopping windows of time-insensitive
+        UDAs, whose states do not depend on the window, so a pane's state
+        serves every window holding it ("No pane, no gain", Li et al.)."""
+        w = self.window
+        return (
+            isinstance(w, HoppingWindow)
+            and w.size > w.hop
+            and all(not c.udm.time_sensitive for c in self.calls)
+        )
+
     def use_partial(self) -> bool:
         if self.partial is None:
             return self.mergeable()
@@ -1026,7 +1038,7 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
     if isinstance(w, HoppingWindow) and not op.emit_empty:
         if op.use_partial():
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
-            if w.size > w.hop and all(not c.udm.time_sensitive for c in op.calls):
+            if op.uses_panes():
                 run += ", point events folded once per pane of gcd(size, hop)"
             return (
                 f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "

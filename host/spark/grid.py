@@ -3,19 +3,21 @@
 Grid windows are a pure function of time, so Spark does not need to pair
 every event with every window it belongs to (a ten-fold explode and
 shuffle for size/hop = 10). Instead each event is sent once to the worker
-owning its key and *bucket* (``BUCKET`` consecutive window indexes ``k``;
-an event whose windows straddle buckets goes to each), and the worker
-assigns, sorts and groups events into windows with numpy, then calls the
-UDMs per window exactly as :func:`~udm.host.spark.evaluate.window_rows`
-does for every other window kind. Buckets bound a worker's share of a hot
-key and spread a stream without keys over the cluster.
+owning its key (a stream without keys: its *bucket*, ``BUCKET`` consecutive
+window indexes ``k``; an event whose windows straddle buckets goes to
+each), and the worker assigns, sorts and groups events into windows with
+numpy, then calls the UDMs per window exactly as
+:func:`~udm.host.spark.evaluate.window_rows` does for every other window
+kind.
 
 Mergeable, order-insensitive UDAs are partially aggregated before the
 shuffle: each input partition folds its events into one state per (key,
 window), or for point events under overlapping windows per (key, pane of
 width gcd(size, hop)) (Li et al., "No pane, no gain": a point event is
-folded once, not size/hop times); only the pickled states are shuffled,
-and a window's result merges its panes' states in time order.
+folded once, not size/hop times); a partition's states of one (key,
+bucket) are pickled together and shuffled by (key, bucket), so a hot
+key's windows are merged on several workers, and a window's result merges
+its panes' states in time order.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -42,23 +44,11 @@ from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
-__all__ = ["grid_results", "uses_panes"]
+__all__ = ["grid_results"]
 
 BUCKET_COL = "__udm_bucket"
 #: memberships (event, window pairs) turned into Python values at a time
 CHUNK = 65_536
-
-
-def uses_panes(op: WindowOp) -> bool:
-    """Pane-based partial aggregation fits overlapping hopping windows of
-    time-insensitive UDAs: their states do not depend on the window, so a
-    pane's state serves every window holding it."""
-    w = op.window
-    return (
-        isinstance(w, HoppingWindow)
-        and w.size > w.hop
-        and all(not c.udm.time_sensitive for c in op.calls)
-    )
 
 
 # ------------------------------------------------------------ numpy helpers
@@ -137,17 +127,6 @@ def _run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
     for c in sorted_cols:
         change[1:] |= c[1:] != c[:-1]
     return np.flatnonzero(change)
-
-
-def _chunks(starts: np.ndarray, total: int) -> Iterator[tuple[int, int]]:
-    """Consecutive ranges of runs holding about CHUNK memberships each."""
-    bounds = np.append(starts, total)
-    i = 0
-    while i < len(starts):
-        j = int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1
-        j = max(j, i + 1)
-        yield i, j
-        i = j
 
 
 def _initial(udms: list[Any]) -> list[Any]:
@@ -237,21 +216,50 @@ def _events(
     return (table, s, e, *_window_range(s, e, w, watermark))
 
 
-def _inputs(
-    op: WindowOp, table: pa.Table, payload: list[str], take: pa.Array
-) -> list[tuple[list[Any], Any]]:
-    """Each call's raw values for the rows ``take`` and the value function
-    still to apply (as :meth:`udm.host.spark.evaluate._Columns.values`)."""
-    dicts: list[Any] | None = None
-    out: list[tuple[list[Any], Any]] = []
-    for c in op.calls:
-        if isinstance(c.value, str):
-            out.append((table.column(c.value).take(take).to_pylist(), None))
-        else:
-            if dicts is None:
-                dicts = table.select(payload).take(take).to_pylist()
-            out.append((dicts, c.value_fn))
-    return out
+class _Chunk(NamedTuple):
+    """Consecutive runs ``[i, j)`` of sorted memberships, as Python values."""
+
+    i: int
+    j: int
+    lo: int  #: the first membership
+    starts: list[int]
+    ends: list[int]
+    inputs: list[tuple[list[Any], Any]]  #: per call: raw values, value function
+    keys: list[list[Any]]  #: per key column: one value per run
+    bounds: list[int]  #: the runs' memberships, relative to ``lo`` (j - i + 1)
+
+
+def _chunks(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    payload: list[str],
+    s: np.ndarray,
+    e: np.ndarray,
+    rows: np.ndarray,
+    runs: np.ndarray,
+) -> Iterator[_Chunk]:
+    """The runs (starting at ``runs``) of memberships (events ``rows``) in
+    chunks of about CHUNK memberships, so Python values are made for one
+    chunk at a time."""
+    bounds = np.append(runs, len(rows))
+    i = 0
+    while i < len(runs):
+        j = max(int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1, i + 1)
+        lo, hi = int(bounds[i]), int(bounds[j])
+        sub = rows[lo:hi]
+        cols = ev._Columns(table.select(payload).take(pa.array(sub, pa.int64())), payload)
+        yield _Chunk(
+            i,
+            j,
+            lo,
+            s[sub].tolist(),
+            e[sub].tolist(),
+            [cols.values(c) for c in op.calls],
+            _key_values(table, keys, rows[runs[i:j]]),
+            (bounds[i : j + 1] - lo).tolist(),
+        )
+        i = j
 
 
 def _evaluate_fn(
@@ -279,14 +287,10 @@ def _evaluate_fn(
         codes = [c[order] for c in codes]
         runs = _run_starts(k, *codes)
         ordered = _ordered(s[rows], e[rows], k, runs, w, op.clipping)
-        for i, j in _chunks(runs, len(rows)):
-            lo = int(runs[i])
-            hi = int(runs[j]) if j < len(runs) else len(rows)
-            sub = rows[lo:hi]
-            starts, ends = s[sub].tolist(), e[sub].tolist()
-            inputs = _inputs(op, table, payload, pa.array(sub, pa.int64()))
-            run_keys = _key_values(table, keys, rows[runs[i:j]])
-            bounds = [*(runs[i:j] - lo).tolist(), hi - lo]
+        for chunk in _chunks(op, table, keys, payload, s, e, rows, runs):
+            i, j, lo = chunk.i, chunk.j, chunk.lo
+            starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
+            run_keys, bounds = chunk.keys, chunk.bounds
             flags = list(zip(ordered[0][i:j].tolist(), ordered[1][i:j].tolist(), strict=True))
             out: list[tuple[int, int, list[Any]]] = []
             out_keys: list[list[Any]] = [[] for _ in keys]
@@ -324,7 +328,7 @@ def _fold_fn(
     size, hop, off = w.size, w.hop, w.offset
     watermark = op.watermark
     k_last = w.last_index_before(watermark) if watermark < INFINITY else None
-    panes = uses_panes(op)
+    panes = op.uses_panes()
     p = math.gcd(size, hop)
     n_bucket = ev.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
@@ -351,16 +355,11 @@ def _fold_fn(
         rows, kind, idx = rows[order], kind[order], idx[order]
         codes = [c[order] for c in codes]
         runs = _run_starts(idx, kind, *codes)
-        for i, j in _chunks(runs, len(rows)):
-            lo = int(runs[i])
-            hi = int(runs[j]) if j < len(runs) else len(rows)
-            sub = rows[lo:hi]
-            starts, ends = s[sub].tolist(), e[sub].tolist()
-            inputs = _inputs(op, table, payload, pa.array(sub, pa.int64()))
-            run_rows = rows[runs[i:j]]
-            run_keys = _key_values(table, keys, run_rows)
+        for chunk in _chunks(op, table, keys, payload, s, e, rows, runs):
+            i, j = chunk.i, chunk.j
+            starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
+            run_keys, bounds = chunk.keys, chunk.bounds
             run_kind, run_idx = kind[runs[i:j]], idx[runs[i:j]]
-            bounds = [*(runs[i:j] - lo).tolist(), hi - lo]
             folded: list[list[Any]] = []
             idx_list = run_idx.tolist()
             for r in range(j - i):
