@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import gc
 import pickle
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 from sortedcontainers import SortedDict
 
 from udm.host.cht import Cht, freeze
-from udm.host.errors import UdmInvocationError
+from udm.host.errors import InvalidElementError, UdmInvocationError
 from udm.host.gridpath import GridPath, eligible
 from udm.host.indexes import EventIndex, LiveEv, derive_windows
 from udm.host.invoke import (
@@ -150,6 +150,10 @@ class Host:
         fast_path: use the dict-based path for grid windows with invertible,
             order-insensitive, time-insensitive incremental aggregates (same
             output, several times faster); ``False`` forces the general one.
+        retractions: ``False`` declares an insert-only input (an append-only
+            event stream): a retraction is then refused, and the fast path
+            keeps no per-event record for retractions to find, which saves
+            a third of its per-event work. Ids then need not be unique.
 
     Example:
         >>> from udm.host import Host, TumblingWindow, point, Cti
@@ -177,6 +181,7 @@ class Host:
         cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
         args: dict[str, Any] | None = None,
         fast_path: bool = True,
+        retractions: bool = True,
     ) -> None:
         self.window = window
         self.udm = instantiate(udm, args)
@@ -188,6 +193,7 @@ class Host:
         self._key_fn = make_value_fn(key, "key")
         self._value_fn = make_value_fn(value)
         self.validator = StreamValidator(cti_policy=cti_policy)
+        self.retractions = retractions
         self.keys: dict[Hashable, _KeyState] = {}
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
@@ -233,6 +239,7 @@ class Host:
                 self._value_fn,
                 self._label,
                 self._new_id,
+                keep_events=retractions,
             )
 
     def _new_id(self, key: Hashable) -> OutputId:
@@ -253,6 +260,13 @@ class Host:
         A rejected element raises and leaves the host unchanged; so does an
         exception inside the UDM, wrapped in :class:`UdmInvocationError`.
         """
+        if not self.retractions and type(element) is Retract:
+            raise InvalidElementError(
+                element,
+                self.validator.position,
+                "this host takes no retractions (it was created with retractions=False, "
+                "for an insert-only stream); create it with retractions=True",
+            )
         saved = self._save_validator(element)
         checked = self.validator.check(element)
         if checked is None:
@@ -338,6 +352,53 @@ class Host:
             exc.position = i  # type: ignore[attr-defined]
             raise
         finally:
+            if collecting:
+                gc.enable()
+
+    def process_inserts(
+        self,
+        ids: Sequence[Hashable],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        payloads: Sequence[Any],
+    ) -> list[Element]:
+        """``process_many`` of ``Insert(ids[i], starts[i], ends[i],
+        payloads[i])`` for every i, without building the elements where the
+        grid fast path takes them: columnar callers (the streaming processor)
+        save a third of the per-event cost. Errors as in :meth:`process_many`.
+        """
+        fast = self._fast
+        if fast is None:
+            return self.process_many(map(Insert, ids, starts, ends, payloads))
+        out: list[Element] = []
+        i = 0
+        live = self.validator.live
+        validator = self.validator
+        raw, run = fast.insert_raw, fast.insert_run
+        n = len(ids)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            while i < n:
+                j = run(ids, starts, ends, payloads, i, live, LiveEvent)
+                validator.position += j - i
+                i = j
+                if i == n:
+                    break
+                fast.current = None
+                ident, start, end, payload = ids[i], starts[i], ends[i], payloads[i]
+                if raw(ident, start, end, payload, live, LiveEvent, out):
+                    validator.position += 1
+                else:
+                    out.extend(self.process(Insert(ident, start, end, payload)))
+                i += 1
+            return out
+        except Exception as exc:
+            exc.outputs = out  # type: ignore[attr-defined]
+            exc.position = i  # type: ignore[attr-defined]
+            raise
+        finally:
+            fast.current = None
             if collecting:
                 gc.enable()
 

@@ -13,7 +13,7 @@ tests run both against the reference evaluator).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmInvocationError
@@ -69,6 +69,7 @@ class GridPath:
         value_fn: Callable[[Any], Any] | None,
         label: str,
         new_id: Callable[[Hashable], OutputId],
+        keep_events: bool = True,
     ) -> None:
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
         self.udm: Any = udm
@@ -77,6 +78,7 @@ class GridPath:
         self.key_fn, self.value_fn = key_fn, value_fn
         self.label = label
         self.new_id = new_id
+        self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
         self.keys: dict[Hashable, _Key] = {}
         self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
         self.cti = MIN_TIME
@@ -193,12 +195,26 @@ class GridPath:
         On a UDM error the payload is removed again from the windows it was
         added to (the UDM is invertible) and the outputs are restored."""
         self.current = e
-        start, end, ident = e.start, e.end, e.id
+        return self.insert_raw(e.id, e.start, e.end, e.payload, live, make_live, out)
+
+    def insert_raw(
+        self,
+        ident: Hashable,
+        start: int,
+        end: int,
+        payload: Any,
+        live: dict[Hashable, Any],
+        make_live: Any,
+        out: list[Element],
+    ) -> bool:
+        """:meth:`insert_quick` of an insert given by its fields, for callers
+        that hold columns rather than elements: the element is built only
+        when an error message needs it (``current`` is None then)."""
         if end <= start or start < self.cti or type(ident) not in (str, int):
             return False
-        if ident in live:
+        keep = self.keep_events
+        if keep and ident in live:
             return False
-        payload = e.payload
         key = self.key_fn(payload) if self.key_fn is not None else None
         ks = self.keys.get(key)
         if ks is None or ks.long:
@@ -224,17 +240,25 @@ class GridPath:
                 k += 1
         except Exception as exc:
             self._compensate(ks, lo, k - 1, value)
+            if self.current is None:
+                self.current = Insert(ident, start, end, payload)
             raise self._fail(k, exc, ks) from exc
         emitted = ks.emitted_k
         saved_outputs: list[tuple[list[Any], list[Any]]] = []
         mark = len(out)
+        last = (m - self.size - off) // hop
+        emits = not self.conservative and (
+            (emitted is not None and lo <= emitted)
+            or (m > m_old and (emitted is None or last > emitted))
+        )
+        if emits and self.current is None:
+            self.current = Insert(ident, start, end, payload)  # named if the UDM fails
         try:
             if not self.conservative and emitted is not None and lo <= emitted:
                 for kk in range(lo, min(hi, emitted) + 1):
                     saved_outputs.append((wins[kk], wins[kk][2]))
                     self._refresh(ks, key, kk, out)
             if m > m_old:
-                last = (m - self.size - off) // hop
                 if not self.conservative and (emitted is None or last > emitted):
                     first = emitted if emitted is not None else min(wins, default=last + 1) - 1
                     for kk in range(first + 1, last + 1):
@@ -254,9 +278,78 @@ class GridPath:
             raise
         if start > ks.max_start:
             ks.max_start = start
-        self.events[ident] = [start, end, value, key]
-        live[ident] = make_live(start, end, payload, start)
+        if keep:
+            self.events[ident] = [start, end, value, key]
+            live[ident] = make_live(start, end, payload, start)
         return True
+
+    def insert_run(
+        self,
+        ids: Sequence[Hashable],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        payloads: Sequence[Any],
+        i: int,
+        live: dict[Hashable, Any],
+        make_live: Any,
+    ) -> int:
+        """Apply inserts ``i, i + 1, ...`` (columns) while each is the
+        plainest case: an unkeyed host (one key), no long events, at or
+        after the CTI, a fresh id, and no output due (it neither reaches an
+        emitted window nor moves the watermark past an unemitted window's
+        end). Returns the index of the first insert it did not apply, for
+        :meth:`insert_raw` or the general path: per event this is the
+        window arithmetic and the UDM's ``add``, no more."""
+        ks = self.keys.get(None)
+        emitted = None if ks is None else ks.emitted_k
+        if self.key_fn is not None or ks is None or ks.long or emitted is None:
+            return i
+        cti, size, hop, off = self.cti, self.size, self.hop, self.offset
+        keep = self.keep_events
+        conservative = self.conservative
+        value_fn = self.value_fn
+        add, initial = self.udm.add, self.udm.initial_state
+        wins, events = ks.wins, self.events
+        m = ks.max_start if ks.max_start > cti else cti
+        n = len(ids)
+        while i < n:
+            ident, start, end = ids[i], starts[i], ends[i]
+            if (
+                end <= start
+                or start < cti
+                or (keep and (type(ident) not in (str, int) or ident in live))
+            ):
+                break
+            lo = (start - size - off) // hop + 1
+            hi = -((off - end) // hop) - 1
+            m_new = start if start > m else m
+            if hi > (m_new - off) // hop or (m_new - size - off) // hop > emitted:
+                break  # reaches an unbegun window, or windows become due
+            if lo <= emitted and not conservative:
+                break  # changes an emitted window's output
+            payload = payloads[i]
+            value = value_fn(payload) if value_fn is not None else payload
+            k = lo
+            try:
+                while k <= hi:
+                    w = wins.get(k)
+                    if w is None:
+                        w = wins[k] = [initial(), 0, []]
+                    w[0] = add(w[0], value)
+                    w[1] += 1
+                    k += 1
+            except Exception as exc:
+                self._compensate(ks, lo, k - 1, value)
+                self.current = Insert(ident, start, end, payload)
+                raise self._fail(k, exc, ks) from exc
+            m = m_new
+            if start > ks.max_start:
+                ks.max_start = start
+            if keep:
+                events[ident] = [start, end, value, None]
+                live[ident] = make_live(start, end, payload, start)
+            i += 1
+        return i
 
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
         remove = self.udm.remove

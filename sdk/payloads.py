@@ -8,11 +8,16 @@ from typing import Any
 __all__ = ["pick"]
 
 
+_SCALARS = frozenset({float, int, str, bool, bytes})
+
+
 def pick(payload: Any, field: str | None) -> Any:
     """The value a UDM works on: the payload itself (``field=None``), or its
     ``field`` when payloads are mappings. The errors say what to pass, so
     UDM libraries can offer a ``field=`` argument with one call."""
     if field is None:
+        if type(payload) in _SCALARS:  # the common case, without an ABC check
+            return payload
         if isinstance(payload, Mapping):
             raise TypeError(
                 f"payload {payload!r} is a mapping; pass field='<name>' to the UDM "

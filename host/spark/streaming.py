@@ -35,11 +35,17 @@ into the current CHT.
 
 from __future__ import annotations
 
+import bisect
+import gc
+import itertools
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -56,6 +62,7 @@ from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import call_type
 from udm.host.spark.frame import TimeKind, q
+from udm.host.spark.grid import _codes, _key_values, _run_starts
 from udm.host.spark.replay import _n
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, to_duration_ticks
@@ -82,6 +89,7 @@ _NE = "udm__ne"
 _SEQ = "udm__seq"
 _CTI = "udm__cti"
 _GROUP = "udm__group"
+_ROWS = "udm__rows"
 _COUNTS = ("late_dropped", "late_adjusted", "invalid_dropped")
 
 
@@ -160,6 +168,7 @@ class _HostProcessor(StatefulProcessor):
         columns: list[str],
         result_fields: list[str] | None,
         timers: bool,
+        events: bool = False,
     ) -> None:
         self.window = window
         self.call = call
@@ -172,6 +181,7 @@ class _HostProcessor(StatefulProcessor):
         self.columns = columns
         self.result_fields = result_fields
         self.timers = timers
+        self.events = events
         self._delay = advance.delay_ticks if advance is not None else 0
         self._step = advance.every_ticks if advance is not None else None
 
@@ -190,7 +200,13 @@ class _HostProcessor(StatefulProcessor):
         return bucket
 
     def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
-        host = Host(self.window, self.call.udm, value=self.call.value_fn, **self.options)
+        host = Host(
+            self.window,
+            self.call.udm,
+            value=self.call.value_fn,
+            retractions=not self.events,  # an event stream is insert-only
+            **self.options,
+        )
         if entry is None:
             return host, {"n": 0, "count": 0, "max_start": None, "gen": None}
         host.restore(entry["host"])
@@ -232,29 +248,27 @@ class _HostProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[Any], timerValues: TimerValues
     ) -> Iterator[Any]:
+        collecting = gc.isenabled()
+        gc.disable()  # no cycles are made here; collections would cost a fifth
+        try:
+            yield from self._input_rows(rows, timerValues)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _input_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
         import pandas as pd
 
         bucket = self._load_bucket()
-        pdf = pd.concat(list(rows), ignore_index=True)
-        if pdf[_SEQ].notna().any():
-            pdf = pdf.sort_values(_SEQ, kind="stable")
+        table = _unpack(rows)
+        if table.column(_SEQ).null_count < table.num_rows:
+            table = table.take(pc.sort_indices(table, sort_keys=[(_SEQ, "ascending")]))
         wm = timerValues.getCurrentWatermarkInMs()
         wm_ticks = wm * 1000 if wm > 0 else None
-        cols = _lists(pdf)
-        kinds = [str(k).lower() for k in cols[_KIND]]
-        cols[_KIND] = kinds
-        by_key: dict[tuple[Any, ...], list[int]] = {}
-        key_lists = [cols[k] for k in self.keys]
-        rows_of = by_key.setdefault
-        for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
-            if key_lists and kinds[i] == "cti" and all(v is None for v in kt):
-                continue  # a broadcast CTI: it served the watermark
-            rows_of(kt, []).append(i)
-        frames = []
-        for kt, key_rows in by_key.items():
-            frames.append(self._rows(bucket, kt, key_rows, cols, wm_ticks))
+        lane = self._event_lane(bucket, table, wm_ticks) if self.events else None
+        frames, seen = lane if lane is not None else self._row_lane(bucket, table, wm_ticks)
         if wm_ticks is not None:
-            frames += self._advance(bucket, wm_ticks, skip=set(by_key))
+            frames += self._advance(bucket, wm_ticks, skip=seen)
         self._save_bucket(bucket)
         out = [row for f in frames for row in f]
         if out:
@@ -292,12 +306,150 @@ class _HostProcessor(StatefulProcessor):
             frames.append(self._frame(outputs, list(kt), (0, 0, 0)))
         return frames
 
+    def _row_lane(
+        self, bucket: dict[str, Any], table: pa.Table, wm: int | None
+    ) -> tuple[list[list[dict[str, Any]]], set[tuple[Any, ...]]]:
+        """Every row of the micro-batch in turn, key by key: any element
+        kind, any row, errors and drops named per row."""
+        cols = {c: table.column(c).to_pylist() for c in table.column_names}
+        if self.payload:
+            payloads = table.select(self.payload).to_pylist()
+        else:
+            payloads = [{} for _ in range(table.num_rows)]
+        kinds = [str(k).lower() for k in cols[_KIND]]
+        cols[_KIND] = kinds
+        by_key: dict[tuple[Any, ...], list[int]] = {}
+        key_lists = [cols[k] for k in self.keys]
+        rows_of = by_key.setdefault
+        for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
+            if key_lists and kinds[i] == "cti" and all(v is None for v in kt):
+                continue  # a broadcast CTI: it served the watermark
+            rows_of(kt, []).append(i)
+        frames = [
+            self._rows(bucket, kt, key_rows, cols, payloads, wm) for kt, key_rows in by_key.items()
+        ]
+        return frames, set(by_key)
+
+    def _event_lane(
+        self, bucket: dict[str, Any], table: pa.Table, wm: int | None
+    ) -> tuple[list[list[dict[str, Any]]], set[tuple[Any, ...]]] | None:
+        """An event stream's micro-batch (inserts without ids), key by key
+        as columns: numpy groups the rows by key (keeping their order),
+        checks them and finds the CTIs the advance-time settings generate;
+        the host takes each key's inserts in one call. None when a row is
+        invalid: the row lane then names it or drops it."""
+        n = table.num_rows
+        start_col, end_col = table.column(_S), table.column(_E)
+        if start_col.null_count or (end_col.null_count and self.shape != "edge"):
+            return None
+        starts = start_col.to_numpy()
+        ends = end_col.fill_null(INFINITY).to_numpy()
+        if bool((ends <= starts).any()):
+            return None
+        codes = [_codes(table.column(k)) for k in self.keys]
+        order = np.lexsort(codes[::-1]) if codes else np.arange(n)  # stable: keeps seq order
+        firsts = _run_starts(*[c[order] for c in codes]) if codes else np.zeros(1, np.int64)
+        key_values = _key_values(table, self.keys, order[firsts])
+        starts, ends = starts[order], ends[order]
+        start_list, end_list = starts.tolist(), ends.tolist()
+        taken = table.take(pa.array(order)).select(self.payload)
+        payloads = taken.to_pylist() if self.payload else [{} for _ in range(n)]
+        bounds = [*firsts.tolist(), n]
+        frames, seen = [], set()
+        for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            kt = tuple(col[j] for col in key_values)
+            seen.add(kt)
+            frames.append(
+                self._key_events(
+                    bucket,
+                    kt,
+                    starts[lo:hi],
+                    (start_list[lo:hi], end_list[lo:hi], payloads[lo:hi]),
+                    wm,
+                )
+            )
+        return frames, seen
+
+    def _key_events(
+        self,
+        bucket: dict[str, Any],
+        kt: tuple[Any, ...],
+        starts: np.ndarray,
+        columns: tuple[list[int], list[int], list[Any]],
+        wm: int | None,
+    ) -> list[dict[str, Any]]:
+        """One key's events of the micro-batch (the event lane)."""
+        host, meta = self._host(bucket["keys"].get(kt))
+        before = host.stats.dropped, host.stats.adjusted
+        outputs: list[Element] = []
+        if wm is not None and wm > host.cti:
+            outputs += host.process(Cti(wm))
+        s, e, p = columns
+        n0 = meta["n"]
+        meta["n"] += len(s)
+        ids = list(range(n0, n0 + len(s)))
+        ctis = self._generated(meta, starts)
+        if ctis:
+            # a generated CTI matters only to the events after it that start
+            # before it (late): without such events only the last is applied
+            after = np.minimum.accumulate(starts[::-1])[::-1]
+            if all(pos + 1 == len(s) or after[pos + 1] >= c for pos, c in ctis):
+                ctis = [(len(s) - 1, ctis[-1][1])]
+        lo = 0
+        for pos, c in ctis:
+            outputs += host.process_inserts(
+                ids[lo : pos + 1], s[lo : pos + 1], e[lo : pos + 1], p[lo : pos + 1]
+            )
+            outputs += host.process(Cti(c))
+            lo = pos + 1
+        if lo < len(s):
+            outputs += host.process_inserts(ids[lo:], s[lo:], e[lo:], p[lo:])
+        counts = (host.stats.dropped - before[0], host.stats.adjusted - before[1], 0)
+        self._store(bucket, kt, host, meta)
+        return self._frame(outputs, list(kt), counts)
+
+    def _generated(self, meta: dict[str, Any], starts: np.ndarray) -> list[tuple[int, int]]:
+        """:meth:`_generate` over a key's events at once: the positions and
+        times of the CTIs it would issue after them (meta updated alike).
+        Between two CTIs nothing changes the rules, so each next one is
+        found by a search on the running maximum start."""
+        adv = self.advance
+        m = len(starts)
+        if adv is None or not m:
+            return []
+        count0, every, step = meta["count"], adv.every_events, self._step
+        runmax = np.maximum.accumulate(starts)
+        if meta["max_start"] is not None:
+            runmax = np.maximum(runmax, meta["max_start"])
+        cand = (runmax - self._delay).tolist()
+        gen = meta["gen"]
+        out: list[tuple[int, int]] = []
+        j = 0
+        while j < m:
+            due = m
+            if every is not None:
+                due = min(due, -(-(count0 + j + 1) // every) * every - count0 - 1)
+            if step is not None:
+                due = j if gen is None else min(due, bisect.bisect_left(cand, gen + step, j))
+            if due >= m:
+                break
+            c = cand[due]
+            if gen is None or c > gen:
+                gen = c
+                out.append((due, c))
+            j = due + 1
+        meta["count"] = count0 + m
+        meta["max_start"] = int(runmax[-1])
+        meta["gen"] = gen
+        return out
+
     def _rows(
         self,
         bucket: dict[str, Any],
         kt: tuple[Any, ...],
         indices: list[int],
         cols: dict[str, list[Any]],
+        payloads: list[dict[str, Any]],
         wm: int | None,
     ) -> list[dict[str, Any]]:
         """Feed one key's rows of this micro-batch to its host."""
@@ -305,22 +457,42 @@ class _HostProcessor(StatefulProcessor):
         host, meta = self._host(bucket["keys"].get(kt))
         before = host.stats.dropped, host.stats.adjusted
         invalid = 0
-        elements: list[Element] = []
+        outputs: list[Element] = []
+        # inserts go to the host in runs, as columns (Host.process_inserts)
+        run_ids: list[Any] = []
+        run_starts: list[int] = []
+        run_ends: list[int] = []
+        run_payloads: list[Any] = []
+        # a generated CTI waits until an element it could affect: the next
+        # generated one replaces it when no event in between starts before it
+        deferred: int | None = None
+
+        def element(el: Element | None) -> None:
+            nonlocal deferred
+            if run_ids:
+                outputs.extend(host.process_inserts(run_ids, run_starts, run_ends, run_payloads))
+                for pending in (run_ids, run_starts, run_ends, run_payloads):
+                    pending.clear()
+            if deferred is not None:
+                outputs.extend(host.process(Cti(deferred)))
+                deferred = None
+            if el is not None:
+                outputs.extend(host.process(el))
+
         if wm is not None and wm > host.cti:
-            elements.append(Cti(wm))
+            element(Cti(wm))
         kinds, starts, ends, ids = cols[_KIND], cols[_S], cols[_E], cols[_ID]
-        payload_cols = [(c, cols[c]) for c in self.payload]
 
         def shown(i: int) -> str:
             return _show_row({c: v[i] for c, v in cols.items()}, self.columns)
 
         for i in indices:
             kind = kinds[i]
-            s, e = _opt(starts[i]), _opt(ends[i])
+            s, e = starts[i], ends[i]
             if kind == "cti":
                 if s is None:
                     raise ValueError(f"a CTI row has a null start: {shown(i)}")
-                elements.append(Cti(s))
+                element(Cti(s))
                 continue
             reason = _check(kind, s, e, self.shape)
             if reason:
@@ -334,19 +506,27 @@ class _HostProcessor(StatefulProcessor):
             assert s is not None
             end = INFINITY if e is None else e
             if kind == "insert":
-                ident = _ident(ids[i])
+                if deferred is not None and s < deferred:
+                    element(None)  # late for the waiting CTI: the policy applies
+                ident = ids[i]
                 if ident is None:
                     ident = meta["n"]
                     meta["n"] += 1
-                payload = {c: v[i] for c, v in payload_cols}
-                elements.append(Insert(ident, s, end, payload))
-                self._generate(meta, s, elements)
+                else:
+                    ident = _ident(ident)
+                run_ids.append(ident)
+                run_starts.append(s)
+                run_ends.append(end)
+                run_payloads.append(payloads[i])
+                cti = self._generate(meta, s)
+                if cti is not None:
+                    deferred = cti
             elif kind == "retract":
-                ne = _opt(cols[_NE][i])
-                elements.append(Retract(_ident(ids[i]), s, end, s if ne is None else ne))
+                ne = cols[_NE][i]
+                element(Retract(_ident(ids[i]), s, end, s if ne is None else ne))
             else:
                 raise ValueError(f"row kind {kind!r} is not insert, retract or cti: {shown(i)}")
-        outputs = host.process_many(elements)
+        element(None)
         counts = (
             host.stats.dropped - before[0],
             host.stats.adjusted - before[1],
@@ -355,10 +535,12 @@ class _HostProcessor(StatefulProcessor):
         self._store(bucket, kt, host, meta)
         return self._frame(outputs, key_values, counts)
 
-    def _generate(self, meta: dict[str, Any], start: int, elements: list[Element]) -> None:
+    def _generate(self, meta: dict[str, Any], start: int) -> int | None:
+        """The time of the CTI the advance-time settings issue after an
+        event starting at ``start``, if any."""
         adv = self.advance
         if adv is None:
-            return
+            return None
         meta["count"] += 1
         if meta["max_start"] is None or start > meta["max_start"]:
             meta["max_start"] = start
@@ -371,7 +553,8 @@ class _HostProcessor(StatefulProcessor):
             due = True
         if due and (meta["gen"] is None or candidate > meta["gen"]):
             meta["gen"] = candidate
-            elements.append(Cti(candidate))
+            return int(candidate)
+        return None
 
     def _frame(
         self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
@@ -416,35 +599,60 @@ class _HostProcessor(StatefulProcessor):
         return row
 
 
-def _lists(pdf: Any) -> dict[str, list[Any]]:
-    """A micro-batch's columns as Python lists with None for nulls: one
-    vectorized pass per column instead of a dict and conversions per row."""
-    out: dict[str, list[Any]] = {}
-    for c in pdf.columns:
-        col = pdf[c]
-        kind = col.dtype.kind
-        if kind in "iub":  # numpy ints and bools hold no nulls
-            out[c] = col.tolist()
-        elif kind == "f":
-            values = col.tolist()
-            nulls = col.isna()
-            if nulls.any():
-                values = [None if m else v for v, m in zip(values, nulls.tolist(), strict=True)]
-            out[c] = values
-        else:  # objects (strings, None, timestamps): nulls may be None or NaN
-            out[c] = col.astype(object).where(col.notna(), None).tolist()
-    return out
+def _pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Rows to ship to the stateful processor, packed: one row per bucket
+    and Arrow batch holding that bucket's rows as an Arrow IPC stream.
+
+    ``transformWithStateInPandas`` regroups its input row by row in Python
+    (about 10 us a row); a packed row costs that once for thousands of
+    rows. A row with a CTI time (a broadcast CTI) travels alone with that
+    time in the CTI column, so the watermark sees exactly what it would see
+    unpacked."""
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        groups = batch.column(_GROUP).to_numpy(zero_copy_only=False)
+        cti = batch.column(_CTI)
+        has_cti = cti.is_valid().to_numpy(zero_copy_only=False)
+        rows = pa.Table.from_batches([batch]).drop_columns([_GROUP, _CTI])
+        out_groups: list[int] = []
+        out_ctis: list[Any] = []
+        blobs: list[bytes] = []
+        for i in np.flatnonzero(has_cti).tolist():
+            out_groups.append(int(groups[i]))
+            out_ctis.append(cti[i].as_py())
+            blobs.append(_ipc(rows.slice(i, 1)))
+        events = np.flatnonzero(~has_cti)
+        if len(events):
+            order = events[np.argsort(groups[events], kind="stable")]
+            ordered = groups[order]
+            cuts = (np.flatnonzero(np.diff(ordered)) + 1).tolist()
+            taken = rows.take(pa.array(order))
+            for lo, hi in zip([0, *cuts], [*cuts, len(order)], strict=True):
+                out_groups.append(int(ordered[lo]))
+                out_ctis.append(None)
+                blobs.append(_ipc(taken.slice(lo, hi - lo)))
+        yield pa.RecordBatch.from_arrays(
+            [
+                pa.array(out_groups, pa.int32()),
+                pa.array(out_ctis, cti.type),
+                pa.array(blobs, pa.binary()),
+            ],
+            names=[_GROUP, _CTI, _ROWS],
+        )
 
 
-def _opt(v: Any) -> int | None:
-    if v is None:
-        return None
-    try:
-        if v != v:  # NaN from pandas
-            return None
-    except TypeError:
-        pass
-    return int(v)
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def _unpack(frames: Iterator[Any]) -> pa.Table:
+    """A bucket's rows of one micro-batch, from the packed rows."""
+    tables = [pa.ipc.open_stream(blob).read_all() for pdf in frames for blob in pdf[_ROWS].tolist()]
+    return pa.concat_tables(tables)
 
 
 def _py(v: Any) -> Any:
@@ -460,9 +668,8 @@ def _py(v: Any) -> Any:
 
 
 def _ident(v: Any) -> Any:
-    """An event id as Python: pandas turns a long column with nulls (the CTI
-    rows') into floats and a missing id into NaN, which equals nothing."""
-    v = _py(v)
+    """An event id as Python: a whole float id (a JSON source's ``5.0``)
+    is the integer id it stands for."""
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v
@@ -615,7 +822,15 @@ def stream_changelog(
         F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(_CTI),
         *[F.col(q(c)) for c in payload],
     )
-    norm = norm.withWatermark(_CTI, "0 seconds")
+    cti_type = T.TimestampType()
+    packed_schema = T.StructType(
+        [
+            T.StructField(_GROUP, T.IntegerType(), False),
+            T.StructField(_CTI, cti_type, True),
+            T.StructField(_ROWS, T.BinaryType(), False),
+        ]
+    )
+    packed = norm.mapInArrow(_pack, packed_schema).withWatermark(_CTI, "0 seconds")
     schema_of = {f.name: f.dataType for f in df.schema.fields}
     result_fields: list[str] | None = None
     if isinstance(rtype, T.StructType):
@@ -647,8 +862,9 @@ def stream_changelog(
         out_schema.fieldNames(),
         result_fields,
         timers=input == "elements",  # only element streams carry broadcast CTIs
+        events=input == "events",
     )
-    result = norm.groupBy(F.col(_GROUP)).transformWithStateInPandas(
+    result = packed.groupBy(F.col(_GROUP)).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
         outputMode="Append",
