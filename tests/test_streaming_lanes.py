@@ -107,8 +107,9 @@ def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> sm._HostPr
     return p
 
 
-def _micro_batch(rows: list[tuple[str, int, float, int]]) -> Iterator[Any]:
-    """Rows (key, start, value, seq) as the packed frames Spark would deliver."""
+def _micro_batch(rows: list[tuple[str, int, float, int]], events: bool) -> Iterator[Any]:
+    """Rows (key, start, value, seq) as the packed frames Spark would deliver
+    (an event stream ships no kind, id or new end)."""
     n = len(rows)
     table = pa.table(
         {
@@ -124,6 +125,8 @@ def _micro_batch(rows: list[tuple[str, int, float, int]]) -> Iterator[Any]:
             "v": pa.array([r[2] for r in rows], pa.float64()),
         }
     )
+    if events:
+        table = table.drop_columns([sm._KIND, sm._ID, sm._NE])
     packed = pa.Table.from_batches(list(sm._pack(iter(table.to_batches(max_chunksize=7)))))
     return iter([packed.to_pandas()])
 
@@ -133,7 +136,7 @@ def _run(p: sm._HostProcessor, batches: list[list[tuple[str, int, float, int]]])
     for rows in batches:
         if not rows:
             continue  # Spark calls no handler for a bucket without rows
-        for frame in p.handleInputRows((0,), _micro_batch(rows), _Timer()):  # type: ignore[arg-type]
+        for frame in p.handleInputRows((0,), _micro_batch(rows, p.events), _Timer()):  # type: ignore[arg-type]
             out += frame.to_dict("records")
     return out
 

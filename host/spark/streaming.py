@@ -41,7 +41,7 @@ import itertools
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import pyarrow as pa
@@ -182,6 +182,7 @@ class _HostProcessor(StatefulProcessor):
         self.result_fields = result_fields
         self.timers = timers
         self.events = events
+        self.bare = events and isinstance(call.value, str)
         self._delay = advance.delay_ticks if advance is not None else 0
         self._step = advance.every_ticks if advance is not None else None
 
@@ -203,7 +204,7 @@ class _HostProcessor(StatefulProcessor):
         host = Host(
             self.window,
             self.call.udm,
-            value=self.call.value_fn,
+            value=None if self.bare else self.call.value_fn,
             retractions=not self.events,  # an event stream is insert-only
             **self.options,
         )
@@ -261,8 +262,11 @@ class _HostProcessor(StatefulProcessor):
 
         bucket = self._load_bucket()
         table = _unpack(rows)
-        if table.column(_SEQ).null_count < table.num_rows:
+        names = table.column_names
+        if _SEQ in names and table.column(_SEQ).null_count < table.num_rows:
             table = table.take(pc.sort_indices(table, sort_keys=[(_SEQ, "ascending")]))
+        elif self.events and _SEQ not in names:  # events come in start order
+            table = table.take(pc.sort_indices(table, sort_keys=[(_S, "ascending")]))
         wm = timerValues.getCurrentWatermarkInMs()
         wm_ticks = wm * 1000 if wm > 0 else None
         lane = self._event_lane(bucket, table, wm_ticks) if self.events else None
@@ -311,11 +315,11 @@ class _HostProcessor(StatefulProcessor):
     ) -> tuple[list[list[dict[str, Any]]], set[tuple[Any, ...]]]:
         """Every row of the micro-batch in turn, key by key: any element
         kind, any row, errors and drops named per row."""
+        n = table.num_rows
         cols = {c: table.column(c).to_pylist() for c in table.column_names}
-        if self.payload:
-            payloads = table.select(self.payload).to_pylist()
-        else:
-            payloads = [{} for _ in range(table.num_rows)]
+        for name, value in ((_KIND, "insert"), (_ID, None), (_NE, None)):
+            cols.setdefault(name, [value] * n)  # not shipped for an event stream
+        payloads = self._payloads(table)
         kinds = [str(k).lower() for k in cols[_KIND]]
         cols[_KIND] = kinds
         by_key: dict[tuple[Any, ...], list[int]] = {}
@@ -329,6 +333,16 @@ class _HostProcessor(StatefulProcessor):
             self._rows(bucket, kt, key_rows, cols, payloads, wm) for kt, key_rows in by_key.items()
         ]
         return frames, set(by_key)
+
+    def _payloads(self, table: pa.Table) -> list[Any]:
+        """What the host receives per row: the value column's values when
+        the UDM reads one column of an event stream (no retraction will
+        need the rest), else a dict of the payload columns."""
+        if self.bare:
+            return cast(list[Any], table.column(self.call.value).to_pylist())
+        if self.payload:
+            return cast(list[Any], table.select(self.payload).to_pylist())
+        return [{} for _ in range(table.num_rows)]
 
     def _event_lane(
         self, bucket: dict[str, Any], table: pa.Table, wm: int | None
@@ -352,8 +366,7 @@ class _HostProcessor(StatefulProcessor):
         key_values = _key_values(table, self.keys, order[firsts])
         starts, ends = starts[order], ends[order]
         start_list, end_list = starts.tolist(), ends.tolist()
-        taken = table.take(pa.array(order)).select(self.payload)
-        payloads = taken.to_pylist() if self.payload else [{} for _ in range(n)]
+        payloads = self._payloads(table.take(pa.array(order)))
         bounds = [*firsts.tolist(), n]
         frames, seen = [], set()
         for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
@@ -751,6 +764,8 @@ def stream_changelog(
         needed.append(end)
     if seq is not None:
         needed.append(seq)
+    if isinstance(value, str):
+        needed.append(value)
     missing = [c for c in needed if c not in cols]
     if missing:
         raise KeyError(f"columns {missing} are not in the streaming DataFrame; columns: {cols}")
@@ -810,18 +825,17 @@ def stream_changelog(
     for k in keys:
         no_key = no_key & F.col(q(k)).isNull()
     is_cti = kind_col == "cti"
-    norm = df.select(
-        group.alias(_GROUP),
-        *[F.col(q(k)) for k in keys],
-        kind_col.alias(_KIND),
-        id_col.alias(_ID),
-        s_ticks.alias(_S),
-        e_ticks.alias(_E),
-        ne_col.alias(_NE),
-        order.alias(_SEQ),
-        F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(_CTI),
-        *[F.col(q(c)) for c in payload],
-    )
+    # an event stream ships no kind, id or new end (every row is an insert
+    # without id) and no order column unless given (the processor sorts
+    # by start): every column costs per row on the way to Python
+    shipped = [group.alias(_GROUP), *[F.col(q(k)) for k in keys]]
+    if input == "elements":
+        shipped += [kind_col.alias(_KIND), id_col.alias(_ID), ne_col.alias(_NE)]
+    shipped += [s_ticks.alias(_S), e_ticks.alias(_E)]
+    if seq:
+        shipped.append(order.alias(_SEQ))
+    shipped.append(F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(_CTI))
+    norm = df.select(*shipped, *[F.col(q(c)) for c in payload])
     cti_type = T.TimestampType()
     packed_schema = T.StructType(
         [
