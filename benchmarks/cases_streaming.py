@@ -2,13 +2,16 @@
 
 One case, ``spark.streaming``, streams STREAM_EVENTS point events of KEYS keys
 (each key one event per second of application time) from a Parquet file
-source, FILE_EVENTS per micro-batch, through a tumbling 60 s window with the
+source, FILES_PER_TRIGGER files of FILE_EVENTS per micro-batch, through a
+tumbling 60 s window with the
 incremental ``stats.mean``; CTIs are generated per key every 10 s of
 application time. The changelog goes to Parquet through ``write_changelog``
 (the sink is part of what is timed). It reports:
 
-* sustained throughput (events / wall time from start to the last batch),
-  and its ratio to the same query in batch mode over the same files;
+* sustained throughput (the events of the micro-batches after the first,
+  which also starts the Python workers and the state store, over their
+  processing time), the whole run's events / wall time, and the whole run's
+  time against the same query in batch mode over the same files;
 * per micro-batch processing time (Spark's ``triggerExecution``): median and
   maximum, i.e. the delay between a batch's arrival and its output;
 * the state store after 1M events and at the end (5M by default): rows
@@ -156,10 +159,16 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     growth = mem_b / mem_a if mem_a else float("nan")
     return [
         {
-            "figure": "streaming: events/s (1k keys, tumbling 60 s, incremental mean)",
-            "value": r["events_per_s"],
+            "figure": "streaming: sustained events/s (1k keys, tumbling 60 s, incremental mean)",
+            "value": r["sustained_events_per_s"],
             "target": ">= 100,000",
-            "met": r["events_per_s"] >= 100_000,
+            "met": r["sustained_events_per_s"] >= 100_000,
+        },
+        {
+            "figure": "streaming: events/s over the whole run, first micro-batch included",
+            "value": r["events_per_s"],
+            "target": "reported",
+            "met": None,
         },
         {
             "figure": "streaming time / batch time, same query and data",
@@ -168,7 +177,8 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
             "met": None,
         },
         {
-            "figure": "streaming: micro-batch processing time, median s (100k events)",
+            "figure": f"streaming: micro-batch processing time, median s "
+            f"({r['events_per_batch']:,} events)",
             "value": r["batch_seconds_median"],
             "target": "reported",
             "met": None,
