@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import gc
 import pickle
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -329,31 +330,21 @@ class Host:
         creates no reference cycles, reference counting still frees memory,
         and collections triggered by millions of short-lived objects would
         otherwise cost a third of the time."""
-        out: list[Element] = []
         fast = self._fast
-        i = 0
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with _batch() as b:
+            out = b.out
             if fast is None:
-                for i, element in enumerate(elements):  # noqa: B007
+                for b.position, element in enumerate(elements):
                     out.extend(self.process(element))
                 return out
             live = self.validator.live
             validator = self.validator
-            for i, element in enumerate(elements):  # noqa: B007
+            for b.position, element in enumerate(elements):
                 if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
                     validator.position += 1
                     continue
                 out.extend(self.process(element))
             return out
-        except Exception as exc:
-            exc.outputs = out  # type: ignore[attr-defined]
-            exc.position = i  # type: ignore[attr-defined]
-            raise
-        finally:
-            if collecting:
-                gc.enable()
 
     def process_inserts(
         self,
@@ -370,37 +361,30 @@ class Host:
         fast = self._fast
         if fast is None:
             return self.process_many(map(Insert, ids, starts, ends, payloads))
-        out: list[Element] = []
-        i = 0
         live = self.validator.live
         validator = self.validator
         raw, run = fast.insert_raw, fast.insert_run
         n = len(ids)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            while i < n:
-                j = run(ids, starts, ends, payloads, i, live, LiveEvent)
-                validator.position += j - i
-                i = j
-                if i == n:
-                    break
+        i = 0
+        with _batch() as b:
+            out = b.out
+            try:
+                while i < n:
+                    j = run(ids, starts, ends, payloads, i, live, LiveEvent)
+                    validator.position += j - i
+                    i = b.position = j
+                    if i == n:
+                        break
+                    fast.current = None
+                    ident, start, end, payload = ids[i], starts[i], ends[i], payloads[i]
+                    if raw(ident, start, end, payload, live, LiveEvent, out):
+                        validator.position += 1
+                    else:
+                        out.extend(self.process(Insert(ident, start, end, payload)))
+                    i += 1
+            finally:
                 fast.current = None
-                ident, start, end, payload = ids[i], starts[i], ends[i], payloads[i]
-                if raw(ident, start, end, payload, live, LiveEvent, out):
-                    validator.position += 1
-                else:
-                    out.extend(self.process(Insert(ident, start, end, payload)))
-                i += 1
             return out
-        except Exception as exc:
-            exc.outputs = out  # type: ignore[attr-defined]
-            exc.position = i  # type: ignore[attr-defined]
-            raise
-        finally:
-            fast.current = None
-            if collecting:
-                gc.enable()
 
     def flush(self) -> list[Element]:
         """End of stream: a CTI at the end of time finalizes every window."""
@@ -1123,6 +1107,31 @@ class Host:
                 ks.wins[start] = w
                 ks.win_ends[end] = start
             self.keys[kd["key"]] = ks
+
+
+@dataclass(slots=True)
+class _Batch:
+    out: list[Element]
+    position: int = 0
+
+
+@contextmanager
+def _batch() -> Iterator[_Batch]:
+    """A batch of elements: the garbage collector paused (see
+    :meth:`Host.process_many`), and on an error the outputs so far and the
+    failing element's index attached to the exception."""
+    batch = _Batch([])
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield batch
+    except Exception as exc:
+        exc.outputs = batch.out  # type: ignore[attr-defined]
+        exc.position = batch.position  # type: ignore[attr-defined]
+        raise
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _safe_in(item: Any, container: set[Any]) -> bool:
