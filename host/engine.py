@@ -370,12 +370,12 @@ class Host:
             out = b.out
             try:
                 while i < n:
+                    fast.current = None  # no element object: built if an error names it
                     j = run(ids, starts, ends, payloads, i, live, LiveEvent)
                     validator.position += j - i
                     i = b.position = j
                     if i == n:
                         break
-                    fast.current = None
                     ident, start, end, payload = ids[i], starts[i], ends[i], payloads[i]
                     if raw(ident, start, end, payload, live, LiveEvent, out):
                         validator.position += 1

@@ -239,10 +239,7 @@ class GridPath:
                 w[1] += 1
                 k += 1
         except Exception as exc:
-            self._compensate(ks, lo, k - 1, value)
-            if self.current is None:
-                self.current = Insert(ident, start, end, payload)
-            raise self._fail(k, exc, ks) from exc
+            raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
         emitted = ks.emitted_k
         saved_outputs: list[tuple[list[Any], list[Any]]] = []
         mark = len(out)
@@ -339,9 +336,7 @@ class GridPath:
                     w[1] += 1
                     k += 1
             except Exception as exc:
-                self._compensate(ks, lo, k - 1, value)
-                self.current = Insert(ident, start, end, payload)
-                raise self._fail(k, exc, ks) from exc
+                raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
             m = m_new
             if start > ks.max_start:
                 ks.max_start = start
@@ -350,6 +345,23 @@ class GridPath:
                 live[ident] = make_live(start, end, payload, start)
             i += 1
         return i
+
+    def _add_failed(
+        self,
+        ks: _Key,
+        lo: int,
+        k: int,
+        fields: tuple[Hashable, int, int, Any],
+        value: Any,
+        exc: Exception,
+    ) -> UdmInvocationError:
+        """The UDM failed adding a new event's value to window ``k``: take
+        the value out of windows ``lo .. k - 1`` again and name the event
+        (built from its ``fields`` if the caller held no element)."""
+        self._compensate(ks, lo, k - 1, value)
+        if self.current is None:
+            self.current = Insert(*fields)
+        return self._fail(k, exc, ks)
 
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
         remove = self.udm.remove
