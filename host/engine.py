@@ -629,8 +629,10 @@ class Host:
         def build() -> tuple[int, Any]:
             inputs = self._inputs(ks, start, end)
             state = u.initial_state()
+            if not self._ts:
+                return len(inputs), u.add_many(state, [e.payload for e in inputs])
             for e in inputs:
-                state = u.add(state, e, desc) if self._ts else u.add(state, e.payload)
+                state = u.add(state, e, desc)
             return len(inputs), state
 
         built: tuple[int, Any] = self._guard(ks, start, end, build)

@@ -61,6 +61,15 @@ class LeakySum(IncrementalAggregate):
         return state
 
 
+class SkippingSum(LeakySum):
+    """add_many, meant as a faster add loop, skips the first payload."""
+
+    properties = Properties(invertible=False)
+
+    def add_many(self, state: int, values: list[int]) -> int:
+        return state + sum(values[1:])
+
+
 @aggregate
 def first_value(values: list[int]) -> int:
     """Declares order_insensitive (the default), but depends on order."""
@@ -329,6 +338,11 @@ def test_declared_properties_are_checked(tmp_path: Path) -> None:
     ]
     honest = run_fixture(load_fixture(write(tmp_path, base.format(udm="HonestFirst")))[0])
     assert honest.passed, honest.failures
+    skipping = run_fixture(load_fixture(write(tmp_path, base.format(udm="SkippingSum")))[0])
+    assert (
+        "add_many differs from add: in window [0, 10) adding [7, 3, 5] at once gives 8 "
+        "instead of 15" in skipping.failures
+    )
 
 
 def test_equivalent_stream_keeps_the_cht() -> None:

@@ -593,3 +593,58 @@ class TestDocstrings:
             [sys.executable, "-c", code], check=True, capture_output=True, text=True
         )
         assert out.stdout.strip() == "False"
+
+
+class TestAddMany:
+    """add_many: ``add`` in a loop unless a UDA overrides it; checked like
+    any other method."""
+
+    @pytest.mark.parametrize("base", [IncrementalAggregate, IncrementalOperator])
+    def test_default_adds_in_order(self, base: type) -> None:
+        cls = type(
+            "Collect",
+            (base,),
+            {
+                "initial_state": lambda self: [],
+                "add": lambda self, s, v: [*s, v],
+                "result": lambda self, s: s,
+            },
+        )
+        udm = cls()
+        assert udm.add_many([0], [3, 1, 2]) == [0, 3, 1, 2]
+        assert udm.add_many([0], []) == [0]
+        assert not cls.implements("add_many")
+
+    def test_override_is_recognized(self) -> None:
+        class Sum(IncrementalAggregate):
+            def initial_state(self) -> int:
+                return 0
+
+            def add(self, state: int, value: int) -> int:
+                return state + value
+
+            def add_many(self, state: int, values: Sequence[int]) -> int:
+                return state + sum(values)
+
+            def result(self, state: int) -> int:
+                return state
+
+        assert Sum.implements("add_many") and Sum().add_many(1, [2, 3]) == 6
+
+    def test_wrong_arity(self) -> None:
+        with pytest.raises(UdmDefinitionError) as err:
+
+            class Sum(IncrementalAggregate):
+                def initial_state(self) -> int:
+                    return 0
+
+                def add(self, state: int, value: int) -> int:
+                    return state + value
+
+                def add_many(self, values: Sequence[int]) -> int:
+                    return sum(values)
+
+                def result(self, state: int) -> int:
+                    return state
+
+        assert "Sum.add_many takes 1 required argument(s) besides self, but a " in str(err.value)
