@@ -226,10 +226,7 @@ def _raw_payloads(udm: Udm, payloads: list[Any]) -> Any:
     :func:`~udm.host.invoke.raw_result`)."""
     u: Any = udm
     if udm.incremental:
-        state = u.initial_state()
-        for p in payloads:
-            state = u.add(state, p)
-        return u.result(state)
+        return u.result(u.add_many(u.initial_state(), payloads))
     return u.compute_result(list(payloads))
 
 
@@ -245,17 +242,35 @@ def _output_batch(
 ) -> pa.RecordBatch:
     """Output rows (lifetime and results) with their key values, one list
     per key column."""
+    n_results = len(schema) - 2 - len(key_columns)
+    return _output_columns(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        key_columns,
+        [[r[2][j] for r in rows] for j in range(n_results)],
+        schema,
+        what,
+    )
+
+
+def _output_columns(
+    starts: Any,
+    ends: Any,
+    key_columns: list[list[Any]],
+    results: list[list[Any]],
+    schema: pa.Schema,
+    what: Callable[[int, int], str],
+) -> pa.RecordBatch:
+    """The output batch from its columns: lifetimes, one list per key
+    column and one per result column."""
     n_keys = len(key_columns)
-    arrays: list[pa.Array] = [
-        pa.array([r[0] for r in rows], pa.int64()),
-        pa.array([r[1] for r in rows], pa.int64()),
-    ]
+    arrays: list[pa.Array] = [pa.array(starts, pa.int64()), pa.array(ends, pa.int64())]
     for i, values in enumerate(key_columns):
         arrays.append(pa.array(values, schema.field(2 + i).type))
-    for j in range(len(schema) - 2 - n_keys):
+    for j, values in enumerate(results):
         field = schema.field(2 + n_keys + j)
         dtype = None if field.metadata and b"udm.pickled" in field.metadata else field.type
-        arrays.append(to_arrow_column([r[2][j] for r in rows], dtype, _label(what, j)))
+        arrays.append(to_arrow_column(values, dtype, _label(what, j)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -303,11 +318,14 @@ def window_rows(
     return [(e.start, e.end, [normalize_value(e.payload)]) for e in per_call[0]]
 
 
-def result_labels(op: WindowOp, row_windows: list[WindowDescriptor]) -> Callable[[int, int], str]:
-    """Names result ``i`` of call ``j`` in type errors."""
+def result_labels(
+    op: WindowOp, window_of: Callable[[int], WindowDescriptor]
+) -> Callable[[int, int], str]:
+    """Names result ``i`` of call ``j`` in type errors (``window_of(i)``:
+    the window of output row ``i``)."""
 
     def what(j: int, i: int) -> str:
-        return f"UDM {op.calls[j].udm.name!r} on window {describe_window(row_windows[i])}"
+        return f"UDM {op.calls[j].udm.name!r} on window {describe_window(window_of(i))}"
 
     return what
 
@@ -345,7 +363,7 @@ def make_group_fn(
             rows += got
             row_windows += [window] * len(got)
         yield _output_batch(
-            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows)
+            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows.__getitem__)
         )
 
     return evaluate_windows
@@ -472,7 +490,7 @@ def make_merge_fn(
             rows.append(_window_row(udms, state, window, keys, op.policy))
             row_windows.append(window)
         yield _output_batch(
-            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows)
+            rows, _same_key(keys, len(rows)), schema, result_labels(op, row_windows.__getitem__)
         )
 
     return merge_states

@@ -17,11 +17,13 @@ width gcd(size, hop)) (Li et al., "No pane, no gain": a point event is
 folded once, not size/hop times); a partition's states of one (key,
 bucket) are pickled together and shuffled by (key, bucket), so a hot
 key's windows are merged on several workers, and a window's result merges
-its panes' states in time order.
+its panes' states in time order, two merges a window through block prefix
+and suffix merges (van Herk / Gil-Werman) whatever size/hop is.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 from collections.abc import Callable, Iterator
@@ -34,8 +36,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.policies import InputClipping
-from udm.host.query import E_COL, S_COL, WindowOp
+from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import q
 from udm.host.spark.types import dumps
@@ -127,10 +129,6 @@ def _run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
     for c in sorted_cols:
         change[1:] |= c[1:] != c[:-1]
     return np.flatnonzero(change)
-
-
-def _initial(udms: list[Any]) -> list[Any]:
-    return [u.initial_state() for u in udms]
 
 
 def _key_values(table: pa.Table, keys: list[str], rows: np.ndarray) -> list[list[Any]]:
@@ -312,9 +310,69 @@ def _evaluate_fn(
                 row_windows += [window] * len(got)
                 for col, v in zip(out_keys, kv, strict=True):
                     col += [v] * len(got)
-            yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows))
+            yield ev._output_batch(
+                out, out_keys, schema, ev.result_labels(op, row_windows.__getitem__)
+            )
 
     return evaluate
+
+
+class _RunFailed(Exception):
+    """A UDM failed on run ``run`` of a chunk (the caller names the window)."""
+
+    def __init__(self, run: int, cause: Exception) -> None:
+        super().__init__(run)
+        self.run, self.cause = run, cause
+
+
+def _fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> list[Any]:
+    """One state per run of a time-insensitive UDA: its values added in
+    order (by one ``add_many`` call where the UDA defines it)."""
+    values, fn = inputs
+    init, add, add_many = udm.initial_state, udm.add, udm.add_many
+    many = udm.implements("add_many")  # else the loop is inlined: no call per run
+    out: list[Any] = []
+    try:
+        for a, z in itertools.pairwise(bounds):
+            run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
+            if many:
+                out.append(add_many(init(), run))
+                continue
+            st = init()
+            for v in run:
+                st = add(st, v)
+            out.append(st)
+    except Exception as exc:
+        raise _RunFailed(len(out), exc) from exc
+    return out
+
+
+def _fold_events(
+    udm: Any,
+    inputs: tuple[list[Any], Any],
+    bounds: list[int],
+    starts: list[int],
+    ends: list[int],
+    w: HoppingWindow,
+    idx: list[int],
+    clipping: InputClipping,
+) -> list[Any]:
+    """One state per run of a time-sensitive UDA (run ``r`` is window
+    ``idx[r]``): its events, clipped to the window, added in order."""
+    values, fn = inputs
+    init, add = udm.initial_state, udm.add
+    out: list[Any] = []
+    try:
+        for r, (a, z) in enumerate(itertools.pairwise(bounds)):
+            window = w.window_at(idx[r])
+            st = init()
+            for m in range(a, z):
+                v = values[m] if fn is None else fn(values[m])
+                st = add(st, clipping.clip(IntervalEvent(starts[m], ends[m], v), window), window)
+            out.append(st)
+    except Exception as exc:
+        raise _RunFailed(len(out), exc) from exc
+    return out
 
 
 def _fold_fn(
@@ -333,8 +391,6 @@ def _fold_fn(
     n_bucket = ev.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
     sensitive = [u.time_sensitive for u in udms]
-    inits = [u.initial_state for u in udms]
-    adds = [u.add for u in udms]
     n_udms = len(udms)
     clipping: InputClipping = op.clipping
 
@@ -360,36 +416,29 @@ def _fold_fn(
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
             run_kind, run_idx = kind[runs[i:j]], idx[runs[i:j]]
-            folded: list[list[Any]] = []
             idx_list = run_idx.tolist()
-            for r in range(j - i):
-                a, z = bounds[r], bounds[r + 1]
-                state = [init() for init in inits]
-                n = 0
-                try:
-                    for n in range(n_udms):
-                        values, fn = inputs[n]
-                        add, st = adds[n], state[n]
-                        if sensitive[n]:
-                            window = w.window_at(idx_list[r])
-                            for m in range(a, z):
-                                v = values[m] if fn is None else fn(values[m])
-                                event = clipping.clip(IntervalEvent(starts[m], ends[m], v), window)
-                                st = add(st, event, window)
-                        else:
-                            for v in values[a:z] if fn is None else map(fn, values[a:z]):
-                                st = add(st, v)
-                        state[n] = st
-                except Exception as exc:
-                    i_r = idx_list[r]
-                    window = (
-                        WindowDescriptor(i_r * p + off, i_r * p + off + p)
-                        if run_kind[r]
-                        else w.window_at(i_r)
-                    )
-                    kv = [col[r] for col in run_keys]
-                    raise ev._wrap(udms[n], window, kv, exc) from exc
-                folded.append(state)
+            columns: list[list[Any]] = []
+            n = 0
+            try:
+                for n in range(n_udms):
+                    if sensitive[n]:
+                        got = _fold_events(
+                            udms[n], inputs[n], bounds, starts, ends, w, idx_list, clipping
+                        )
+                    else:
+                        got = _fold_values(udms[n], inputs[n], bounds)
+                    columns.append(got)
+            except _RunFailed as failed:
+                r = failed.run
+                i_r = idx_list[r]
+                window = (
+                    WindowDescriptor(i_r * p + off, i_r * p + off + p)
+                    if run_kind[r]
+                    else w.window_at(i_r)
+                )
+                kv = [col[r] for col in run_keys]
+                raise ev._wrap(udms[n], window, kv, failed.cause) from failed.cause
+            folded = [list(states) for states in zip(*columns, strict=True)]
             # the buckets of windows each state serves
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()
@@ -431,14 +480,12 @@ def _merge_fn(
     op: WindowOp, keys: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function computing each (key, bucket) group's windows
-    from partial states: a window merges its panes in time order (each
-    unpickled once; the first one afresh, as merge may update its first
-    argument), then its own per-window states."""
+    from partial states: a window merges its panes in time order, then its
+    own per-window states."""
     w = op.window
     assert isinstance(w, HoppingWindow)
     size, hop, off = w.size, w.hop, w.offset
     p = math.gcd(size, hop)
-    per_window = size // p
     k_last = w.last_index_before(op.watermark) if op.watermark < INFINITY else None
     n_bucket = ev.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
@@ -454,47 +501,154 @@ def _merge_fn(
         blobs = table.column(ev._STATE).take(pa.array(order, pa.int64())).to_pylist()
         group_keys = _key_values(table, keys, order[groups])
         bounds = [*groups.tolist(), len(order)]
-        out: list[tuple[int, int, list[Any]]] = []
+        ks: list[int] = []
         out_keys: list[list[Any]] = [[] for _ in keys]
-        row_windows: list[WindowDescriptor] = []
+        results: list[list[Any]] = [[] for _ in udms]
         for g in range(len(groups)):
-            a, z = bounds[g], bounds[g + 1]
             kv = [col[g] for col in group_keys]
-            b = int(bucket[order[a]])
+            panes, own = _unpickled(udms, blobs[bounds[g] : bounds[g + 1]], w, kv)
+            b = int(bucket[order[bounds[g]]])
             lo, hi = b * n_bucket, b * n_bucket + n_bucket - 1
             if k_last is not None:
                 hi = min(hi, k_last)
-            pane_parts: dict[int, list[list[Any]]] = {}
-            window_parts: dict[int, list[list[Any]]] = {}
-            for blob in sorted(blobs[a:z]):
-                for (is_pane, i), state in pickle.loads(blob).items():
-                    (pane_parts if is_pane else window_parts).setdefault(i, []).append(state)
-            # merging into a fresh initial state leaves the shared pane
-            # states untouched (merge may update its first argument)
-            states: dict[int, list[Any]] = {}
-            wanted = set(window_parts)
-            for i, found in pane_parts.items():
-                ps = i * p + off
-                if len(found) == 1:
-                    states[i] = found[0]
-                else:
-                    pane = WindowDescriptor(ps, ps + p)
-                    states[i] = ev._merged(udms, [_initial(udms), *found], pane, kv)
-                first_k = -((off + size - p - ps) // hop)
-                wanted.update(range(max(first_k, lo), min((ps - off) // hop, hi) + 1))
-            for kk in sorted(wanted):
-                window = w.window_at(kk)
-                first_pane = (window.start - off) // p
-                parts = [_initial(udms)]
-                parts += [
-                    states[i] for i in range(first_pane, first_pane + per_window) if i in states
-                ]
-                parts += window_parts.get(kk, [])
-                state = ev._merged(udms, parts, window, kv)
-                out.append(ev._window_row(udms, state, window, kv, op.policy))
-                row_windows.append(window)
-                for col, v in zip(out_keys, kv, strict=True):
-                    col.append(v)
-        yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows))
+            # windows holding a pane, or with a state of their own
+            ps = np.fromiter(panes, np.int64, len(panes)) * p + off
+            first_k = np.maximum(-((off + size - p - ps) // hop), lo)
+            _, held = _explode(first_k, np.minimum((ps - off) // hop, hi))
+            todo = np.union1d(held, np.fromiter(own, np.int64, len(own))).tolist()
+            for n, u in enumerate(udms):
+                pane_states = {i: st[n] for i, st in panes.items()}
+                own_states = {k: st[n] for k, st in own.items()}
+                results[n] += _window_results(u, pane_states, own_states, todo, w, kv)
+            ks += todo
+            for col, v in zip(out_keys, kv, strict=True):
+                col += [v] * len(todo)
+        yield _grid_batch(op, ks, out_keys, results, schema)
 
     return merge
+
+
+def _unpickled(
+    udms: list[Any], blobs: list[bytes], w: HoppingWindow, kv: list[Any]
+) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """A group's partial states by pane and by window, the parts of one
+    index (from several input partitions) merged in a fixed order. Each
+    state is unpickled once and owned here, so the first part of an index
+    may be updated by merge."""
+    p = math.gcd(w.size, w.hop)
+    panes: dict[int, list[Any]] = {}
+    own: dict[int, list[Any]] = {}
+    for blob in sorted(blobs):
+        for (is_pane, i), state in pickle.loads(blob).items():
+            into = panes if is_pane else own
+            got = into.get(i)
+            if got is None:
+                into[i] = state
+                continue
+            n = 0
+            try:
+                for n, u in enumerate(udms):
+                    got[n] = u.merge(got[n], state[n])
+            except Exception as exc:
+                start = i * p + w.offset
+                window = WindowDescriptor(start, start + p) if is_pane else w.window_at(i)
+                raise ev._wrap(udms[n], window, kv, exc) from exc
+    return panes, own
+
+
+#: result types passed on as they are (anything else goes through normalize_value)
+_PLAIN = frozenset({float, int, str, bool, bytes, type(None)})
+
+
+def _window_results(
+    u: Any,
+    panes: dict[int, Any],
+    own: dict[int, Any],
+    ks: list[int],
+    w: HoppingWindow,
+    kv: list[Any],
+) -> list[Any]:
+    """One UDA's result for each window ``ks`` (increasing): its pane
+    states, then its own state, merged in time order.
+
+    A window spans ``L = size / pane`` panes: the end of one aligned block
+    of L panes and the start of the next. With every block's suffix and
+    prefix merges at hand (van Herk / Gil-Werman), a window costs two
+    merges whatever L is, instead of L. Pane states and the block merges
+    serve several windows and are only ever read: every update goes into
+    a fresh initial state.
+    """
+    p = math.gcd(w.size, w.hop)
+    per_window, step = w.size // p, w.hop // p
+    init, merge, result = u.initial_state, u.merge, u.result
+    sensitive = u.time_sensitive
+    # block merges from pane ``base`` on, built as the windows reach them
+    base = ks[0] * step // per_window * per_window if ks else 0
+    suffix: list[Any] = []
+    prefix: list[Any] = []
+
+    def build_block() -> None:
+        first = base + len(suffix)
+        states = [panes.get(i) for i in range(first, first + per_window)]
+        block: list[Any] = [None] * per_window
+        acc = None
+        for t in range(per_window - 1, -1, -1):
+            x = states[t]
+            if x is not None:
+                acc = x if acc is None else merge(merge(init(), x), acc)
+            block[t] = acc
+        suffix.extend(block)
+        acc = None
+        for x in states:
+            if x is not None:
+                acc = x if acc is None else merge(merge(init(), acc), x)
+            prefix.append(acc)
+
+    own_state = own.get
+    out: list[Any] = []
+    k = 0
+    try:
+        for k in ks:
+            st = init()
+            if panes:
+                f = k * step - base
+                b, t = divmod(f, per_window)
+                while len(suffix) < (b + (2 if t else 1)) * per_window:
+                    build_block()
+                x = suffix[f]
+                if x is not None:
+                    st = merge(st, x)
+                if t:
+                    x = prefix[f + per_window - 1]
+                    if x is not None:
+                        st = merge(st, x)
+            x = own_state(k)
+            if x is not None:
+                st = merge(st, x)
+            r = result(st, w.window_at(k)) if sensitive else result(st)
+            out.append(r if type(r) in _PLAIN else normalize_value(r))
+    except Exception as exc:
+        raise ev._wrap(u, w.window_at(k), kv, exc) from exc
+    return out
+
+
+def _grid_batch(
+    op: WindowOp,
+    ks: list[int],
+    key_columns: list[list[Any]],
+    results: list[list[Any]],
+    schema: pa.Schema,
+) -> pa.RecordBatch:
+    """Output rows of aggregates over windows ``ks``: lifetimes by the
+    output policy (aggregates take ``align`` or ``point_end``), keys and
+    one result column per call."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    starts = np.asarray(ks, dtype=np.int64) * w.hop + w.offset
+    ends = starts + w.size
+    if op.policy is OutputPolicy.POINT_END:
+        starts = ends - 1
+    else:
+        assert op.policy is OutputPolicy.ALIGN, op.policy
+    labels = ev.result_labels(op, lambda i: w.window_at(ks[i]))
+    return ev._output_columns(starts, ends, key_columns, results, schema, labels)

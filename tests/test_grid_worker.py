@@ -1,0 +1,321 @@
+"""Partial aggregation on hopping and tumbling windows, in-process (no Spark
+session): the worker functions Spark runs (``grid._fold_fn`` per input
+partition, ``grid._merge_fn`` after the shuffle) are called on Arrow
+batches directly and must give the reference evaluator's CHT; failures
+name the UDM, the window and the key. ``add_many`` replaces the per-event
+``add`` loop where a UDA defines it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from udm.host import (
+    Cht,
+    HoppingWindow,
+    InputClipping,
+    IntervalEvent,
+    OutputPolicy,
+    UdmInvocationError,
+    evaluate_by_key,
+)
+from udm.host.time import INFINITY
+from udm.sdk import IncrementalAggregate, Properties, TimeSensitiveIncrementalAggregate
+
+pa = pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from pyspark.sql import types as T  # noqa: E402
+
+from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
+from udm.host.spark import evaluate as ev  # noqa: E402
+from udm.host.spark import grid  # noqa: E402
+
+
+class Mean(IncrementalAggregate):
+    def initial_state(self) -> list[float]:
+        return [0.0, 0]
+
+    def add(self, state: list[float], value: float) -> list[float]:
+        state[0] += value  # updates its state in place, as the SDK allows
+        state[1] += 1
+        return state
+
+    def merge(self, a: list[float], b: list[float]) -> list[float]:
+        a[0] += b[0]  # and merge updates its first argument
+        a[1] += b[1]
+        return a
+
+    def result(self, state: list[float]) -> float:
+        return state[0] / state[1]
+
+
+class Bag(IncrementalAggregate):
+    """The window's payloads as a sorted list; counts its calls."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+
+    def initial_state(self) -> Counter[float]:
+        return Counter()
+
+    def add(self, state: Counter[float], value: float) -> Counter[float]:
+        Bag.calls["add"] += 1
+        state[value] += 1
+        return state
+
+    def add_many(self, state: Counter[float], values: Sequence[float]) -> Counter[float]:
+        Bag.calls["add_many"] += 1
+        state.update(values)
+        return state
+
+    def merge(self, a: Counter[float], b: Counter[float]) -> Counter[float]:
+        a.update(b)
+        return a
+
+    def result(self, state: Counter[float]) -> list[float]:
+        return sorted(state.elements())
+
+
+class Span(TimeSensitiveIncrementalAggregate):
+    """Covered ticks of the window (time-sensitive: no panes)."""
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, event: IntervalEvent[float], window: Any) -> int:
+        return state + (event.end - event.start)
+
+    def merge(self, a: int, b: int) -> int:
+        return a + b
+
+    def result(self, state: int, window: Any) -> int:
+        return state
+
+
+class InOrder(IncrementalAggregate):
+    """Concatenates payloads: associative, not commutative, so merges out of
+    time order show. (Declared order-insensitive so that it may run
+    partially; a single input partition keeps every merge in time order.)"""
+
+    properties = Properties(order_insensitive=True)
+
+    def initial_state(self) -> list[float]:
+        return []
+
+    def add(self, state: list[float], value: float) -> list[float]:
+        state.append(value)
+        return state
+
+    def merge(self, a: list[float], b: list[float]) -> list[float]:
+        a.extend(b)
+        return a
+
+    def result(self, state: list[float]) -> list[float]:
+        return list(state)
+
+
+RESULT_TYPES = {
+    Mean: T.DoubleType(),
+    Bag: T.ArrayType(T.DoubleType()),
+    Span: T.LongType(),
+    InOrder: T.ArrayType(T.DoubleType()),
+}
+
+
+def _op(
+    window: HoppingWindow,
+    udms: list[Any],
+    watermark: int = INFINITY,
+    policy: OutputPolicy = OutputPolicy.ALIGN,
+) -> WindowOp:
+    calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
+    return WindowOp(
+        window, "aggregate", calls, InputClipping.NONE, policy, False, watermark, True, False
+    )
+
+
+def _schema(udms: list[Any]) -> Any:
+    fields = [
+        T.StructField(S_COL, T.LongType(), False),
+        T.StructField(E_COL, T.LongType(), False),
+        T.StructField("key", T.StringType(), True),
+        *[T.StructField(f"__udm_r{i}", RESULT_TYPES[u], True) for i, u in enumerate(udms)],
+    ]
+    return ev._arrow_schema_with_marks(T.StructType(fields))
+
+
+def _run(
+    op: WindowOp, udms: list[Any], rows: list[tuple[str | None, int, int, float]], parts: int
+) -> list[dict[str, Any]]:
+    """Fold ``parts`` input partitions (rows dealt out round-robin), then
+    merge every state in one go: the output rows."""
+    fold = grid._fold_fn(op, ["key"], ["key", "v"])
+    merge = grid._merge_fn(op, ["key"], _schema(udms))
+    states = []
+    for part in range(parts):
+        mine = rows[part::parts]
+        if not mine:
+            continue
+        keys, starts, ends, values = (list(c) for c in zip(*mine, strict=True))
+        table = pa.table(
+            {
+                "key": pa.array(keys, pa.string()),
+                S_COL: pa.array(starts, pa.int64()),
+                E_COL: pa.array(ends, pa.int64()),
+                "v": pa.array(values, pa.float64()),
+            }
+        )
+        states += list(fold(iter(table.to_batches(max_chunksize=3))))
+    return [row for b in merge(iter(states)) for row in b.to_pylist()]
+
+
+def _by_key(rows: list[dict[str, Any]], column: str) -> dict[Any, Cht]:
+    out: dict[Any, list[tuple[int, int, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["key"], []).append((r[S_COL], r[E_COL], r[column]))
+    return {k: Cht(v) for k, v in out.items()}
+
+
+def _reference(
+    rows: list[tuple[str | None, int, int, float]], window: HoppingWindow, udm: Any, **kw: Any
+) -> dict[Any, Cht]:
+    cht = Cht(IntervalEvent(s, e, {"key": k, "v": v}) for k, s, e, v in rows)
+    got = evaluate_by_key(cht, "key", window, udm, value="v", **kw)
+    return {k: v for k, v in got.items() if len(v)}
+
+
+EVENTS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", None]),
+        st.integers(-20, 60),
+        st.one_of(st.just(1), st.just(1), st.integers(1, 25)),  # mostly points
+        st.integers(0, 8).map(float),
+    ).map(lambda t: (t[0], t[1], t[1] + t[2], t[3])),
+    max_size=40,
+)
+WINDOWS = st.sampled_from(
+    [
+        HoppingWindow(10, 2),  # 5 panes a window
+        HoppingWindow(12, 8),  # panes of 4: 3 a window, windows 2 panes apart
+        HoppingWindow(6, 6),  # tumbling
+        HoppingWindow(9, 3, offset=2),
+        HoppingWindow(4, 7, offset=1),  # gaps between windows
+    ]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=EVENTS,
+    window=WINDOWS,
+    parts=st.integers(1, 3),
+    bucket=st.sampled_from([128, 2]),
+    watermark=st.sampled_from([INFINITY, 40]),
+)
+def test_fold_and_merge_equal_the_reference(
+    rows: list[Any], window: HoppingWindow, parts: int, bucket: int, watermark: int
+) -> None:
+    """Panes (point events), per-window states (intervals), several input
+    partitions, buckets of 2 windows (panes serving two buckets) and a
+    watermark: every window's merged result is the reference's."""
+    udms = [Mean, Bag, Span]
+    old, ev.BUCKET = ev.BUCKET, bucket
+    try:
+        out = _run(_op(window, udms, watermark), udms, rows, parts)
+    finally:
+        ev.BUCKET = old
+    for i, udm in enumerate(udms):
+        assert _by_key(out, f"__udm_r{i}") == _reference(rows, window, udm, watermark=watermark)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    starts=st.lists(st.integers(-30, 80), unique=True, max_size=40),
+    window=WINDOWS,
+)
+def test_panes_are_merged_in_time_order(starts: list[int], window: HoppingWindow) -> None:
+    """Block prefix and suffix merges (two a window) keep the panes in time
+    order: a concatenating state comes out sorted by start."""
+    rows = [("k", s, s + 1, float(s)) for s in random.Random(1).sample(starts, len(starts))]
+    out = _run(_op(window, [InOrder]), [InOrder], rows, 1)
+    assert _by_key(out, "__udm_r0") == _reference(rows, window, InOrder)
+    assert all(r["__udm_r0"] == sorted(r["__udm_r0"]) for r in out)
+
+
+def test_point_end_policy_and_pane_windows() -> None:
+    """Size/hop = 5: each window merges five panes; point_end stamps the
+    window's last tick."""
+    rows = [("a", t, t + 1, float(t % 7)) for t in range(0, 40, 3)]
+    window = HoppingWindow(10, 2)
+    out = _run(_op(window, [Mean], policy=OutputPolicy.POINT_END), [Mean], rows, 2)
+    want = _reference(rows, window, Mean, output_policy="point_end")
+    assert _by_key(out, "__udm_r0") == want
+    # the first window holding the event at 0 is [-8, 2): stamped [1, 2)
+    first = min(out, key=lambda r: r[S_COL])
+    assert (first[S_COL], first[E_COL], first["__udm_r0"]) == (1, 2, 0.0)
+
+
+def test_add_many_replaces_the_add_loop() -> None:
+    """A UDA with add_many gets one call per (key, pane) run of a partition."""
+    Bag.calls.clear()
+    rows = [("a", t, t + 1, float(t)) for t in range(20)]  # panes of 2: 10 runs
+    out = _run(_op(HoppingWindow(4, 2), [Bag]), [Bag], rows, 1)
+    assert Bag.calls == Counter({"add_many": 10})
+    assert _by_key(out, "__udm_r0") == _reference(rows, HoppingWindow(4, 2), Bag)
+
+
+class Fragile(Mean):
+    def __init__(self, stage: str = "add") -> None:
+        self.stage = stage
+
+    def add(self, state: list[float], value: float) -> list[float]:
+        if self.stage == "add" and value == 13.0:
+            raise ValueError("13 is unlucky")
+        return super().add(state, value)
+
+    def merge(self, a: list[float], b: list[float]) -> list[float]:
+        if self.stage == "merge" and a[1] and b[1]:
+            raise ValueError("no merging")
+        return super().merge(a, b)
+
+    def result(self, state: list[float]) -> float:
+        if self.stage == "result" and state[0] > 20:
+            raise ValueError("too big")
+        return super().result(state)
+
+
+@pytest.mark.parametrize(
+    ("stage", "parts", "where"),
+    [
+        # the pane [12, 14) holding 13 (the fold works per pane)
+        ("add", 1, r"window \[12, 14\) of key 'a': ValueError: 13 is unlucky"),
+        # the same pane's states from two partitions
+        ("merge", 2, r"window \[0, 2\) of key 'a': ValueError: no merging"),
+        # panes merged for the first window
+        ("merge", 1, r"window \[-4, 2\) of key 'a': ValueError: no merging"),
+        ("result", 1, r"window \[2, 8\) of key 'a': ValueError: too big"),
+    ],
+)
+def test_a_failing_uda_names_window_and_key(stage: str, parts: int, where: str) -> None:
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    op = _op(HoppingWindow(6, 2), [Mean])
+    op = WindowOp(
+        op.window,
+        "aggregate",
+        (UdmCall("r0", Fragile(stage), "v"),),
+        InputClipping.NONE,
+        OutputPolicy.ALIGN,
+        False,
+        INFINITY,
+        True,
+        False,
+    )
+    with pytest.raises(UdmInvocationError, match=rf"UDM 'fragile' failed on {where}"):
+        _run(op, [Mean], rows, parts)
