@@ -1066,10 +1066,14 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
 # ------------------------------------------------------- shared row logic
 
 
+#: types returned as they are, found by one set lookup (results are mostly these)
+_PLAIN = frozenset({float, int, str, bool, bytes, type(None)})
+
+
 def normalize_value(value: Any) -> Any:
     """A result in plain Python terms: dataclasses and named tuples become
     dicts, numpy scalars Python numbers, recursively."""
-    if value is None or isinstance(value, str | bytes | bool | int | float):
+    if type(value) in _PLAIN or isinstance(value, str | bytes | bool | int | float):
         return value
     if isinstance(value, Mapping):
         return {str(k): normalize_value(v) for k, v in value.items()}

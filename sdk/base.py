@@ -271,7 +271,7 @@ class IncrementalAggregate(Udm, _IncrementalMixin):
         """The state after adding ``payloads`` (a list, in order) one by one.
 
         Override it only with something equivalent to this loop; the
-        fixture runner checks that it is (see docs/sdk.md, "Adding many
+        fixture runner checks that it is (see docs/writing-udms.md, "Adding many
         payloads at once").
         """
         for payload in payloads:

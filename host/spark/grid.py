@@ -556,10 +556,6 @@ def _unpickled(
     return panes, own
 
 
-#: result types passed on as they are (anything else goes through normalize_value)
-_PLAIN = frozenset({float, int, str, bool, bytes, type(None)})
-
-
 def _window_results(
     u: Any,
     panes: dict[int, Any],
@@ -626,7 +622,7 @@ def _window_results(
             if x is not None:
                 st = merge(st, x)
             r = result(st, w.window_at(k)) if sensitive else result(st)
-            out.append(r if type(r) in _PLAIN else normalize_value(r))
+            out.append(normalize_value(r))
     except Exception as exc:
         raise ev._wrap(u, w.window_at(k), kv, exc) from exc
     return out
