@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from test_query import ROWS_SEED, Mean, make_rows, median, rises, rows_cht, value_range
 
 from udm.host import Cht, IntervalEvent, SnapshotWindow, evaluate_by_key
-from udm.host.query import register_udm
+from udm.host.query import _LOCAL_UDMS, register_udm
 from udm.host.spark.sql import register_sql
 from udm.sdk import aggregate
 
@@ -22,7 +23,7 @@ def quantile(values: list[float], q: float = 0.5) -> float:
 
 
 @pytest.fixture(scope="module")
-def sql(spark: Any) -> Any:
+def sql(spark: Any) -> Iterator[Any]:
     register_udm("stats.median", median)
     register_udm("stats.quantile", quantile)
     assert register_sql(spark, "stats.median") == "stats_median"
@@ -48,7 +49,10 @@ def sql(spark: Any) -> Any:
         make_rows(ROWS_SEED), "sensor string, ts long, te long, temp double"
     )
     events.createOrReplaceTempView("events")
-    return spark.sql
+    yield spark.sql
+    # the overrides must not shadow udm-stats for the tests that follow
+    for name in ("stats.median", "stats.quantile"):
+        _LOCAL_UDMS.pop(name, None)
 
 
 def test_median_per_sensor_on_tumbling_windows(sql: Any) -> None:
