@@ -217,6 +217,91 @@ def test_invalid_rows_fail_naming_column_and_row(spark: Any) -> None:
     )
 
 
+def test_timestamp_ntz_and_date_columns(spark: Any) -> None:
+    day = dt.timedelta(days=1)
+    ntz = spark.createDataFrame(
+        [
+            (dt.datetime(2024, 1, 1, 0, 0, 5), dt.datetime(2024, 1, 1, 0, 0, 50), 2.0),
+            (dt.datetime(2024, 1, 1, 0, 1, 0), dt.datetime(2024, 1, 1, 0, 1, 10), 4.0),
+        ],
+        "t0 timestamp_ntz, t1 timestamp_ntz, v double",
+    )
+    query = (
+        Stream.from_dataframe(ntz, start="t0", end="t1")
+        .tumbling_window(dt.timedelta(minutes=1))
+        .aggregate(Mean, value="v")
+    )
+    assert query.to_cht() == Cht(
+        [
+            (T0_TICKS, T0_TICKS + 60_000_000, 2.0),
+            (T0_TICKS + 60_000_000, T0_TICKS + 120_000_000, 4.0),
+        ]
+    )
+    out = query.to_dataframe()
+    assert [f.dataType.simpleString() for f in out.schema.fields[:2]] == ["timestamp_ntz"] * 2
+    minute = dt.timedelta(minutes=1)
+    naive = T0.replace(tzinfo=None)
+    assert sorted(tuple(r) for r in out.collect()) == [
+        (naive, naive + minute, 2.0),
+        (naive + minute, naive + 2 * minute, 4.0),
+    ]
+    dates = spark.createDataFrame(
+        [(dt.date(2024, 1, 1), 1.0), (dt.date(2024, 1, 1), 3.0), (dt.date(2024, 1, 3), 7.0)],
+        "d date, v double",
+    )
+    out = Stream.from_dataframe(dates, start="d").tumbling_window(day).aggregate(Mean, value="v")
+    rows = sorted(tuple(r) for r in out.to_dataframe().collect())
+    assert rows == [(naive, naive + day, 2.0), (naive + 2 * day, naive + 3 * day, 7.0)]
+
+
+def test_quotes_dots_and_backslashes_in_column_names(spark: Any) -> None:
+    from pyspark.sql import types as T
+
+    schema = T.StructType(
+        [
+            T.StructField("it's", T.LongType()),
+            T.StructField("v.1", T.DoubleType()),
+            T.StructField("back\\slash", T.StringType()),
+        ]
+    )
+    df = spark.createDataFrame([(1, 1.0, "a"), (None, 2.0, "b\\'c")], schema)
+    query = Stream.from_dataframe(df, start="it's").tumbling_window(10).aggregate(Mean, value="v.1")
+    with pytest.raises(InvalidEventError) as err:
+        query.to_cht()
+    row = '{"it\'s":null,"v.1":2.0,"back\\\\slash":"b\\\\\'c"}'
+    assert str(err.value) == (
+        f"""invalid event: "it's" is null; row: {row}. """
+        "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
+        "(stream.metrics.invalid_rows())"
+    )
+    dropped = Stream.from_dataframe(df, start="it's", on_invalid="drop")
+    counted = dropped.tumbling_window(10).aggregate(Mean, value="v.1")
+    assert counted.to_cht() == Cht([(0, 10, 1.0)])
+    assert counted.metrics.invalid_rows() == {'"it\'s" is null': 1}
+    # keys and values with dots and backticks through every worker path
+    rows = [("a.b", 1, 2.0), ("a.b", 4, 4.0), ("c`d", 2, 8.0), ("c`d", 12, 1.0)]
+    df = spark.createDataFrame(rows, "`k.1` string, ts long, `v``2` double")
+    stream = Stream.from_dataframe(df, start="ts", key="k.1")
+    cht = {
+        "a.b": [(0, 10, 3.0)],
+        "c`d": [(0, 10, 8.0), (10, 20, 1.0)],
+    }
+    for partial in (True, False):
+        query = stream.tumbling_window(10).aggregate(Mean, value="v`2", partial=partial)
+        out = query.to_dataframe()
+        assert out.columns == ["start", "end", "k.1", "mean"]
+        got = sorted((r["k.1"], r["start"], r["end"], r["mean"]) for r in out.collect())
+        assert got == sorted((k, s, e, m) for k, spans in cht.items() for s, e, m in spans)
+    snapshot = stream.snapshot_window().aggregate(Mean, value="v`2").to_dataframe()
+    got = sorted(tuple(r) for r in snapshot.collect())
+    assert got == [(1, 2, "a.b", 2.0), (2, 3, "c`d", 8.0), (4, 5, "a.b", 4.0), (12, 13, "c`d", 1.0)]
+    filtered = (
+        stream.where(lambda r: r["v`2"] > 1.5).tumbling_window(10).aggregate(Mean, value="v`2")
+    )
+    got = sorted(tuple(r) for r in filtered.to_dataframe().collect())
+    assert got == [(0, 10, "a.b", 3.0), (0, 10, "c`d", 8.0)]
+
+
 def test_missing_columns_and_wrong_value_types_fail_before_running(events: Any) -> None:
     with pytest.raises(KeyError, match=r"end column 'stop' is not in the DataFrame; its columns"):
         Stream.from_dataframe(events, start="ts", end="stop")

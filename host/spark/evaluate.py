@@ -49,7 +49,7 @@ from udm.host.query import (
     op_layout,
     result_columns,
 )
-from udm.host.spark.frame import EventFrame, q
+from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, q
 from udm.host.spark.types import (
     accepts,
     arrow_schema,
@@ -523,7 +523,6 @@ def _assigned_results(
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
     bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")
-    group_cols = [*[F.col(q(k)) for k in keys], bucket]
     if op.use_partial():
         part_schema = T.StructType(
             [
@@ -534,14 +533,18 @@ def _assigned_results(
                 T.StructField(_STATE, T.BinaryType(), False),
             ]
         )
-        partial = assigned.mapInArrow(
-            make_partial_fn(op, list(keys), needed, has_mark), part_schema
+        partial = map_in_arrow(
+            assigned, make_partial_fn(op, list(keys), needed, has_mark), part_schema
         )
-        return partial.groupBy(*group_cols).applyInArrow(
-            make_merge_fn(op, len(keys), pa_schema), out_schema
+        return apply_in_arrow(
+            partial, list(keys), [bucket], make_merge_fn(op, len(keys), pa_schema), out_schema
         )
-    return assigned.groupBy(*group_cols).applyInArrow(
-        make_group_fn(op, len(keys), needed, pa_schema, has_mark), out_schema
+    return apply_in_arrow(
+        assigned,
+        list(keys),
+        [bucket],
+        make_group_fn(op, len(keys), needed, pa_schema, has_mark),
+        out_schema,
     )
 
 
@@ -602,11 +605,11 @@ def evaluate_op(
     cols = result_columns(op, structs)
     check_output_names(keys, [c for c, _, _ in cols])
     index = {c.name: i for i, c in enumerate(op.calls)}
-    select = [F.col(S_COL), F.col(E_COL), *[F.col(q(k)) for k in keys]]
+    select = [S_COL, E_COL, *[q(k) for k in keys]]
     for col, call_name, field in cols:
-        src = F.col(_result_col(index[call_name]))
-        select.append((src if field is None else src.getField(field)).alias(col))
-    return frame.with_df(result.select(*select)), op_layout(op, cols)
+        src = _result_col(index[call_name])
+        select.append(f"{src if field is None else f'{src}.{q(field)}'} AS {q(col)}")
+    return frame.with_df(result.selectExpr(*select)), op_layout(op, cols)
 
 
 def _arrow_schema_with_marks(schema: T.StructType) -> pa.Schema:
@@ -669,7 +672,7 @@ def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[s
     """
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     found: dict[str, T.DataType | None] = dict.fromkeys(columns)
-    rows = df.select(*columns).mapInArrow(_collect_types(columns), "column string, type string")
+    rows = map_in_arrow(df.select(*columns), _collect_types(columns), "column string, type string")
     for r in rows.collect():
         t = None if r["type"] is None else T._parse_datatype_json_string(r["type"])
         try:
@@ -682,7 +685,7 @@ def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[s
         for f in df.schema.fields
     ]
     schema = T.StructType(fields)
-    decoded = df.mapInArrow(_decode(arrow_schema(schema), columns), schema)
+    decoded = map_in_arrow(df, _decode(arrow_schema(schema), columns), schema)
     return decoded, types
 
 

@@ -37,7 +37,7 @@ from udm.host.query import (
     udf_input,
 )
 from udm.host.spark.evaluate import _pickled_field, decode_pickled, evaluate_op, to_arrow_column
-from udm.host.spark.frame import EventFrame, from_rows, normalize, output, q
+from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def _where(frame: EventFrame, predicate: Any, scalar: bool) -> DataFrame:
             rows = batch.select(payload).to_pylist()
             yield batch.filter(pa.array([bool(fn(r)) for r in rows], pa.bool_()))
 
-    return df.mapInArrow(filter_batches, df.schema)
+    return map_in_arrow(df, filter_batches, df.schema)
 
 
 def _const(label: str) -> Callable[[int], str]:
@@ -232,7 +232,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
                 arrays.append(to_arrow_column(values, dtype, _const(f"select({labels[j]}=...)")))
             yield pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, *tmp])
 
-    computed = df.mapInArrow(project_batches, schema)
+    computed = map_in_arrow(df, project_batches, schema)
     pickled = [n for n, t in zip(tmp, types, strict=True) if t is None]
     if pickled:
         computed, _ = decode_pickled(computed, pickled)

@@ -14,9 +14,11 @@ dropped and counted by an ``Observation`` (``on_invalid="drop"``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -35,19 +37,33 @@ from udm.host.query import (
 )
 from udm.host.time import INFINITY
 
-__all__ = ["EventFrame", "TimeKind", "from_rows", "normalize", "output", "q"]
+__all__ = [
+    "EventFrame",
+    "TimeKind",
+    "apply_in_arrow",
+    "from_rows",
+    "map_in_arrow",
+    "normalize",
+    "output",
+    "q",
+    "sql_string",
+]
 
 TimeKind = Literal["long", "timestamp", "timestamp_ntz"]
 _EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 
 
-def _inf() -> Column:
-    return F.lit(INFINITY).cast("long")
+_INF = f"{INFINITY}L"
 
 
 def q(name: str) -> str:
     """A column name quoted for SQL expressions."""
     return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """A SQL string literal of ``text`` (Spark's backslash escapes)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass(frozen=True)
@@ -66,20 +82,22 @@ class EventFrame:
         return EventFrame(df, self.time)
 
 
-def _ticks(name: str, dtype: T.DataType) -> tuple[Column, Column | None, TimeKind]:
-    """(ticks, parse-failed flag or None, time kind) of a time column."""
-    c = F.col(name)
+def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
+    """(ticks, parse-failed flag or None, time kind) of a time column, as
+    SQL expressions: planning a projection from strings takes one call
+    into the JVM, from Column objects one per function and literal."""
+    c = q(name)
     if isinstance(dtype, T.TimestampType):
-        return F.unix_micros(c), None, "timestamp"
+        return f"unix_micros({c})", None, "timestamp"
     if isinstance(dtype, T.TimestampNTZType):
-        return F.expr(f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {q(name)})"), None, "timestamp_ntz"
+        return f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {c})", None, "timestamp_ntz"
     if isinstance(dtype, T.DateType):
-        return F.unix_date(c).cast("long") * F.lit(86_400_000_000), None, "timestamp"
+        return f"(CAST(unix_date({c}) AS BIGINT) * 86400000000L)", None, "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
-        return c.cast("long"), None, "long"
+        return f"CAST({c} AS BIGINT)", None, "long"
     if isinstance(dtype, T.StringType):
-        parsed = F.try_to_timestamp(c)
-        return F.unix_micros(parsed), c.isNotNull() & parsed.isNull(), "timestamp"
+        parsed = f"try_to_timestamp({c})"
+        return f"unix_micros({parsed})", f"({c} IS NOT NULL AND {parsed} IS NULL)", "timestamp"
     raise TypeError(
         f"column {name!r} has type {dtype.simpleString()}; event times must be timestamps, "
         "dates, integer ticks (microseconds since 1970-01-01 UTC) or ISO 8601 strings"
@@ -92,13 +110,13 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
     schema = {f.name: f.dataType for f in df.schema.fields}
     start = source.start
     s_ticks, s_bad, kind = _ticks(start, schema[start])
-    checks: list[tuple[Column, str]] = [(F.col(start).isNull(), reason_null(start))]
+    checks: list[tuple[str, str]] = [(f"{q(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
         checks.append((s_bad, reason_unparsable(start)))
     end = source.end
     if end is None:
-        checks.append((s_ticks >= _inf(), reason_end_of_time(start)))
-        e_ticks = F.when(s_ticks >= _inf(), _inf()).otherwise(s_ticks + F.lit(1))
+        checks.append((f"{s_ticks} >= {_INF}", reason_end_of_time(start)))
+        e_ticks = f"CASE WHEN {s_ticks} >= {_INF} THEN {_INF} ELSE {s_ticks} + 1L END"
     else:
         raw_e, e_bad, e_kind = _ticks(end, schema[end])
         if (e_kind == "long") != (kind == "long"):
@@ -107,57 +125,58 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
                 f"{end!r} ({schema[end].simpleString()}) must both be times or both be ticks"
             )
         if source.shape == "edge":
-            e_ticks = F.coalesce(raw_e, _inf())
+            e_ticks = f"coalesce({raw_e}, {_INF})"
         else:
-            checks.append((F.col(end).isNull(), reason_no_end(end)))
+            checks.append((f"{q(end)} IS NULL", reason_no_end(end)))
             e_ticks = raw_e
         if e_bad is not None:
             checks.append((e_bad, reason_unparsable(end)))
-        checks.append((e_ticks <= s_ticks, reason_order(start, end)))
-    problem: Column = F.lit(None).cast("string")
-    for cond, reason in reversed(checks):
-        problem = F.when(cond, F.lit(reason)).otherwise(problem)
-    payload = [c for c in df.columns if c not in (start, end)]
+        checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
+    # the first failing check names the problem
+    whens = " ".join(f"WHEN {cond} THEN {sql_string(reason)}" for cond, reason in checks)
+    problem = f"CASE {whens} ELSE CAST(NULL AS STRING) END"
+    payload = [q(c) for c in df.columns if c not in (start, end)]
     metrics = QueryMetrics({})
     if source.on_invalid == "drop":
         obs = Observation()
         reasons = list(dict.fromkeys(r for _, r in checks))
         prob = "__udm_problem"
-        tagged = df.withColumn(prob, problem)
+        tagged = df.selectExpr("*", f"{problem} AS {prob}")
         tagged = tagged.observe(
-            obs, *[F.sum(F.when(F.col(prob) == r, 1).otherwise(0)).alias(r) for r in reasons]
+            obs,
+            *[
+                F.expr(f"sum(CASE WHEN {prob} = {sql_string(r)} THEN 1 ELSE 0 END) AS {q(r)}")
+                for r in reasons
+            ],
         )
         metrics = QueryMetrics(observation=obs)
-        out = tagged.where(F.col(prob).isNull()).select(
-            s_ticks.alias(S_COL), e_ticks.alias(E_COL), *[F.col(q(c)) for c in payload]
+        out = tagged.where(f"{prob} IS NULL").selectExpr(
+            f"{s_ticks} AS {S_COL}", f"{e_ticks} AS {E_COL}", *payload
         )
     else:
-        row_json = F.to_json(
-            F.struct(*[F.col(q(c)) for c in df.columns]), {"ignoreNullFields": "false"}
+        fields = ", ".join(q(c) for c in df.columns)
+        row_json = f"to_json(struct({fields}), map('ignoreNullFields', 'false'))"
+        hint = (
+            ". Fix the data, or pass on_invalid='drop' to drop such rows and count them "
+            "(stream.metrics.invalid_rows())"
         )
-        message = F.concat(
-            F.lit("invalid event: "),
-            problem,
-            F.lit("; row: "),
-            F.coalesce(row_json, F.lit("?")),
-            F.lit(
-                ". Fix the data, or pass on_invalid='drop' to drop such rows and count them "
-                "(stream.metrics.invalid_rows())"
-            ),
+        message = (
+            f"concat('invalid event: ', {problem}, '; row: ', coalesce({row_json}, '?'), "
+            f"{sql_string(hint)})"
         )
-        guarded = F.when(problem.isNotNull(), F.raise_error(message)).otherwise(s_ticks)
-        out = df.select(
-            guarded.cast("long").alias(S_COL),
-            e_ticks.cast("long").alias(E_COL),
-            *[F.col(q(c)) for c in payload],
+        guarded = (
+            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE {s_ticks} END"
+        )
+        out = df.selectExpr(
+            f"CAST({guarded} AS BIGINT) AS {S_COL}",
+            f"CAST({e_ticks} AS BIGINT) AS {E_COL}",
+            *payload,
         )
     return EventFrame(out, kind), metrics
 
 
 def from_rows(spark: SparkSession, rows: list[Row], timestamps: bool) -> EventFrame:
     """An event table from in-memory rows (Arrow infers payload types)."""
-    import pyarrow as pa
-
     records = [{S_COL: s, E_COL: e, **p} for s, e, p in rows]
     if records:
         table = pa.Table.from_pylist(records)
@@ -177,17 +196,78 @@ def output(frame: EventFrame) -> DataFrame:
             f"payload columns {clash} clash with the output's start/end columns; "
             "rename them (select()) before running"
         )
-    s, e = F.col(S_COL), F.col(E_COL)
-    start: Any
-    end: Any
+    s, e = S_COL, E_COL
     if frame.time == "long":
         start, end = s, e
     elif frame.time == "timestamp":
-        start = F.timestamp_micros(s)
-        end = F.when(e >= _inf(), F.lit(None)).otherwise(F.timestamp_micros(e))
+        start = f"timestamp_micros({s})"
+        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE timestamp_micros({e}) END"
     else:
-        start = F.expr(f"timestampadd(MICROSECOND, {S_COL}, {_EPOCH_NTZ})")
-        end = F.when(e >= _inf(), F.lit(None)).otherwise(
-            F.expr(f"timestampadd(MICROSECOND, {E_COL}, {_EPOCH_NTZ})")
-        )
-    return frame.df.select(start.alias("start"), end.alias("end"), *[F.col(q(c)) for c in payload])
+        start = f"timestampadd(MICROSECOND, {s}, {_EPOCH_NTZ})"
+        shown = f"timestampadd(MICROSECOND, {e}, {_EPOCH_NTZ})"
+        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE {shown} END"
+    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *[q(c) for c in payload])
+
+
+# ---------------------------------------------------- Arrow UDFs, any names
+
+
+def _addressable(name: str) -> bool:
+    return "." not in name and "`" not in name
+
+
+def _renamed(df: DataFrame) -> tuple[DataFrame, list[str], dict[str, str]]:
+    """``df`` with columns PySpark's Arrow UDFs can address, its original
+    names, and each original name's new one.
+
+    ``mapInArrow`` and ``applyInArrow`` pass their input columns as
+    ``df[name]``, which reads a dot as a struct field and rejects a
+    backtick; such columns travel under positional names instead and get
+    their own names back in the worker.
+    """
+    names = df.columns
+    new = [n if _addressable(n) else f"__udm_c{i}" for i, n in enumerate(names)]
+    if new == names:
+        return df, names, {}
+    return df.toDF(*new), names, dict(zip(names, new, strict=True))
+
+
+def _restoring(
+    names: list[str], fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def restored(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return fn(b.rename_columns(names) for b in batches)
+
+    return restored
+
+
+def map_in_arrow(
+    df: DataFrame,
+    fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    schema: T.StructType | str,
+) -> DataFrame:
+    """``df.mapInArrow(fn, schema)`` for any column names."""
+    safe, names, renamed = _renamed(df)
+    return safe.mapInArrow(_restoring(names, fn) if renamed else fn, schema)
+
+
+def apply_in_arrow(
+    df: DataFrame,
+    keys: list[str],
+    extra: list[Column],
+    fn: Callable[[Any, Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    schema: T.StructType,
+) -> DataFrame:
+    """``df.groupBy(keys + extra).applyInArrow(fn, schema)`` for any column
+    names (``extra``: grouping expressions over addressable columns)."""
+    safe, names, renamed = _renamed(df)
+    by = [F.col(q(renamed.get(k, k))) for k in keys] + extra
+    if not renamed:
+        return safe.groupBy(*by).applyInArrow(fn, schema)
+
+    def restored(
+        key: tuple[pa.Scalar, ...], batches: Iterator[pa.RecordBatch]
+    ) -> Iterator[pa.RecordBatch]:
+        return fn(key, (b.rename_columns(names) for b in batches))
+
+    return safe.groupBy(*by).applyInArrow(restored, schema)

@@ -39,7 +39,7 @@ from pyspark.sql import types as T
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
-from udm.host.spark.frame import q
+from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.types import dumps
 from udm.host.spark.windows import hopping_range, never_ends_message
 from udm.host.time import INFINITY
@@ -174,20 +174,21 @@ def grid_results(
                 T.StructField(ev._STATE, T.BinaryType(), False),
             ]
         )
-        source = df.select(*[F.col(q(c)) for c in columns])
-        states = source.mapInArrow(_fold_fn(op, list(keys), needed), schema)
+        source = df.selectExpr(*[q(c) for c in columns])
+        states = map_in_arrow(source, _fold_fn(op, list(keys), needed), schema)
         part = [*[F.col(q(k)) for k in keys], F.col(BUCKET_COL)]
-        return states.repartition(*part).mapInArrow(
-            _merge_fn(op, list(keys), pa_schema), out_schema
+        return map_in_arrow(
+            states.repartition(*part), _merge_fn(op, list(keys), pa_schema), out_schema
         )
     evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
-        source = df.select(*[F.col(q(c)) for c in columns])
-        return source.repartition(*[F.col(q(k)) for k in keys]).mapInArrow(evaluate, out_schema)
+        source = df.selectExpr(*[q(c) for c in columns])
+        by_key = source.repartition(*[F.col(q(k)) for k in keys])
+        return map_in_arrow(by_key, evaluate, out_schema)
     # without keys, buckets of windows spread the stream over the workers
     bucketed = _bucketed(df, w, op.watermark, columns)
-    return bucketed.repartition(F.col(BUCKET_COL)).mapInArrow(evaluate, out_schema)
+    return map_in_arrow(bucketed.repartition(F.col(BUCKET_COL)), evaluate, out_schema)
 
 
 # ----------------------------------------------------------- worker side

@@ -52,7 +52,7 @@ from udm.host.spark.evaluate import (
     decode_pickled,
     to_arrow_column,
 )
-from udm.host.spark.frame import TimeKind, q
+from udm.host.spark.frame import TimeKind, apply_in_arrow, q
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY
 from udm.host.windows import WindowSpec
@@ -288,7 +288,7 @@ def replay(
         output == "cht",
         flush,
     )
-    result = norm.groupBy(F.col(_GROUP), *[F.col(q(k)) for k in keys]).applyInArrow(fn, schema)
+    result = apply_in_arrow(norm, [_GROUP, *keys], [], fn, schema)
     rtypes: T.DataType | None = rtype
     if rtype is None:
         result, inferred = decode_pickled(result, [_RESULT])

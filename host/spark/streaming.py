@@ -61,7 +61,7 @@ from udm.host.invoke import instantiate
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import call_type
-from udm.host.spark.frame import TimeKind, q
+from udm.host.spark.frame import TimeKind, map_in_arrow, q
 from udm.host.spark.grid import _codes, _key_values, _run_starts
 from udm.host.spark.replay import _n
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -865,7 +865,7 @@ def stream_changelog(
             T.StructField(_ROWS, T.BinaryType(), False),
         ]
     )
-    packed = norm.mapInArrow(_pack, packed_schema).withWatermark(_CTI, "0 seconds")
+    packed = map_in_arrow(norm, _pack, packed_schema).withWatermark(_CTI, "0 seconds")
     schema_of = {f.name: f.dataType for f in df.schema.fields}
     result_fields: list[str] | None = None
     if isinstance(rtype, T.StructType):
