@@ -295,6 +295,8 @@ def test_quotes_dots_and_backslashes_in_column_names(spark: Any) -> None:
     snapshot = stream.snapshot_window().aggregate(Mean, value="v`2").to_dataframe()
     got = sorted(tuple(r) for r in snapshot.collect())
     assert got == [(1, 2, "a.b", 2.0), (2, 3, "c`d", 8.0), (4, 5, "a.b", 4.0), (12, 13, "c`d", 1.0)]
+    counted = stream.count_window(2).aggregate(Mean, value="v`2").to_dataframe()
+    assert sorted(tuple(r) for r in counted.collect()) == [(4, 5, "a.b", 3.0), (12, 13, "c`d", 4.5)]
     filtered = (
         stream.where(lambda r: r["v`2"] > 1.5).tumbling_window(10).aggregate(Mean, value="v`2")
     )

@@ -401,3 +401,26 @@ def test_batch_only_options_are_refused_by_to_stream(spark: Any) -> None:
         windowed.aggregate("stats.mean", value="v", emit_empty=True).to_stream()
     with pytest.raises(ValueError, match="watermark= bounds a batch query"):
         windowed.aggregate("stats.mean", value="v", watermark=100).to_stream()
+
+
+def test_column_names_with_dots_and_backticks(spark: Any, tmp_path: Path) -> None:
+    """Key and value columns named like nested fields reach the workers."""
+    from udm.host.spark.streaming import AdvanceTime, changelog_cht
+
+    rows = [
+        {"start": 1 * S, "k.1": "a", "v`1": 1.0},
+        {"start": 3 * S, "k.1": "a", "v`1": 5.0},
+        {"start": 12 * S, "k.1": "a", "v`1": 9.0},
+    ]
+    _write(tmp_path / "in", [rows])
+    src = _source(spark, tmp_path / "in", "start long, `k.1` string, `v``1` double, seq long")
+    changelog = (
+        Stream.from_dataframe(src, start="start", key="k.1")
+        .window(WINDOW)
+        .aggregate("stats.mean", value="v`1")
+        .to_stream(advance=AdvanceTime(every=5 * S))
+    )
+    log = _run(changelog, tmp_path)
+    assert _cht_by_key(changelog_cht(log, ["k.1"]), "mean", key="k.1") == {
+        "a": Cht([(0, 10 * S, 3.0)])
+    }
