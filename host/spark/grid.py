@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -439,7 +439,7 @@ def _fold_fn(
                 )
                 kv = [col[r] for col in run_keys]
                 raise ev._wrap(udms[n], window, kv, failed.cause) from failed.cause
-            folded = [list(states) for states in zip(*columns, strict=True)]
+            folded = list(zip(*columns, strict=True))
             # the buckets of windows each state serves
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()
@@ -458,9 +458,10 @@ def _fold_fn(
             out_runs, bucket = out_runs[order2], bucket[order2]
             groups = _run_starts(bucket, *[c[order2] for c in run_codes])
             ends_ = [*groups[1:].tolist(), len(out_runs)]
-            kinds, idxs, members = run_kind.tolist(), run_idx.tolist(), out_runs.tolist()
+            # per group: (is pane, index) of each state, then the states
+            kinds, idxs, members = run_kind[out_runs], run_idx[out_runs], out_runs.tolist()
             blobs = [
-                dumps({(kinds[r], idxs[r]): folded[r] for r in members[a:z]})
+                dumps((kinds[a:z].tobytes(), idxs[a:z].tolist(), [folded[r] for r in members[a:z]]))
                 for a, z in zip(groups.tolist(), ends_, strict=True)
             ]
             take = pa.array(out_runs[groups], pa.int64())
@@ -502,21 +503,34 @@ def _merge_fn(
         blobs = table.column(ev._STATE).take(pa.array(order, pa.int64())).to_pylist()
         group_keys = _key_values(table, keys, order[groups])
         bounds = [*groups.tolist(), len(order)]
+        parts = [
+            _unpickled(udms, blobs[bounds[g] : bounds[g + 1]], w, [c[g] for c in group_keys])
+            for g in range(len(groups))
+        ]
+        # every group's windows at once: those holding a pane of the group
+        # (within its bucket and the watermark), or with a state of their own
+        lo = bucket[order[groups]] * n_bucket
+        hi = lo + n_bucket - 1 if k_last is None else np.minimum(lo + n_bucket - 1, k_last)
+        n_panes = np.fromiter((len(pn) for pn, _ in parts), np.int64, len(parts))
+        n_own = np.fromiter((len(ow) for _, ow in parts), np.int64, len(parts))
+        pane_g = np.repeat(np.arange(len(parts)), n_panes)
+        ps = np.fromiter(itertools.chain.from_iterable(pn for pn, _ in parts), np.int64) * p + off
+        first_k = np.maximum(-((off + size - p - ps) // hop), lo[pane_g])
+        rows, held = _explode(first_k, np.minimum((ps - off) // hop, hi[pane_g]))
+        own_k = np.fromiter(itertools.chain.from_iterable(ow for _, ow in parts), np.int64)
+        win_g = np.concatenate([pane_g[rows], np.repeat(np.arange(len(parts)), n_own)])
+        win_k = np.concatenate([held, own_k])
+        sort = np.lexsort((win_k, win_g))
+        win_g, win_k = win_g[sort], win_k[sort]
+        first = _run_starts(win_k, win_g)
+        win_g, all_k = win_g[first], win_k[first].tolist()
+        win_bounds = np.searchsorted(win_g, np.arange(len(parts) + 1)).tolist()
         ks: list[int] = []
         out_keys: list[list[Any]] = [[] for _ in keys]
         results: list[list[Any]] = [[] for _ in udms]
-        for g in range(len(groups)):
+        for g, (panes, own) in enumerate(parts):
             kv = [col[g] for col in group_keys]
-            panes, own = _unpickled(udms, blobs[bounds[g] : bounds[g + 1]], w, kv)
-            b = int(bucket[order[bounds[g]]])
-            lo, hi = b * n_bucket, b * n_bucket + n_bucket - 1
-            if k_last is not None:
-                hi = min(hi, k_last)
-            # windows holding a pane, or with a state of their own
-            ps = np.fromiter(panes, np.int64, len(panes)) * p + off
-            first_k = np.maximum(-((off + size - p - ps) // hop), lo)
-            _, held = _explode(first_k, np.minimum((ps - off) // hop, hi))
-            todo = np.union1d(held, np.fromiter(own, np.int64, len(own))).tolist()
+            todo = all_k[win_bounds[g] : win_bounds[g + 1]]
             for n, u in enumerate(udms):
                 pane_states = {i: st[n] for i, st in panes.items()}
                 own_states = {k: st[n] for k, st in own.items()}
@@ -531,29 +545,32 @@ def _merge_fn(
 
 def _unpickled(
     udms: list[Any], blobs: list[bytes], w: HoppingWindow, kv: list[Any]
-) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+) -> tuple[dict[int, Sequence[Any]], dict[int, Sequence[Any]]]:
     """A group's partial states by pane and by window, the parts of one
     index (from several input partitions) merged in a fixed order. Each
     state is unpickled once and owned here, so the first part of an index
-    may be updated by merge."""
+    may be updated by merge (one state per call, a tuple until merged)."""
     p = math.gcd(w.size, w.hop)
-    panes: dict[int, list[Any]] = {}
-    own: dict[int, list[Any]] = {}
+    panes: dict[int, Sequence[Any]] = {}
+    own: dict[int, Sequence[Any]] = {}
     for blob in sorted(blobs):
-        for (is_pane, i), state in pickle.loads(blob).items():
+        kinds, idxs, states = pickle.loads(blob)
+        for is_pane, i, state in zip(kinds, idxs, states, strict=True):
             into = panes if is_pane else own
             got = into.get(i)
             if got is None:
                 into[i] = state
                 continue
+            merged: list[Any] = []
             n = 0
             try:
                 for n, u in enumerate(udms):
-                    got[n] = u.merge(got[n], state[n])
+                    merged.append(u.merge(got[n], state[n]))
             except Exception as exc:
                 start = i * p + w.offset
                 window = WindowDescriptor(start, start + p) if is_pane else w.window_at(i)
                 raise ev._wrap(udms[n], window, kv, exc) from exc
+            into[i] = merged
     return panes, own
 
 
