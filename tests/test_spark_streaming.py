@@ -315,16 +315,18 @@ def test_late_events_follow_the_policy_and_are_counted(
     }
 
 
-def _run_mean_of_events(spark: Any, tmp_path: Path) -> Any:
-    """Point events (start, k, v) written under tmp_path/in, through the
-    query API: tumbling mean, a CTI per key every 5 s."""
+def _run_mean_of_events(spark: Any, tmp_path: Path, key: str = "k", value: str = "v") -> Any:
+    """Point events (start, key, value) written under tmp_path/in, through
+    the query API: tumbling mean, a CTI per key every 5 s."""
+    from udm.host.spark.frame import q
     from udm.host.spark.streaming import AdvanceTime
 
-    src = _source(spark, tmp_path / "in", "start long, k string, v double, seq long")
+    schema = f"start long, {q(key)} string, {q(value)} double, seq long"
+    src = _source(spark, tmp_path / "in", schema)
     changelog = (
-        Stream.from_dataframe(src, start="start", key="k")
+        Stream.from_dataframe(src, start="start", key=key)
         .window(WINDOW)
-        .aggregate("stats.mean", value="v")
+        .aggregate("stats.mean", value=value)
         .to_stream(advance=AdvanceTime(every=5 * S))
     )
     return _run(changelog, tmp_path)
@@ -405,7 +407,7 @@ def test_batch_only_options_are_refused_by_to_stream(spark: Any) -> None:
 
 def test_column_names_with_dots_and_backticks(spark: Any, tmp_path: Path) -> None:
     """Key and value columns named like nested fields reach the workers."""
-    from udm.host.spark.streaming import AdvanceTime, changelog_cht
+    from udm.host.spark.streaming import changelog_cht
 
     rows = [
         {"start": 1 * S, "k.1": "a", "v`1": 1.0},
@@ -413,14 +415,7 @@ def test_column_names_with_dots_and_backticks(spark: Any, tmp_path: Path) -> Non
         {"start": 12 * S, "k.1": "a", "v`1": 9.0},
     ]
     _write(tmp_path / "in", [rows])
-    src = _source(spark, tmp_path / "in", "start long, `k.1` string, `v``1` double, seq long")
-    changelog = (
-        Stream.from_dataframe(src, start="start", key="k.1")
-        .window(WINDOW)
-        .aggregate("stats.mean", value="v`1")
-        .to_stream(advance=AdvanceTime(every=5 * S))
-    )
-    log = _run(changelog, tmp_path)
+    log = _run_mean_of_events(spark, tmp_path, key="k.1", value="v`1")
     assert _cht_by_key(changelog_cht(log, ["k.1"]), "mean", key="k.1") == {
         "a": Cht([(0, 10 * S, 3.0)])
     }
