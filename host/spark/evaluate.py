@@ -518,8 +518,8 @@ def _assigned_results(
     assigned = assign_windows(df, keys, op.window, op.watermark, op.emit_empty)
     has_mark = op.emit_empty
     extra = [MARK] if has_mark else []
-    assigned = assigned.select(
-        *[F.col(q(c)) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
+    assigned = assigned.selectExpr(
+        *[q(c) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
     bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")

@@ -139,13 +139,14 @@ def _key_values(table: pa.Table, keys: list[str], rows: np.ndarray) -> list[list
 # ----------------------------------------------------------- Spark side
 
 
-def _bucketed(df: DataFrame, w: HoppingWindow, watermark: int, columns: list[str]) -> DataFrame:
-    """Events with each bucket of windows holding them (usually one)."""
+def _bucketed(source: DataFrame, w: HoppingWindow, watermark: int, columns: list[str]) -> DataFrame:
+    """Events (``source``, of ``columns``) with each bucket of windows
+    holding them (usually one)."""
     k_min, k_max = hopping_range(w, watermark)
     b = ev.BUCKET
-    ranged = df.select(
-        *[F.col(q(c)) for c in columns], k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")
-    ).where(F.col("__udm_kmin") <= F.col("__udm_kmax"))
+    ranged = source.select("*", k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")).where(
+        F.col("__udm_kmin") <= F.col("__udm_kmax")
+    )
     lo = F.expr(f"(__udm_kmin - pmod(__udm_kmin, {b}L)) div {b}L")
     hi = F.expr(f"(__udm_kmax - pmod(__udm_kmax, {b}L)) div {b}L")
     buckets = F.when(lo == hi, F.array(lo)).otherwise(F.sequence(lo, hi))
@@ -166,6 +167,7 @@ def grid_results(
     w = op.window
     assert isinstance(w, HoppingWindow)
     columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
+    source = df.selectExpr(*[q(c) for c in columns])
     if op.use_partial():
         schema = T.StructType(
             [
@@ -174,7 +176,6 @@ def grid_results(
                 T.StructField(ev._STATE, T.BinaryType(), False),
             ]
         )
-        source = df.selectExpr(*[q(c) for c in columns])
         states = map_in_arrow(source, _fold_fn(op, list(keys), needed), schema)
         part = [*[F.col(q(k)) for k in keys], F.col(BUCKET_COL)]
         return map_in_arrow(
@@ -183,11 +184,10 @@ def grid_results(
     evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
-        source = df.selectExpr(*[q(c) for c in columns])
         by_key = source.repartition(*[F.col(q(k)) for k in keys])
         return map_in_arrow(by_key, evaluate, out_schema)
     # without keys, buckets of windows spread the stream over the workers
-    bucketed = _bucketed(df, w, op.watermark, columns)
+    bucketed = _bucketed(source, w, op.watermark, columns)
     return map_in_arrow(bucketed.repartition(F.col(BUCKET_COL)), evaluate, out_schema)
 
 
