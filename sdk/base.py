@@ -283,7 +283,9 @@ class IncrementalAggregate(Udm, _IncrementalMixin):
         raise NotImplementedError
 
     def merge(self, a: Any, b: Any) -> Any:
-        """A state equivalent to adding everything in ``a`` and ``b``."""
+        """A state equivalent to adding everything in ``a`` and ``b``. It
+        may update and return ``a`` (or return ``b``), but must leave ``b``
+        unchanged: the engine may still read it."""
         raise NotImplementedError
 
     def result(self, state: Any) -> Any:

@@ -17,16 +17,17 @@ width gcd(size, hop)) (Li et al., "No pane, no gain": a point event is
 folded once, not size/hop times); a partition's states of one (key,
 bucket) are pickled together and shuffled by (key, bucket), so a hot
 key's windows are merged on several workers, and a window's result merges
-its panes' states in time order, two merges a window through block prefix
-and suffix merges (van Herk / Gil-Werman) whatever size/hop is.
+its panes' states in time order through a two-stack sliding queue, about
+three merges a window whatever size/hop is.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple, cast
 
 import numpy as np
@@ -331,18 +332,21 @@ def _fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> 
     order (by one ``add_many`` call where the UDA defines it)."""
     values, fn = inputs
     init, add, add_many = udm.initial_state, udm.add, udm.add_many
-    many = udm.implements("add_many")  # else the loop is inlined: no call per run
     out: list[Any] = []
+    append = out.append
+    runs = itertools.pairwise(bounds)
     try:
-        for a, z in itertools.pairwise(bounds):
-            run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
-            if many:
-                out.append(add_many(init(), run))
-                continue
-            st = init()
-            for v in run:
-                st = add(st, v)
-            out.append(st)
+        if fn is not None:
+            values = [fn(v) for v in values]
+        if udm.implements("add_many"):
+            for a, z in runs:
+                append(add_many(init(), values[a:z]))
+        else:  # the loop inlined: no call per run
+            for a, z in runs:
+                st = init()
+                for v in values[a:z]:
+                    st = add(st, v)
+                append(st)
     except Exception as exc:
         raise _RunFailed(len(out), exc) from exc
     return out
@@ -439,7 +443,6 @@ def _fold_fn(
                 )
                 kv = [col[r] for col in run_keys]
                 raise ev._wrap(udms[n], window, kv, failed.cause) from failed.cause
-            folded = list(zip(*columns, strict=True))
             # the buckets of windows each state serves
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()
@@ -458,10 +461,16 @@ def _fold_fn(
             out_runs, bucket = out_runs[order2], bucket[order2]
             groups = _run_starts(bucket, *[c[order2] for c in run_codes])
             ends_ = [*groups[1:].tolist(), len(out_runs)]
-            # per group: (is pane, index) of each state, then the states
+            # per group: (is pane, index) of each state, then each UDA's states
             kinds, idxs, members = run_kind[out_runs], run_idx[out_runs], out_runs.tolist()
             blobs = [
-                dumps((kinds[a:z].tobytes(), idxs[a:z].tolist(), [folded[r] for r in members[a:z]]))
+                dumps(
+                    (
+                        kinds[a:z].tobytes(),
+                        idxs[a:z].tolist(),
+                        [list(map(col.__getitem__, members[a:z])) for col in columns],
+                    )
+                )
                 for a, z in zip(groups.tolist(), ends_, strict=True)
             ]
             take = pa.array(out_runs[groups], pa.int64())
@@ -511,13 +520,14 @@ def _merge_fn(
         # (within its bucket and the watermark), or with a state of their own
         lo = bucket[order[groups]] * n_bucket
         hi = lo + n_bucket - 1 if k_last is None else np.minimum(lo + n_bucket - 1, k_last)
-        n_panes = np.fromiter((len(pn) for pn, _ in parts), np.int64, len(parts))
-        n_own = np.fromiter((len(ow) for _, ow in parts), np.int64, len(parts))
+        n_panes = np.fromiter((len(pn[0]) for pn, _ in parts), np.int64, len(parts))
+        n_own = np.fromiter((len(ow[0]) for _, ow in parts), np.int64, len(parts))
         pane_g = np.repeat(np.arange(len(parts)), n_panes)
-        ps = np.fromiter(itertools.chain.from_iterable(pn for pn, _ in parts), np.int64) * p + off
+        ps = np.fromiter(itertools.chain.from_iterable(pn[0] for pn, _ in parts), np.int64)
+        ps = ps * p + off
         first_k = np.maximum(-((off + size - p - ps) // hop), lo[pane_g])
         rows, held = _explode(first_k, np.minimum((ps - off) // hop, hi[pane_g]))
-        own_k = np.fromiter(itertools.chain.from_iterable(ow for _, ow in parts), np.int64)
+        own_k = np.fromiter(itertools.chain.from_iterable(ow[0] for _, ow in parts), np.int64)
         win_g = np.concatenate([pane_g[rows], np.repeat(np.arange(len(parts)), n_own)])
         win_k = np.concatenate([held, own_k])
         sort = np.lexsort((win_k, win_g))
@@ -532,9 +542,7 @@ def _merge_fn(
             kv = [col[g] for col in group_keys]
             todo = all_k[win_bounds[g] : win_bounds[g + 1]]
             for n, u in enumerate(udms):
-                pane_states = {i: st[n] for i, st in panes.items()}
-                own_states = {k: st[n] for k, st in own.items()}
-                results[n] += _window_results(u, pane_states, own_states, todo, w, kv)
+                results[n] += _window_results(u, panes[n], own[n], todo, w, kv)
             ks += todo
             for col, v in zip(out_keys, kv, strict=True):
                 col += [v] * len(todo)
@@ -545,32 +553,34 @@ def _merge_fn(
 
 def _unpickled(
     udms: list[Any], blobs: list[bytes], w: HoppingWindow, kv: list[Any]
-) -> tuple[dict[int, Sequence[Any]], dict[int, Sequence[Any]]]:
-    """A group's partial states by pane and by window, the parts of one
-    index (from several input partitions) merged in a fixed order. Each
-    state is unpickled once and owned here, so the first part of an index
-    may be updated by merge (one state per call, a tuple until merged)."""
+) -> tuple[list[dict[int, Any]], list[dict[int, Any]]]:
+    """Per UDA, a group's partial states by pane and by window, the parts
+    of one index (from several input partitions) merged in a fixed order.
+    Each state is unpickled once and owned here, so the first part of an
+    index may be updated by merge."""
     p = math.gcd(w.size, w.hop)
-    panes: dict[int, Sequence[Any]] = {}
-    own: dict[int, Sequence[Any]] = {}
-    for blob in sorted(blobs):
-        kinds, idxs, states = pickle.loads(blob)
-        for is_pane, i, state in zip(kinds, idxs, states, strict=True):
-            into = panes if is_pane else own
-            got = into.get(i)
-            if got is None:
-                into[i] = state
-                continue
-            merged: list[Any] = []
-            n = 0
-            try:
-                for n, u in enumerate(udms):
-                    merged.append(u.merge(got[n], state[n]))
-            except Exception as exc:
-                start = i * p + w.offset
-                window = WindowDescriptor(start, start + p) if is_pane else w.window_at(i)
-                raise ev._wrap(udms[n], window, kv, exc) from exc
-            into[i] = merged
+    parts = [pickle.loads(blob) for blob in sorted(blobs)]
+    # a state's slot: 2 * index for a pane, 2 * index + 1 for a window
+    slots = [[2 * i + 1 - k for k, i in zip(kinds, idxs, strict=True)] for kinds, idxs, _ in parts]
+    panes: list[dict[int, Any]] = []
+    own: list[dict[int, Any]] = []
+    for n, u in enumerate(udms):
+        merge = u.merge
+        into: dict[int, Any] = {}
+        get = into.get
+        slot = 0
+        try:
+            for got_slots, (_, _, states) in zip(slots, parts, strict=True):
+                for slot, state in zip(got_slots, states[n], strict=True):
+                    got = get(slot)
+                    into[slot] = state if got is None else merge(got, state)
+        except Exception as exc:
+            i, is_window = divmod(slot, 2)
+            start = i * p + w.offset
+            window = w.window_at(i) if is_window else WindowDescriptor(start, start + p)
+            raise ev._wrap(u, window, kv, exc) from exc
+        panes.append({s >> 1: st for s, st in into.items() if not s & 1})
+        own.append({s >> 1: st for s, st in into.items() if s & 1})
     return panes, own
 
 
@@ -585,60 +595,77 @@ def _window_results(
     """One UDA's result for each window ``ks`` (increasing): its pane
     states, then its own state, merged in time order.
 
-    A window spans ``L = size / pane`` panes: the end of one aligned block
-    of L panes and the start of the next. With every block's suffix and
-    prefix merges at hand (van Herk / Gil-Werman), a window costs two
-    merges whatever L is, instead of L. Pane states and the block merges
-    serve several windows and are only ever read: every update goes into
-    a fresh initial state.
+    The panes slide through a two-stack queue (Hirzel et al., "Sliding
+    window aggregation algorithms", Two-Stacks): the newer panes are kept
+    as one running merge (``back``); the older ones (``front``) each as
+    their merge with every newer pane in ``front``, rebuilt from the
+    panes behind ``back`` when the windows have left ``front``. A window
+    then costs about three merges whatever size/hop is. ``merge`` may
+    update its first state, so only states owned here go first: pane
+    states (unpickled for this call, each read before it is merged
+    into), ``back``, and the ``front`` merge of a window's oldest pane
+    when no later window starts there; a merge that returns its second
+    state gets a copy of it.
     """
     p = math.gcd(w.size, w.hop)
     per_window, step = w.size // p, w.hop // p
     init, merge, result = u.initial_state, u.merge, u.result
     sensitive = u.time_sensitive
-    # block merges from pane ``base`` on, built as the windows reach them
-    base = ks[0] * step // per_window * per_window if ks else 0
-    suffix: list[Any] = []
-    prefix: list[Any] = []
+    deepcopy = copy.deepcopy
 
-    def build_block() -> None:
-        first = base + len(suffix)
-        states = [panes.get(i) for i in range(first, first + per_window)]
-        block: list[Any] = [None] * per_window
-        acc = None
-        for t in range(per_window - 1, -1, -1):
-            x = states[t]
-            if x is not None:
-                acc = x if acc is None else merge(merge(init(), x), acc)
-            block[t] = acc
-        suffix.extend(block)
-        acc = None
-        for x in states:
-            if x is not None:
-                acc = x if acc is None else merge(merge(init(), acc), x)
-            prefix.append(acc)
-
-    own_state = own.get
+    order = sorted(panes)
+    states = [panes[i] for i in order]
+    lows = np.asarray(ks, dtype=np.int64) * step
+    # per window, the positions in ``order`` of its panes: [first, last)
+    firsts = np.searchsorted(order, lows).tolist()
+    lasts = np.searchsorted(order, lows + per_window).tolist()
+    nexts = [*firsts[1:], -1]
+    front: list[Any] = []  # merges of the panes at positions [f0, f1) ..
+    f0 = f1 = 0  # .. with every later one up to f1
+    back: Any = None  # the merge of the panes at positions [f1, pushed)
+    pushed = 0
+    own_state = own.get if own else None
     out: list[Any] = []
     k = 0
     try:
-        for k in ks:
-            st = init()
-            if panes:
-                f = k * step - base
-                b, t = divmod(f, per_window)
-                while len(suffix) < (b + (2 if t else 1)) * per_window:
-                    build_block()
-                x = suffix[f]
-                if x is not None:
-                    st = merge(st, x)
-                if t:
-                    x = prefix[f + per_window - 1]
-                    if x is not None:
-                        st = merge(st, x)
-            x = own_state(k)
-            if x is not None:
-                st = merge(st, x)
+        for k, a, z, a_next in zip(ks, firsts, lasts, nexts, strict=True):
+            if a >= f1:  # the windows have left front: rebuild it from back
+                front = states[a:pushed]
+                for t in range(len(front) - 2, -1, -1):
+                    x = front[t + 1]
+                    front[t] = got = merge(front[t], x)
+                    if got is x:
+                        front[t] = deepcopy(x)
+                f0, back = a, None
+                f1 = pushed if pushed > a else a
+            if pushed < z:
+                for x in states[pushed if pushed > a else a : z]:
+                    got = merge(init() if back is None else back, x)
+                    back = deepcopy(x) if got is x else got
+                pushed = z
+            st = None
+            if a < f1:
+                st = front[a - f0]
+                if a_next == a:  # the next window reads it too
+                    got = merge(init(), st)
+                    st = deepcopy(st) if got is st else got
+            if back is not None:
+                if st is None:
+                    st = back
+                else:
+                    got = merge(st, back)
+                    st = deepcopy(back) if got is back else got
+            if own_state is not None and (x := own_state(k)) is not None:
+                if st is None:
+                    st = x
+                else:
+                    if st is back:
+                        got = merge(init(), st)
+                        st = deepcopy(st) if got is st else got
+                    got = merge(st, x)
+                    st = deepcopy(x) if got is x else got
+            if st is None:
+                st = init()
             r = result(st, w.window_at(k)) if sensitive else result(st)
             out.append(normalize_value(r))
     except Exception as exc:
