@@ -349,3 +349,27 @@ def test_a_failing_uda_names_window_and_key(stage: str, parts: int, where: str) 
     )
     with pytest.raises(UdmInvocationError, match=rf"UDM 'fragile' failed on {where}"):
         _run(op, [Mean], rows, parts)
+
+
+def test_a_failing_value_function_names_its_pane() -> None:
+    """A value function is applied per (key, pane) run, so its failure names
+    the pane of the event it failed on."""
+
+    def inverse(row: dict[str, Any]) -> float:
+        return 1.0 / (row["v"] - 13.0)
+
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    op = WindowOp(
+        HoppingWindow(6, 2),
+        "aggregate",
+        (UdmCall("r0", Mean(), inverse),),
+        InputClipping.NONE,
+        OutputPolicy.ALIGN,
+        False,
+        INFINITY,
+        True,
+        False,
+    )
+    where = r"window \[12, 14\) of key 'a': ZeroDivisionError"
+    with pytest.raises(UdmInvocationError, match=rf"UDM 'mean' failed on {where}"):
+        _run(op, [Mean], rows, 1)

@@ -336,16 +336,18 @@ def _fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> 
     append = out.append
     runs = itertools.pairwise(bounds)
     try:
-        if fn is not None:
-            values = [fn(v) for v in values]
         if udm.implements("add_many"):
-            for a, z in runs:
-                append(add_many(init(), values[a:z]))
+            if fn is None:
+                for a, z in runs:
+                    append(add_many(init(), values[a:z]))
+            else:
+                for a, z in runs:
+                    append(add_many(init(), [fn(v) for v in values[a:z]]))
         else:  # the loop inlined: no call per run
             for a, z in runs:
                 st = init()
                 for v in values[a:z]:
-                    st = add(st, v)
+                    st = add(st, v if fn is None else fn(v))
                 append(st)
     except Exception as exc:
         raise _RunFailed(len(out), exc) from exc
