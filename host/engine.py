@@ -36,6 +36,7 @@ from udm.host.errors import InvalidElementError, UdmInvocationError
 from udm.host.gridpath import GridPath, eligible
 from udm.host.indexes import EventIndex, LiveEv, derive_windows
 from udm.host.invoke import (
+    detached,
     instantiate,
     make_value_fn,
     prepare,
@@ -718,7 +719,7 @@ class Host:
 
         def run() -> list[IntervalEvent[Any]]:
             if self._incremental:
-                result = u.result(w.state, desc) if self._ts else u.result(w.state)
+                result = detached(u.result(w.state, desc) if self._ts else u.result(w.state))
             else:
                 events = self._inputs(ks, start, w.end)
                 if self._ts:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmInvocationError
+from udm.host.invoke import detached
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME, format_time
@@ -162,7 +163,7 @@ class GridPath:
             new = None
         else:
             try:
-                new = self.udm.result(w[0])
+                new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
         if old and new is not None and _same(old[0][1].payload, new):

@@ -9,6 +9,7 @@ of the wrong shape, becomes a
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -24,12 +25,34 @@ __all__ = [
     "ValueFn",
     "canonical_order",
     "compute_window",
+    "detached",
     "instantiate",
     "make_value_fn",
     "udm_label",
 ]
 
 ValueFn = Callable[[Any], Any] | None
+
+#: values that cannot change, so an output may share them with a state
+_ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
+def detached(result: Any) -> Any:
+    """An incremental UDM's result, deep-copied unless it is immutable.
+
+    ``result(state)`` may return the state itself or part of it (``return
+    state`` for a list of items); the host keeps that state and updates it,
+    so an output it has emitted, and the copy it keeps to retract later,
+    would change with it."""
+    kind = type(result)
+    if kind in _ATOMS:
+        return result
+    if kind is tuple or kind is list:
+        if all(type(v) in _ATOMS for v in result):
+            return result if kind is tuple else list(result)
+    elif kind is dict and all(type(v) in _ATOMS for v in result.values()):
+        return dict(result)
+    return copy.deepcopy(result)
 
 
 def canonical_key(e: IntervalEvent[Any]) -> tuple[int, int, str]:

@@ -423,3 +423,52 @@ def test_an_error_on_a_speculative_window_state_is_raised_when_met() -> None:
     assert not isinstance(
         reference_or_error(derive_cht(stream)[0], SnapshotWindow(), at_starts), Exception
     )
+
+
+class Items(IncrementalAggregate):
+    """Counts each value in a dict it updates in place, and returns that
+    live dict as the result."""
+
+    def initial_state(self) -> dict[str, int]:
+        return {}
+
+    def add(self, state: dict[str, int], payload: int) -> dict[str, int]:
+        state[str(payload)] = state.get(str(payload), 0) + 1
+        return state
+
+    def remove(self, state: dict[str, int], payload: int) -> dict[str, int]:
+        state[str(payload)] -= 1
+        if not state[str(payload)]:
+            del state[str(payload)]
+        return state
+
+    def result(self, state: dict[str, int]) -> dict[str, int]:
+        return state
+
+
+@pytest.mark.parametrize("window", [TumblingWindow(10), HoppingWindow(10, 5), SnapshotWindow()])
+def test_a_result_that_is_the_live_state_is_copied_out(window: Any) -> None:
+    """An output must not change when the state it was read from does: the
+    late event over [0, 10) retracts the window's earlier output and inserts
+    the new one, and every emitted element keeps the payload it had."""
+    stream = [
+        Insert("a", 0, 10, 5),
+        point("b", 12, 1),
+        Insert("c", 0, 10, 2),
+        point("d", 14, 7),
+        Cti(40),
+    ]
+    host = Host(window, Items)
+    outputs, seen = [], []
+    for element in stream:
+        got = host.process(element)
+        outputs += got
+        seen += [repr(e) for e in got]
+    assert [repr(e) for e in outputs] == seen
+    assert output_cht(outputs) == evaluate(derive_cht(stream)[0], window, Items)
+    if isinstance(window, TumblingWindow):
+        assert [(type(e).__name__, e.start, e.payload) for e in outputs[:3]] == [
+            ("Insert", 0, {"5": 1}),
+            ("Retract", 0, {"5": 1}),
+            ("Insert", 0, {"5": 1, "2": 1}),
+        ]
