@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from udm.host.stream import Element
+from udm.host.time import TimeConversionError, to_ticks
 from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
 
@@ -39,16 +40,39 @@ def _sort_key(e: IntervalEvent[Any]) -> tuple[int, int, str]:
     return (e.start, e.end, repr(freeze(e.payload)))
 
 
+def _checked(n: int, item: Any) -> IntervalEvent[Any]:
+    """Event ``n`` of a CHT: an ``IntervalEvent``, or a ``(start, end,
+    payload)`` tuple whose times :func:`~udm.host.time.to_ticks` converts
+    (ticks, datetimes), with ``start < end``."""
+    if isinstance(item, IntervalEvent):
+        e: IntervalEvent[Any] = item
+    else:
+        try:
+            start, end, payload = item
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"CHT event #{n} {item!r} is neither an IntervalEvent nor a "
+                "(start, end, payload) tuple"
+            ) from None
+        try:
+            e = IntervalEvent(to_ticks(start), to_ticks(end), payload)
+        except TimeConversionError as exc:
+            raise TimeConversionError(f"CHT event #{n} {(start, end, payload)!r}: {exc}") from None
+    if not e.start < e.end:
+        raise ValueError(
+            f"CHT event #{n} [{e.start}, {e.end}) {e.payload!r}: end {e.end} is not after "
+            f"start {e.start}; a point event ends at start + 1 tick"
+        )
+    return e
+
+
 class Cht(Sequence[IntervalEvent[Any]]):
     """A multiset of events. ``==`` compares as multisets, exactly."""
 
     __slots__ = ("_events",)
 
-    def __init__(self, events: Iterable[IntervalEvent[Any] | tuple[int, int, Any]] = ()) -> None:
-        self._events = [
-            e if isinstance(e, IntervalEvent) else IntervalEvent(int(e[0]), int(e[1]), e[2])
-            for e in events
-        ]
+    def __init__(self, events: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]] = ()) -> None:
+        self._events = [_checked(n, e) for n, e in enumerate(events)]
 
     @classmethod
     def from_stream(

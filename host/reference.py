@@ -78,7 +78,7 @@ def evaluate(
     clipping = InputClipping.parse(input_clipping)
     policy = resolve_output_policy(output_policy, window, instance)
     value_fn = make_value_fn(value)
-    events = list(cht)
+    events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
     if emit_empty:
         if not isinstance(window, HoppingWindow):

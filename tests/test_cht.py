@@ -183,3 +183,51 @@ class TestDiff:
         missing, extra = cht_diff(expected, [E(0, 1, 1.0000001)], rel_tol=1e-3)
         assert missing == [E(0, 1, 1.0)]
         assert extra == []
+
+
+def test_cht_takes_tick_or_datetime_tuples() -> None:
+    from datetime import UTC, datetime
+
+    day = datetime(2026, 11, 23, tzinfo=UTC)
+    assert Cht([(day, datetime(2026, 11, 24, tzinfo=UTC), "x"), (5, 6.0, "y")]) == Cht(
+        [E(1_795_392_000_000_000, 1_795_478_400_000_000, "x"), E(5, 6, "y")]
+    )
+
+
+@pytest.mark.parametrize(
+    ("events", "error", "message"),
+    [
+        (
+            [(1, 2, "a"), (5, 3, "b")],
+            ValueError,
+            "CHT event #1 [5, 3) 'b': end 3 is not after start 5",
+        ),
+        ([E(4, 4, "c")], ValueError, "CHT event #0 [4, 4) 'c': end 4 is not after start 4"),
+        (
+            [(1.5, 3, "d")],
+            ValueError,
+            "CHT event #0 (1.5, 3, 'd'): 1.5 is not a whole number of ticks",
+        ),
+        ([(1, 2)], TypeError, "CHT event #0 (1, 2) is neither an IntervalEvent nor a"),
+    ],
+)
+def test_cht_rejects_bad_events_by_position(
+    events: list[object], error: type, message: str
+) -> None:
+    """No silent truncation or empty lifetime: the message names the event."""
+    with pytest.raises(error) as got:
+        Cht(events)  # type: ignore[arg-type]
+    assert str(got.value).startswith(message)
+
+
+def test_the_reference_checks_a_plain_list_of_events() -> None:
+    from udm.host import TumblingWindow, evaluate
+    from udm.sdk import aggregate
+
+    @aggregate
+    def count(values: list[object]) -> int:
+        return len(values)
+
+    assert evaluate([(1, 2, "a"), (3, 4, "b")], TumblingWindow(10), count) == Cht([(0, 10, 2)])
+    with pytest.raises(ValueError, match=r"CHT event #0 \[5, 3\)"):
+        evaluate([E(5, 3, "a")], TumblingWindow(10), count)
