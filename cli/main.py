@@ -117,6 +117,7 @@ def list_udms(
 
 
 @app.command()
+@app.command("inspect", hidden=True)  # the verb users reach for first
 def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.median.")]) -> None:
     """Show a UDM: flavor, signature, properties, docstring and where it comes from.
 
@@ -238,7 +239,9 @@ def test(
     raise typer.Exit(1 if failed else 0)
 
 
-@app.command()
+@app.command(
+    short_help="Create a UDM package from the template (entry point, example UDA and UDO, tests)."
+)
 def new(
     name: Annotated[str, typer.Argument(help="Library name (the UDM prefix), e.g. my_udms.")],
     output_dir: Annotated[
@@ -342,7 +345,7 @@ def _preview(console: Console, title: str, df: Any, n: int) -> None:
     console.print(table)
 
 
-@app.command()
+@app.command(short_help="Run a query file on Spark: write each result and preview it.")
 def run(
     query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
     output: Annotated[
@@ -418,7 +421,7 @@ def _spark_message(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@app.command()
+@app.command(short_help="Print each query's plan; with --plot, draw a sample's events and windows.")
 def explain(
     query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
     plot: Annotated[

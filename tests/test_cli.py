@@ -55,6 +55,13 @@ def test_show_and_unknown_names() -> None:
     unknown = invoke("show", "stats.medain")
     assert unknown.exit_code == 1
     assert "no UDM is registered as 'stats.medain'; did you mean stats.median" in unknown.output
+    assert invoke("inspect", "stats.quantile").output == shown.output  # a hidden alias
+
+
+def test_the_command_list_has_one_line_per_command() -> None:
+    listing = invoke("--help").output
+    assert "Create a UDM package from the template (entry point," in listing
+    assert "inspect" not in listing
 
 
 def test_new_refuses_bad_names(tmp_path: Path) -> None:
