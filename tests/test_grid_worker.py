@@ -27,7 +27,7 @@ from udm.host import (
     evaluate_by_key,
 )
 from udm.host.time import INFINITY
-from udm.sdk import IncrementalAggregate, Properties, TimeSensitiveIncrementalAggregate
+from udm.sdk import IncrementalAggregate, Properties, TimeSensitiveIncrementalAggregate, aggregate
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
@@ -143,7 +143,14 @@ class Handover(IncrementalAggregate):
         return sorted(state.elements())
 
 
+@aggregate
+def middle(values: Sequence[float]) -> float:
+    """A non-incremental UDA: the upper median."""
+    return sorted(values)[len(values) // 2]
+
+
 RESULT_TYPES = {
+    middle: T.DoubleType(),
     Mean: T.DoubleType(),
     Bag: T.ArrayType(T.DoubleType()),
     Handover: T.ArrayType(T.DoubleType()),
@@ -373,3 +380,69 @@ def test_a_failing_value_function_names_its_pane() -> None:
     where = r"window \[12, 14\) of key 'a': ZeroDivisionError"
     with pytest.raises(UdmInvocationError, match=rf"UDM 'mean' failed on {where}"):
         _run(op, [Mean], rows, 1)
+
+
+def _evaluated(
+    op: WindowOp, udms: list[Any], rows: list[tuple[str | None, int, int, float]]
+) -> list[dict[str, Any]]:
+    """The path without partial aggregation: every event of a key in one
+    partition, each window evaluated from its events."""
+    evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
+    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
+    table = pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            S_COL: pa.array(starts, pa.int64()),
+            E_COL: pa.array(ends, pa.int64()),
+            "v": pa.array(values, pa.float64()),
+        }
+    )
+    return [row for b in evaluate(iter(table.to_batches(max_chunksize=5))) for row in b.to_pylist()]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=EVENTS,
+    window=WINDOWS,
+    udms=st.sampled_from([[Mean, middle], [middle, Bag], [Mean, Span]]),
+    policy=st.sampled_from([OutputPolicy.ALIGN, OutputPolicy.POINT_END]),
+)
+def test_evaluation_without_partial_states_equals_the_reference(
+    rows: list[Any], window: HoppingWindow, udms: list[Any], policy: OutputPolicy
+) -> None:
+    """Windows of time-insensitive aggregates read their values straight
+    from the sorted columns (members tying on their start fall back to the
+    canonical order), a time-sensitive one gets its events: all equal the
+    reference, with either output policy."""
+    op = _op(window, udms, policy=policy)
+    out = _evaluated(op, udms, rows)
+    for i, udm in enumerate(udms):
+        want = _reference(rows, window, udm, output_policy=policy.value)
+        assert _by_key(out, f"__udm_r{i}") == want
+
+
+@pytest.mark.parametrize(
+    ("udm", "where"),
+    [
+        (Fragile("add"), r"'fragile' failed on window \[8, 14\) of key 'a': ValueError: 13 is"),
+        (
+            Fragile("result"),
+            r"'fragile' failed on window \[2, 8\) of key 'a': ValueError: too big",
+        ),
+    ],
+)
+def test_evaluation_names_the_failing_window(udm: Any, where: str) -> None:
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    op = WindowOp(
+        HoppingWindow(6, 2),
+        "aggregate",
+        (UdmCall("r0", udm, "v"),),
+        InputClipping.NONE,
+        OutputPolicy.ALIGN,
+        False,
+        INFINITY,
+        False,
+        False,
+    )
+    with pytest.raises(UdmInvocationError, match=where):
+        _evaluated(op, [Mean], rows)

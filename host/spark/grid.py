@@ -271,6 +271,8 @@ def _evaluate_fn(
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
+    sensitive = any(c.udm.time_sensitive for c in op.calls)
+    values_only = op.kind == "aggregate" and not sensitive
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = _events(batches, w, watermark)
@@ -288,23 +290,30 @@ def _evaluate_fn(
         runs = _run_starts(k, *codes)
         ordered = _ordered(s[rows], e[rows], k, runs, w, op.clipping)
         for chunk in _chunks(op, table, keys, payload, s, e, rows, runs):
-            i, j, lo = chunk.i, chunk.j, chunk.lo
+            i, j = chunk.i, chunk.j
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
+            run_k = k[runs[i:j]].tolist()
+            if values_only and bool(ordered[0][i:j].all()):
+                yield _aggregates(op, chunk, run_k, schema)
+                continue
             flags = list(zip(ordered[0][i:j].tolist(), ordered[1][i:j].tolist(), strict=True))
             out: list[tuple[int, int, list[Any]]] = []
             out_keys: list[list[Any]] = [[] for _ in keys]
             row_windows: list[WindowDescriptor] = []
             for r in range(j - i):
                 a, z = bounds[r], bounds[r + 1]
-                window = w.window_at(int(k[lo + a]))
+                window = w.window_at(run_k[r])
                 kv = [col[r] for col in run_keys]
+                # time-insensitive UDMs over members already in canonical
+                # order read only the values: no lifetimes to copy
+                timed = sensitive or not flags[r][0]
                 got = ev.window_rows(
                     op,
                     window,
                     kv,
-                    starts[a:z],
-                    ends[a:z],
+                    starts[a:z] if timed else [],
+                    ends[a:z] if timed else [],
                     [(values[a:z], fn) for values, fn in inputs],
                     flags[r],
                 )
@@ -317,6 +326,36 @@ def _evaluate_fn(
             )
 
     return evaluate
+
+
+def _aggregates(op: WindowOp, chunk: _Chunk, ks: list[int], schema: pa.Schema) -> pa.RecordBatch:
+    """The output of a chunk's windows (``ks``) for time-insensitive
+    aggregates whose members are already in canonical order: each UDA
+    reads the values of its window, no lifetimes or events are made, and
+    the output lifetimes come from numpy (:func:`_grid_batch`)."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    spans = list(itertools.pairwise(chunk.bounds))
+    results: list[list[Any]] = []
+    for call, (values, fn) in zip(op.calls, chunk.inputs, strict=True):
+        u: Any = call.udm
+        got: list[Any] = []
+        try:
+            if u.incremental:
+                result = u.result
+                for st in _fold_values(u, (values, fn), chunk.bounds):
+                    got.append(normalize_value(result(st)))
+            else:
+                compute = u.compute_result
+                for a, z in spans:
+                    run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
+                    got.append(normalize_value(compute(run)))
+        except Exception as exc:
+            r, cause = (exc.run, exc.cause) if isinstance(exc, _RunFailed) else (len(got), exc)
+            kv = [col[r] for col in chunk.keys]
+            raise ev._wrap(u, w.window_at(ks[r]), kv, cause) from cause
+        results.append(got)
+    return _grid_batch(op, ks, chunk.keys, results, schema)
 
 
 class _RunFailed(Exception):
