@@ -181,6 +181,34 @@ def _schema(udms: list[Any]) -> Any:
     return ev._arrow_schema_with_marks(T.StructType(fields))
 
 
+def _table(rows: list[tuple[str | None, int, int, float]]) -> Any:
+    """Rows (key, start, end, value) as the worker's Arrow input."""
+    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            S_COL: pa.array(starts, pa.int64()),
+            E_COL: pa.array(ends, pa.int64()),
+            "v": pa.array(values, pa.float64()),
+        }
+    )
+
+
+def _one_call(udm: Any, value: Any = "v", partial: bool = True) -> WindowOp:
+    """One aggregate call over HoppingWindow(6, 2), aligned output."""
+    return WindowOp(
+        HoppingWindow(6, 2),
+        "aggregate",
+        (UdmCall("r0", udm, value),),
+        InputClipping.NONE,
+        OutputPolicy.ALIGN,
+        False,
+        INFINITY,
+        partial,
+        False,
+    )
+
+
 def _run(
     op: WindowOp, udms: list[Any], rows: list[tuple[str | None, int, int, float]], parts: int
 ) -> list[dict[str, Any]]:
@@ -193,16 +221,7 @@ def _run(
         mine = rows[part::parts]
         if not mine:
             continue
-        keys, starts, ends, values = (list(c) for c in zip(*mine, strict=True))
-        table = pa.table(
-            {
-                "key": pa.array(keys, pa.string()),
-                S_COL: pa.array(starts, pa.int64()),
-                E_COL: pa.array(ends, pa.int64()),
-                "v": pa.array(values, pa.float64()),
-            }
-        )
-        states += list(fold(iter(table.to_batches(max_chunksize=3))))
+        states += list(fold(iter(_table(mine).to_batches(max_chunksize=3))))
     return [row for b in merge(iter(states)) for row in b.to_pylist()]
 
 
@@ -342,18 +361,7 @@ class Fragile(Mean):
 )
 def test_a_failing_uda_names_window_and_key(stage: str, parts: int, where: str) -> None:
     rows = [("a", t, t + 1, float(t)) for t in range(16)]
-    op = _op(HoppingWindow(6, 2), [Mean])
-    op = WindowOp(
-        op.window,
-        "aggregate",
-        (UdmCall("r0", Fragile(stage), "v"),),
-        InputClipping.NONE,
-        OutputPolicy.ALIGN,
-        False,
-        INFINITY,
-        True,
-        False,
-    )
+    op = _one_call(Fragile(stage))
     with pytest.raises(UdmInvocationError, match=rf"UDM 'fragile' failed on {where}"):
         _run(op, [Mean], rows, parts)
 
@@ -366,17 +374,7 @@ def test_a_failing_value_function_names_its_pane() -> None:
         return 1.0 / (row["v"] - 13.0)
 
     rows = [("a", t, t + 1, float(t)) for t in range(16)]
-    op = WindowOp(
-        HoppingWindow(6, 2),
-        "aggregate",
-        (UdmCall("r0", Mean(), inverse),),
-        InputClipping.NONE,
-        OutputPolicy.ALIGN,
-        False,
-        INFINITY,
-        True,
-        False,
-    )
+    op = _one_call(Mean(), inverse)
     where = r"window \[12, 14\) of key 'a': ZeroDivisionError"
     with pytest.raises(UdmInvocationError, match=rf"UDM 'mean' failed on {where}"):
         _run(op, [Mean], rows, 1)
@@ -388,16 +386,8 @@ def _evaluated(
     """The path without partial aggregation: every event of a key in one
     partition, each window evaluated from its events."""
     evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
-    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
-    table = pa.table(
-        {
-            "key": pa.array(keys, pa.string()),
-            S_COL: pa.array(starts, pa.int64()),
-            E_COL: pa.array(ends, pa.int64()),
-            "v": pa.array(values, pa.float64()),
-        }
-    )
-    return [row for b in evaluate(iter(table.to_batches(max_chunksize=5))) for row in b.to_pylist()]
+    batches = _table(rows).to_batches(max_chunksize=5)
+    return [row for b in evaluate(iter(batches)) for row in b.to_pylist()]
 
 
 @settings(max_examples=60, deadline=None)
@@ -433,16 +423,6 @@ def test_evaluation_without_partial_states_equals_the_reference(
 )
 def test_evaluation_names_the_failing_window(udm: Any, where: str) -> None:
     rows = [("a", t, t + 1, float(t)) for t in range(16)]
-    op = WindowOp(
-        HoppingWindow(6, 2),
-        "aggregate",
-        (UdmCall("r0", udm, "v"),),
-        InputClipping.NONE,
-        OutputPolicy.ALIGN,
-        False,
-        INFINITY,
-        False,
-        False,
-    )
+    op = _one_call(udm, partial=False)
     with pytest.raises(UdmInvocationError, match=where):
         _evaluated(op, [Mean], rows)
