@@ -33,8 +33,9 @@ __all__ = [
 
 ValueFn = Callable[[Any], Any] | None
 
-#: values that cannot change, so an output may share them with a state
-_ATOMS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+#: types whose values cannot change: an output may share them with a
+#: state, and they are already plain Python results
+PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 def detached(result: Any) -> Any:
@@ -45,12 +46,12 @@ def detached(result: Any) -> Any:
     so an output it has emitted, and the copy it keeps to retract later,
     would change with it."""
     kind = type(result)
-    if kind in _ATOMS:
+    if kind in PLAIN_TYPES:
         return result
     if kind is tuple or kind is list:
-        if all(type(v) in _ATOMS for v in result):
+        if all(type(v) in PLAIN_TYPES for v in result):
             return result if kind is tuple else list(result)
-    elif kind is dict and all(type(v) in _ATOMS for v in result.values()):
+    elif kind is dict and all(type(v) in PLAIN_TYPES for v in result.values()):
         return dict(result)
     return copy.deepcopy(result)
 

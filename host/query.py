@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from udm.host.cht import Cht, derive_cht
-from udm.host.invoke import ValueFn, instantiate, make_value_fn
+from udm.host.invoke import PLAIN_TYPES, ValueFn, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.reference import evaluate
 from udm.host.stream import Element
@@ -1066,14 +1066,10 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
 # ------------------------------------------------------- shared row logic
 
 
-#: types returned as they are, found by one set lookup (results are mostly these)
-_PLAIN = frozenset({float, int, str, bool, bytes, type(None)})
-
-
 def normalize_value(value: Any) -> Any:
     """A result in plain Python terms: dataclasses and named tuples become
     dicts, numpy scalars Python numbers, recursively."""
-    if type(value) in _PLAIN or isinstance(value, str | bytes | bool | int | float):
+    if type(value) in PLAIN_TYPES or isinstance(value, str | bytes | bool | int | float):
         return value
     if isinstance(value, Mapping):
         return {str(k): normalize_value(v) for k, v in value.items()}
