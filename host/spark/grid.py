@@ -271,8 +271,7 @@ def _evaluate_fn(
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
-    sensitive = any(c.udm.time_sensitive for c in op.calls)
-    values_only = op.kind == "aggregate" and not sensitive
+    values_only = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = _events(batches, w, watermark)
@@ -305,15 +304,12 @@ def _evaluate_fn(
                 a, z = bounds[r], bounds[r + 1]
                 window = w.window_at(run_k[r])
                 kv = [col[r] for col in run_keys]
-                # time-insensitive UDMs over members already in canonical
-                # order read only the values: no lifetimes to copy
-                timed = sensitive or not flags[r][0]
                 got = ev.window_rows(
                     op,
                     window,
                     kv,
-                    starts[a:z] if timed else [],
-                    ends[a:z] if timed else [],
+                    starts[a:z],
+                    ends[a:z],
                     [(values[a:z], fn) for values, fn in inputs],
                     flags[r],
                 )
@@ -335,7 +331,6 @@ def _aggregates(op: WindowOp, chunk: _Chunk, ks: list[int], schema: pa.Schema) -
     the output lifetimes come from numpy (:func:`_grid_batch`)."""
     w = op.window
     assert isinstance(w, HoppingWindow)
-    spans = list(itertools.pairwise(chunk.bounds))
     results: list[list[Any]] = []
     for call, (values, fn) in zip(op.calls, chunk.inputs, strict=True):
         u: Any = call.udm
@@ -347,7 +342,7 @@ def _aggregates(op: WindowOp, chunk: _Chunk, ks: list[int], schema: pa.Schema) -
                     got.append(normalize_value(result(st)))
             else:
                 compute = u.compute_result
-                for a, z in spans:
+                for a, z in itertools.pairwise(chunk.bounds):
                     run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
                     got.append(normalize_value(compute(run)))
         except Exception as exc:
@@ -654,6 +649,11 @@ def _window_results(
     sensitive = u.time_sensitive
     deepcopy = copy.deepcopy
 
+    def copied(x: Any) -> Any:
+        """A state equal to ``x`` that this call owns."""
+        got = merge(init(), x)
+        return deepcopy(x) if got is x else got
+
     order = sorted(panes)
     states = [panes[i] for i in order]
     lows = np.asarray(ks, dtype=np.int64) * step
@@ -688,8 +688,7 @@ def _window_results(
             if a < f1:
                 st = front[a - f0]
                 if a_next == a:  # the next window reads it too
-                    got = merge(init(), st)
-                    st = deepcopy(st) if got is st else got
+                    st = copied(st)
             if back is not None:
                 if st is None:
                     st = back
@@ -701,8 +700,7 @@ def _window_results(
                     st = x
                 else:
                     if st is back:
-                        got = merge(init(), st)
-                        st = deepcopy(st) if got is st else got
+                        st = copied(st)
                     got = merge(st, x)
                     st = deepcopy(x) if got is x else got
             if st is None:
