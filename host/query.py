@@ -242,8 +242,14 @@ class WindowOp:
         )
 
     def use_partial(self) -> bool:
+        """Whether Spark folds partial states per input partition. By
+        default on hopping and tumbling windows whenever every UDA can
+        merge. Snapshot and count windows only on request: their windows
+        depend on every endpoint of a key, so assigning them sends each key
+        to one worker anyway, where evaluating them directly is far cheaper
+        than assigning them in Spark SQL for partial states."""
         if self.partial is None:
-            return self.mergeable()
+            return isinstance(self.window, HoppingWindow) and self.mergeable()
         if self.partial and not self.mergeable():
             bad = [c.udm.name for c in self.calls if not c.udm.properties.mergeable]
             raise ValueError(
@@ -1048,6 +1054,12 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
         return (
             f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
             "in the worker (mapInArrow)"
+        )
+    if not isinstance(w, HoppingWindow) and not op.use_partial():
+        by_what = ", ".join(keys) if keys else "one partition"
+        return (
+            f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "
+            "sorted and evaluated in the worker (mapInArrow)"
         )
     if isinstance(w, HoppingWindow):
         assign = "explode a generated array of window starts per event"

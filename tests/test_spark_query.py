@@ -36,11 +36,13 @@ from test_query import (
 from udm.host import (
     INFINITY,
     Cht,
+    CountByEndWindow,
     CountByStartWindow,
     HoppingWindow,
     InputClipping,
     IntervalEvent,
     OutputPolicy,
+    SnapshotWindow,
     TumblingWindow,
     UdmInvocationError,
     WindowDescriptor,
@@ -115,8 +117,17 @@ def test_window_kinds_match_reference(events: Any, window: Any) -> None:
     "window", [HoppingWindow(10, 3), CountByStartWindow(2)], ids=lambda w: w.kind
 )
 def test_partial_aggregation_matches_reference(events: Any, window: Any) -> None:
-    query = keyed(events).window(window).aggregate(mean=(Mean, "temp"), span=(Span, "temp"))
+    """By default on grid windows; count (and snapshot) windows on request."""
+    partial = None if window.is_grid else True
+    query = (
+        keyed(events)
+        .window(window)
+        .aggregate(mean=(Mean, "temp"), span=(Span, "temp"), partial=partial)
+    )
     assert "partial states" in query.explain()
+    if not window.is_grid:
+        default = keyed(events).window(window).aggregate(Mean, value="temp")
+        assert "partial states" not in default.explain()
     out = query.to_dataframe()
     assert "MapInArrow" in out._jdf.queryExecution().executedPlan().toString()
     got = query.to_cht()
@@ -132,7 +143,7 @@ def test_partial_aggregation_can_be_turned_off(events: Any) -> None:
         CHT, "sensor", HoppingWindow(10, 3), Mean, value="temp"
     )
     count = keyed(events).count_window(2).aggregate(Mean, value="temp", partial=False)
-    assert "groupBy(sensor, window).applyInArrow" in count.explain()
+    assert "distinct endpoints numbered, windows assigned" in count.explain()
     assert count.to_cht() == evaluate_by_key(
         CHT, "sensor", CountByStartWindow(2), Mean, value="temp"
     )
@@ -538,3 +549,53 @@ def test_grid_windows_match_reference(
     assert order.to_cht() == reference(first_two, input_clipping="left")
     lifetimes = stream.window(window).aggregate(twa_list, value="temp", input_clipping="full")
     assert lifetimes.to_cht() == reference(twa_list, input_clipping="full")
+
+
+@pytest.mark.parametrize(
+    "window",
+    [SnapshotWindow(), CountByStartWindow(2), CountByEndWindow(3)],
+    ids=["snapshot", "count-by-start", "count-by-end"],
+)
+@pytest.mark.parametrize("keys", [("site", "line"), ()], ids=["two-keys", "no-keys"])
+def test_endpoint_windows_match_reference(spark: Any, window: Any, keys: tuple[str, ...]) -> None:
+    """Snapshot and count windows are assigned in the worker (without
+    partial aggregation): composite and null keys group as in the
+    reference, ties fall back to the canonical order, a stream without
+    keys is one group, and the watermark keeps only finished windows."""
+    rows = [*GRID_ROWS, ("s", 1, 35, INFINITY, 3.0)]  # an event that never ends
+    df = spark.createDataFrame(rows, "site string, line int, ts long, te long, temp double")
+    stream = Stream.from_dataframe(df, start="ts", end="te")
+    if keys:
+        stream = stream.group_apply(*keys)
+    cht = Cht(IntervalEvent(s, e, {"site": k, "line": n, "temp": v}) for k, n, s, e, v in rows)
+
+    def reference(udm: Any, **options: Any) -> Any:
+        if not keys:
+            return evaluate(cht, window, udm, value="temp", **options)
+        by_key = evaluate_by_key(
+            cht, lambda p: (p["site"], p["line"]), window, udm, value="temp", **options
+        )
+        return {k: v for k, v in by_key.items() if len(v)}
+
+    def single(got: Any) -> Any:
+        return got if keys else Cht(IntervalEvent(e.start, e.end, e.payload) for e in got)
+
+    query = stream.window(window).aggregate(
+        mean=(Mean, "temp"),
+        first=(first_two, "temp"),
+        spans=(twa_list, "temp"),
+        input_clipping="full",
+        output_policy="align",
+        watermark=30,
+    )
+    assert "in the worker" in query.explain()
+    got = query.to_cht()
+    for name, udm in (("mean", Mean), ("first", first_two), ("spans", twa_list)):
+        want = reference(udm, input_clipping="full", output_policy="align", watermark=30)
+        if keys:
+            assert field_of(got, name) == want
+        else:
+            assert Cht(IntervalEvent(e.start, e.end, e.payload[name]) for e in got) == want
+    # without a watermark: the never-ending event's windows too (align)
+    ops = stream.window(window).apply(rises, value="temp")
+    assert single(ops.to_cht()) == reference(rises)

@@ -1,9 +1,11 @@
 """UDM evaluation in Spark's Python workers, over Arrow batches.
 
-Hopping and tumbling windows are assigned in the worker instead
-(:mod:`udm.host.spark.grid`); this module runs the windows Spark assigns
-(snapshot, count, and grid windows with ``emit_empty``) and holds the
-per-window evaluation both share.
+Hopping and tumbling windows (:mod:`udm.host.spark.grid`) and, without
+partial aggregation, snapshot and count windows
+(:mod:`udm.host.spark.endpoints`) are assigned in the worker instead; this
+module runs the windows Spark assigns (snapshot and count windows with
+partial aggregation, grid windows with ``emit_empty``) and holds the
+per-window evaluation they all share.
 
 Each (key, window) group of the window-assigned event table reaches a
 Python worker through ``groupBy(...).applyInArrow`` as Arrow record
@@ -595,6 +597,10 @@ def evaluate_op(
         from udm.host.spark.grid import grid_results
 
         result = grid_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
+    elif not isinstance(op.window, HoppingWindow) and not op.use_partial():
+        from udm.host.spark.endpoints import endpoint_results
+
+        result = endpoint_results(df, keys, op, needed, out_schema, pa_schema)
     else:
         result = _assigned_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
     pickled = [_result_col(i) for i, t in enumerate(types) if t is None]

@@ -28,19 +28,30 @@ import itertools
 import math
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple, cast
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.policies import InputClipping
 from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import map_in_arrow, q
+from udm.host.spark.members import (
+    RunFailed,
+    aggregate_batch,
+    chunks,
+    evaluate_runs,
+    explode,
+    fold_values,
+    key_codes,
+    key_values,
+    run_starts,
+    table_of,
+)
 from udm.host.spark.types import dumps
 from udm.host.spark.windows import hopping_range, never_ends_message
 from udm.host.time import INFINITY
@@ -50,8 +61,6 @@ from udm.sdk.events import IntervalEvent, WindowDescriptor
 __all__ = ["grid_results"]
 
 BUCKET_COL = "__udm_bucket"
-#: memberships (event, window pairs) turned into Python values at a time
-CHUNK = 65_536
 
 
 # ------------------------------------------------------------ numpy helpers
@@ -74,67 +83,6 @@ def _check_ends(s: np.ndarray, e: np.ndarray, w: HoppingWindow, watermark: int) 
     if watermark >= INFINITY and bool((e >= INFINITY).any()):
         before, after = never_ends_message(w)
         raise ValueError(f"{before}{int(s[np.argmax(e >= INFINITY)])}{after}")
-
-
-def _ordered(
-    s: np.ndarray,
-    e: np.ndarray,
-    k: np.ndarray,
-    runs: np.ndarray,
-    w: HoppingWindow,
-    clipping: InputClipping,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per run of memberships sorted by lifetime: whether the clipped
-    starts strictly increase, and whether the clipped lifetimes do (the
-    test :func:`~udm.host.spark.evaluate.evaluate_window` would make)."""
-    ws = k * w.hop + w.offset
-    cs = np.maximum(s, ws) if clipping.clips_left else s
-    ce = np.minimum(e, ws + w.size) if clipping.clips_right else e
-    up = cs[1:] > cs[:-1]
-    up_lex = up | ((cs[1:] == cs[:-1]) & (ce[1:] > ce[:-1]))
-    inner = np.ones(len(s), dtype=bool)
-    inner[runs] = False  # a run's first membership has no predecessor in it
-    run_of = np.cumsum(~inner)[1:] - 1
-    n = len(runs)
-    strict = np.bincount(run_of[inner[1:] & ~up], minlength=n) == 0
-    strict_lex = np.bincount(run_of[inner[1:] & ~up_lex], minlength=n) == 0
-    return strict, strict_lex
-
-
-def _explode(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (row, k) for k in lo[row]..hi[row] (empty ranges give none)."""
-    n = np.maximum(hi - lo + 1, 0)
-    rows = np.repeat(np.arange(len(n)), n)
-    first = np.cumsum(n) - n
-    return rows, lo[rows] + (np.arange(len(rows)) - first[rows])
-
-
-def _codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Integer codes equal exactly where the values are (nulls included)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    try:
-        encoded = pc.dictionary_encode(column, null_encoding="encode")
-        return cast(np.ndarray, encoded.indices.to_numpy(zero_copy_only=False))
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-        seen: dict[Any, int] = {}
-        return np.array([seen.setdefault(repr(v), len(seen)) for v in column.to_pylist()])
-
-
-def _run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
-    """Indexes where a run of equal tuples begins in sorted columns."""
-    n = len(sorted_cols[0])
-    change = np.zeros(n, dtype=bool)
-    if n:
-        change[0] = True
-    for c in sorted_cols:
-        change[1:] |= c[1:] != c[:-1]
-    return np.flatnonzero(change)
-
-
-def _key_values(table: pa.Table, keys: list[str], rows: np.ndarray) -> list[list[Any]]:
-    take = pa.array(rows, pa.int64())
-    return [table.column(k).take(take).to_pylist() for k in keys]
 
 
 # ----------------------------------------------------------- Spark side
@@ -195,71 +143,18 @@ def grid_results(
 # ----------------------------------------------------------- worker side
 
 
-def _table(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
-    got = list(batches)
-    if not got or not any(b.num_rows for b in got):
-        return None
-    return pa.Table.from_batches(got)
-
-
 def _events(
     batches: Iterator[pa.RecordBatch], w: HoppingWindow, watermark: int
 ) -> tuple[pa.Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """A partition's events: the table, lifetimes, and the range of window
     indexes holding each event (None: no events)."""
-    table = _table(batches)
+    table = table_of(batches)
     if table is None:
         return None
     s = table.column(S_COL).to_numpy()
     e = table.column(E_COL).to_numpy()
     _check_ends(s, e, w, watermark)
     return (table, s, e, *_window_range(s, e, w, watermark))
-
-
-class _Chunk(NamedTuple):
-    """Consecutive runs ``[i, j)`` of sorted memberships, as Python values."""
-
-    i: int
-    j: int
-    lo: int  #: the first membership
-    starts: list[int]
-    ends: list[int]
-    inputs: list[tuple[list[Any], Any]]  #: per call: raw values, value function
-    keys: list[list[Any]]  #: per key column: one value per run
-    bounds: list[int]  #: the runs' memberships, relative to ``lo`` (j - i + 1)
-
-
-def _chunks(
-    op: WindowOp,
-    table: pa.Table,
-    keys: list[str],
-    payload: list[str],
-    s: np.ndarray,
-    e: np.ndarray,
-    rows: np.ndarray,
-    runs: np.ndarray,
-) -> Iterator[_Chunk]:
-    """The runs (starting at ``runs``) of memberships (events ``rows``) in
-    chunks of about CHUNK memberships, so Python values are made for one
-    chunk at a time."""
-    bounds = np.append(runs, len(rows))
-    i = 0
-    while i < len(runs):
-        j = max(int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1, i + 1)
-        lo, hi = int(bounds[i]), int(bounds[j])
-        sub = rows[lo:hi]
-        cols = ev._Columns(table.select(payload).take(pa.array(sub, pa.int64())), payload)
-        yield _Chunk(
-            i,
-            j,
-            lo,
-            s[sub].tolist(),
-            e[sub].tolist(),
-            [cols.values(c) for c in op.calls],
-            _key_values(table, keys, rows[runs[i:j]]),
-            (bounds[i : j + 1] - lo).tolist(),
-        )
-        i = j
 
 
 def _evaluate_fn(
@@ -271,7 +166,6 @@ def _evaluate_fn(
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
-    values_only = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = _events(batches, w, watermark)
@@ -281,111 +175,18 @@ def _evaluate_fn(
         if BUCKET_COL in table.column_names:
             first = table.column(BUCKET_COL).to_numpy() * n_bucket
             k_min, k_max = np.maximum(k_min, first), np.minimum(k_max, first + n_bucket - 1)
-        rows, k = _explode(k_min, k_max)
-        codes = [_codes(table.column(c))[rows] for c in keys]
+        rows, k = explode(k_min, k_max)
+        codes = [key_codes(table.column(c))[rows] for c in keys]
         order = np.lexsort((e[rows], s[rows], k, *reversed(codes)))
         rows, k = rows[order], k[order]
         codes = [c[order] for c in codes]
-        runs = _run_starts(k, *codes)
-        ordered = _ordered(s[rows], e[rows], k, runs, w, op.clipping)
-        for chunk in _chunks(op, table, keys, payload, s, e, rows, runs):
-            i, j = chunk.i, chunk.j
-            starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
-            run_keys, bounds = chunk.keys, chunk.bounds
-            run_k = k[runs[i:j]].tolist()
-            if values_only and bool(ordered[0][i:j].all()):
-                yield _aggregates(op, chunk, run_k, schema)
-                continue
-            flags = list(zip(ordered[0][i:j].tolist(), ordered[1][i:j].tolist(), strict=True))
-            out: list[tuple[int, int, list[Any]]] = []
-            out_keys: list[list[Any]] = [[] for _ in keys]
-            row_windows: list[WindowDescriptor] = []
-            for r in range(j - i):
-                a, z = bounds[r], bounds[r + 1]
-                window = w.window_at(run_k[r])
-                kv = [col[r] for col in run_keys]
-                got = ev.window_rows(
-                    op,
-                    window,
-                    kv,
-                    starts[a:z],
-                    ends[a:z],
-                    [(values[a:z], fn) for values, fn in inputs],
-                    flags[r],
-                )
-                out += got
-                row_windows += [window] * len(got)
-                for col, v in zip(out_keys, kv, strict=True):
-                    col += [v] * len(got)
-            yield ev._output_batch(
-                out, out_keys, schema, ev.result_labels(op, row_windows.__getitem__)
-            )
+        runs = run_starts(k, *codes)
+        win_s = k[runs] * w.hop + w.offset
+        yield from evaluate_runs(
+            op, table, keys, payload, s, e, rows, runs, win_s, win_s + w.size, schema
+        )
 
     return evaluate
-
-
-def _aggregates(op: WindowOp, chunk: _Chunk, ks: list[int], schema: pa.Schema) -> pa.RecordBatch:
-    """The output of a chunk's windows (``ks``) for time-insensitive
-    aggregates whose members are already in canonical order: each UDA
-    reads the values of its window, no lifetimes or events are made, and
-    the output lifetimes come from numpy (:func:`_grid_batch`)."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    results: list[list[Any]] = []
-    for call, (values, fn) in zip(op.calls, chunk.inputs, strict=True):
-        u: Any = call.udm
-        got: list[Any] = []
-        try:
-            if u.incremental:
-                result = u.result
-                for st in _fold_values(u, (values, fn), chunk.bounds):
-                    got.append(normalize_value(result(st)))
-            else:
-                compute = u.compute_result
-                for a, z in itertools.pairwise(chunk.bounds):
-                    run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
-                    got.append(normalize_value(compute(run)))
-        except Exception as exc:
-            r, cause = (exc.run, exc.cause) if isinstance(exc, _RunFailed) else (len(got), exc)
-            kv = [col[r] for col in chunk.keys]
-            raise ev._wrap(u, w.window_at(ks[r]), kv, cause) from cause
-        results.append(got)
-    return _grid_batch(op, ks, chunk.keys, results, schema)
-
-
-class _RunFailed(Exception):
-    """A UDM failed on run ``run`` of a chunk (the caller names the window)."""
-
-    def __init__(self, run: int, cause: Exception) -> None:
-        super().__init__(run)
-        self.run, self.cause = run, cause
-
-
-def _fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> list[Any]:
-    """One state per run of a time-insensitive UDA: its values added in
-    order (by one ``add_many`` call where the UDA defines it)."""
-    values, fn = inputs
-    init, add, add_many = udm.initial_state, udm.add, udm.add_many
-    out: list[Any] = []
-    append = out.append
-    runs = itertools.pairwise(bounds)
-    try:
-        if udm.implements("add_many"):
-            if fn is None:
-                for a, z in runs:
-                    append(add_many(init(), values[a:z]))
-            else:
-                for a, z in runs:
-                    append(add_many(init(), [fn(v) for v in values[a:z]]))
-        else:  # the loop inlined: no call per run
-            for a, z in runs:
-                st = init()
-                for v in values[a:z]:
-                    st = add(st, v if fn is None else fn(v))
-                append(st)
-    except Exception as exc:
-        raise _RunFailed(len(out), exc) from exc
-    return out
 
 
 def _fold_events(
@@ -412,7 +213,7 @@ def _fold_events(
                 st = add(st, clipping.clip(IntervalEvent(starts[m], ends[m], v), window), window)
             out.append(st)
     except Exception as exc:
-        raise _RunFailed(len(out), exc) from exc
+        raise RunFailed(len(out), exc) from exc
     return out
 
 
@@ -441,18 +242,18 @@ def _fold_fn(
             return
         table, s, e, k_min, k_max = events
         point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)
-        w_rows, w_idx = _explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
+        w_rows, w_idx = explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
         p_rows = np.flatnonzero(point & (k_min <= k_max))
         p_idx = (s[p_rows] - off) // p
         rows = np.concatenate([p_rows, w_rows])
         kind = np.concatenate([np.ones(len(p_rows), bool), np.zeros(len(w_rows), bool)])
         idx = np.concatenate([p_idx, w_idx])
-        codes = [_codes(table.column(c))[rows] for c in keys]
+        codes = [key_codes(table.column(c))[rows] for c in keys]
         order = np.lexsort((e[rows], s[rows], idx, kind, *reversed(codes)))
         rows, kind, idx = rows[order], kind[order], idx[order]
         codes = [c[order] for c in codes]
-        runs = _run_starts(idx, kind, *codes)
-        for chunk in _chunks(op, table, keys, payload, s, e, rows, runs):
+        runs = run_starts(idx, kind, *codes)
+        for chunk in chunks(op, table, keys, payload, s, e, rows, runs):
             i, j = chunk.i, chunk.j
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
@@ -467,9 +268,9 @@ def _fold_fn(
                             udms[n], inputs[n], bounds, starts, ends, w, idx_list, clipping
                         )
                     else:
-                        got = _fold_values(udms[n], inputs[n], bounds)
+                        got = fold_values(udms[n], inputs[n], bounds)
                     columns.append(got)
-            except _RunFailed as failed:
+            except RunFailed as failed:
                 r = failed.run
                 i_r = idx_list[r]
                 window = (
@@ -490,12 +291,12 @@ def _fold_fn(
                     last_k = np.minimum(last_k, k_last)
                 b_lo = np.where(run_kind, first_k // n_bucket, b_lo)
                 b_hi = np.where(run_kind, last_k // n_bucket, b_hi)
-            out_runs, bucket = _explode(b_lo, b_hi)
+            out_runs, bucket = explode(b_lo, b_hi)
             # one row per (key, bucket): its states pickled together
             run_codes = [c[runs[i:j]][out_runs] for c in codes]
             order2 = np.lexsort((bucket, *reversed(run_codes)))
             out_runs, bucket = out_runs[order2], bucket[order2]
-            groups = _run_starts(bucket, *[c[order2] for c in run_codes])
+            groups = run_starts(bucket, *[c[order2] for c in run_codes])
             ends_ = [*groups[1:].tolist(), len(out_runs)]
             # per group: (is pane, index) of each state, then each UDA's states
             kinds, idxs, members = run_kind[out_runs], run_idx[out_runs], out_runs.tolist()
@@ -538,15 +339,15 @@ def _merge_fn(
     udms: list[Any] = [c.udm for c in op.calls]
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = _table(batches)
+        table = table_of(batches)
         if table is None:
             return
-        codes = [_codes(table.column(c)) for c in keys]
+        codes = [key_codes(table.column(c)) for c in keys]
         bucket = table.column(BUCKET_COL).to_numpy()
         order = np.lexsort((bucket, *reversed(codes)))
-        groups = _run_starts(bucket[order], *[c[order] for c in codes])
+        groups = run_starts(bucket[order], *[c[order] for c in codes])
         blobs = table.column(ev._STATE).take(pa.array(order, pa.int64())).to_pylist()
-        group_keys = _key_values(table, keys, order[groups])
+        group_keys = key_values(table, keys, order[groups])
         bounds = [*groups.tolist(), len(order)]
         parts = [
             _unpickled(udms, blobs[bounds[g] : bounds[g + 1]], w, [c[g] for c in group_keys])
@@ -562,13 +363,13 @@ def _merge_fn(
         ps = np.fromiter(itertools.chain.from_iterable(pn[0] for pn, _ in parts), np.int64)
         ps = ps * p + off
         first_k = np.maximum(-((off + size - p - ps) // hop), lo[pane_g])
-        rows, held = _explode(first_k, np.minimum((ps - off) // hop, hi[pane_g]))
+        rows, held = explode(first_k, np.minimum((ps - off) // hop, hi[pane_g]))
         own_k = np.fromiter(itertools.chain.from_iterable(ow[0] for _, ow in parts), np.int64)
         win_g = np.concatenate([pane_g[rows], np.repeat(np.arange(len(parts)), n_own)])
         win_k = np.concatenate([held, own_k])
         sort = np.lexsort((win_k, win_g))
         win_g, win_k = win_g[sort], win_k[sort]
-        first = _run_starts(win_k, win_g)
+        first = run_starts(win_k, win_g)
         win_g, all_k = win_g[first], win_k[first].tolist()
         win_bounds = np.searchsorted(win_g, np.arange(len(parts) + 1)).tolist()
         ks: list[int] = []
@@ -719,16 +520,8 @@ def _grid_batch(
     results: list[list[Any]],
     schema: pa.Schema,
 ) -> pa.RecordBatch:
-    """Output rows of aggregates over windows ``ks``: lifetimes by the
-    output policy (aggregates take ``align`` or ``point_end``), keys and
-    one result column per call."""
+    """Output rows of aggregates over grid windows ``ks``."""
     w = op.window
     assert isinstance(w, HoppingWindow)
     starts = np.asarray(ks, dtype=np.int64) * w.hop + w.offset
-    ends = starts + w.size
-    if op.policy is OutputPolicy.POINT_END:
-        starts = ends - 1
-    else:
-        assert op.policy is OutputPolicy.ALIGN, op.policy
-    labels = ev.result_labels(op, lambda i: w.window_at(ks[i]))
-    return ev._output_columns(starts, ends, key_columns, results, schema, labels)
+    return aggregate_batch(op, starts, starts + w.size, key_columns, results, schema)

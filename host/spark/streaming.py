@@ -62,7 +62,7 @@ from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import call_type
 from udm.host.spark.frame import TimeKind, map_in_arrow, q
-from udm.host.spark.grid import _codes, _key_values, _run_starts
+from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import _n
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, to_duration_ticks
@@ -360,17 +360,17 @@ class _HostProcessor(StatefulProcessor):
         ends = end_col.fill_null(INFINITY).to_numpy()
         if bool((ends <= starts).any()):
             return None
-        codes = [_codes(table.column(k)) for k in self.keys]
+        codes = [key_codes(table.column(k)) for k in self.keys]
         order = np.lexsort(codes[::-1]) if codes else np.arange(n)  # stable: keeps seq order
-        firsts = _run_starts(*[c[order] for c in codes]) if codes else np.zeros(1, np.int64)
-        key_values = _key_values(table, self.keys, order[firsts])
+        firsts = run_starts(*[c[order] for c in codes]) if codes else np.zeros(1, np.int64)
+        run_key_values = key_values(table, self.keys, order[firsts])
         starts, ends = starts[order], ends[order]
         start_list, end_list = starts.tolist(), ends.tolist()
         payloads = self._payloads(table.take(pa.array(order)))
         bounds = [*firsts.tolist(), n]
         frames, seen = [], set()
         for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
-            kt = tuple(col[j] for col in key_values)
+            kt = tuple(col[j] for col in run_key_values)
             seen.add(kt)
             frames.append(
                 self._key_events(

@@ -1,0 +1,138 @@
+"""Snapshot and count windows, assigned and evaluated in the worker.
+
+These windows follow the endpoints of one key's events: a snapshot window
+lies between two consecutive distinct endpoints (starts and ends), a count
+window spans ``n`` consecutive distinct starts (or ends). So each key's
+events go to one worker (``repartition(keys)``; a stream without keys: a
+single partition, as a Spark window function without ``partitionBy``
+would), where numpy numbers the distinct endpoints of each key, pairs
+every event with the windows it belongs to, and sorts the pairs by key,
+window and lifetime; :func:`~udm.host.spark.members.evaluate_runs` then
+calls the UDMs per window. Assigning the windows in Spark SQL instead
+takes a self-join per endpoint rank and a shuffle of every (event,
+window) pair, about ten times slower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.query import E_COL, S_COL, WindowOp
+from udm.host.spark.frame import map_in_arrow, q
+from udm.host.spark.members import evaluate_runs, explode, key_codes, run_starts, table_of
+from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow
+
+__all__ = ["endpoint_results", "memberships"]
+
+EndpointWindow = SnapshotWindow | CountByStartWindow | CountByEndWindow
+
+
+def endpoint_results(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    op: WindowOp,
+    needed: list[str],
+    out_schema: T.StructType,
+    pa_schema: pa.Schema,
+) -> DataFrame:
+    """The window operation's result rows (lifetime, keys, one column per
+    call) for snapshot and count windows."""
+    columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
+    source = df.selectExpr(*[q(c) for c in columns])
+    # a stream without keys is one group: one partition
+    by_key = source.repartition(*[F.col(q(k)) for k in keys]) if keys else source.repartition(1)
+    return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, pa_schema), out_schema)
+
+
+def _groups(table: pa.Table, keys: list[str]) -> np.ndarray:
+    """A dense group number per row, equal exactly where the keys are."""
+    n = table.num_rows
+    if not keys:
+        return np.zeros(n, dtype=np.int64)
+    codes = [key_codes(table.column(k)) for k in keys]
+    order = np.lexsort(codes[::-1])
+    change = np.zeros(n, dtype=np.int64)
+    change[run_starts(*[c[order] for c in codes])] = 1
+    g = np.empty(n, dtype=np.int64)
+    g[order] = np.cumsum(change) - 1
+    return g
+
+
+def _distinct(g: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (group, time) pairs sorted, as their groups and times,
+    and the rank of each input pair among them."""
+    order = np.lexsort((t, g))
+    firsts = run_starts(g[order], t[order])
+    change = np.zeros(len(t), dtype=np.int64)
+    change[firsts] = 1
+    rank = np.empty(len(t), dtype=np.int64)
+    rank[order] = np.cumsum(change) - 1
+    return g[order][firsts], t[order][firsts], rank
+
+
+def memberships(
+    w: EndpointWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray, watermark: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each (event, window) pair as arrays ``rows`` and ``wid``, and the
+    bounds ``[win_s[wid], win_e[wid])`` of window ``wid``; a window's
+    number orders it within its group, groups come one after another.
+    Only windows ending by ``watermark`` are kept."""
+    n = len(s)
+    if isinstance(w, SnapshotWindow):
+        # window j lies between the group's distinct endpoints j and j + 1
+        _, ut, rank = _distinct(np.concatenate([g, g]), np.concatenate([s, e]))
+        rows, wid = explode(rank[:n], rank[n:] - 1)
+        win_s, win_e = ut, np.append(ut[1:], ut[-1:])
+    else:
+        # window j spans the group's distinct times j .. j + count - 1
+        by_end = isinstance(w, CountByEndWindow)
+        ug, ut, rank = _distinct(g, e if by_end else s)
+        m, c = len(ut), w.count
+        firsts = run_starts(ug)
+        sizes = np.diff(np.append(firsts, m))
+        first = np.repeat(firsts, sizes)  # per distinct time: its group's first
+        last = first + np.repeat(sizes, sizes) - 1  # .. and last
+        lo = np.maximum(rank - c + 1, first[rank])
+        hi = np.minimum(rank, last[rank] - c + 1)
+        rows, wid = explode(lo, hi)
+        upto = ut[np.minimum(np.arange(m) + c - 1, m - 1)]
+        win_s, win_e = (ut - 1, upto) if by_end else (ut, upto + 1)
+    keep = win_e[wid] <= watermark
+    if not keep.all():
+        rows, wid = rows[keep], wid[keep]
+    return rows, wid, win_s, win_e
+
+
+def _evaluate_fn(
+    op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function evaluating every window of the keys of a
+    partition from their events."""
+    w = op.window
+    assert isinstance(w, SnapshotWindow | CountByStartWindow | CountByEndWindow)
+    watermark = op.watermark
+
+    def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = table_of(batches)
+        if table is None:
+            return
+        s = table.column(S_COL).to_numpy()
+        e = table.column(E_COL).to_numpy()
+        rows, wid, win_s, win_e = memberships(w, _groups(table, keys), s, e, watermark)
+        if not len(rows):
+            return
+        order = np.lexsort((e[rows], s[rows], wid))
+        rows, wid = rows[order], wid[order]
+        runs = run_starts(wid)
+        first = wid[runs]
+        yield from evaluate_runs(
+            op, table, keys, payload, s, e, rows, runs, win_s[first], win_e[first], schema
+        )
+
+    return evaluate

@@ -1,0 +1,303 @@
+"""Windows evaluated in the worker from their sorted memberships.
+
+The grid (:mod:`udm.host.spark.grid`) and endpoint
+(:mod:`udm.host.spark.endpoints`) paths assign a partition's events to
+windows with numpy; both end with the same arrays: ``rows``, the event of
+each membership (event, window pair), sorted by key, window and lifetime;
+``runs``, where each window's memberships begin; and each window's bounds.
+This module turns those into output batches, calling the UDMs per window
+exactly as :func:`~udm.host.spark.evaluate.window_rows` does, a chunk of
+about ``CHUNK`` memberships at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from typing import Any, NamedTuple, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.query import WindowOp, normalize_value
+from udm.host.spark import evaluate as ev
+from udm.host.time import INFINITY
+from udm.sdk.events import WindowDescriptor
+
+#: memberships (event, window pairs) turned into Python values at a time
+CHUNK = 65_536
+
+
+# ------------------------------------------------------------ numpy helpers
+
+
+def table_of(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """A partition's rows as one table (None: no rows)."""
+    got = list(batches)
+    if not got or not any(b.num_rows for b in got):
+        return None
+    return pa.Table.from_batches(got)
+
+
+def explode(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (row, k) for k in lo[row]..hi[row] (empty ranges give none)."""
+    n = np.maximum(hi - lo + 1, 0)
+    rows = np.repeat(np.arange(len(n)), n)
+    first = np.cumsum(n) - n
+    return rows, lo[rows] + (np.arange(len(rows)) - first[rows])
+
+
+def key_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Integer codes equal exactly where the values are (nulls included)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    try:
+        encoded = pc.dictionary_encode(column, null_encoding="encode")
+        return cast(np.ndarray, encoded.indices.to_numpy(zero_copy_only=False))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        seen: dict[Any, int] = {}
+        return np.array([seen.setdefault(repr(v), len(seen)) for v in column.to_pylist()])
+
+
+def run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
+    """Indexes where a run of equal tuples begins in sorted columns."""
+    n = len(sorted_cols[0])
+    change = np.zeros(n, dtype=bool)
+    if n:
+        change[0] = True
+    for c in sorted_cols:
+        change[1:] |= c[1:] != c[:-1]
+    return np.flatnonzero(change)
+
+
+def key_values(table: pa.Table, keys: list[str], rows: np.ndarray) -> list[list[Any]]:
+    """The key columns' values at ``rows``, one list per key column."""
+    take = pa.array(rows, pa.int64())
+    return [table.column(k).take(take).to_pylist() for k in keys]
+
+
+def ordered(
+    s: np.ndarray,
+    e: np.ndarray,
+    ws: np.ndarray,
+    we: np.ndarray,
+    runs: np.ndarray,
+    clipping: InputClipping,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per run of memberships sorted by lifetime (``ws``, ``we``: each
+    membership's window): whether the clipped starts strictly increase,
+    and whether the clipped lifetimes do (the test
+    :func:`~udm.host.spark.evaluate.evaluate_window` would make)."""
+    cs = np.maximum(s, ws) if clipping.clips_left else s
+    ce = np.minimum(e, we) if clipping.clips_right else e
+    up = cs[1:] > cs[:-1]
+    up_lex = up | ((cs[1:] == cs[:-1]) & (ce[1:] > ce[:-1]))
+    inner = np.ones(len(s), dtype=bool)
+    inner[runs] = False  # a run's first membership has no predecessor in it
+    run_of = np.cumsum(~inner)[1:] - 1
+    n = len(runs)
+    strict = np.bincount(run_of[inner[1:] & ~up], minlength=n) == 0
+    strict_lex = np.bincount(run_of[inner[1:] & ~up_lex], minlength=n) == 0
+    return strict, strict_lex
+
+
+# ------------------------------------------------------------ Python values
+
+
+class Chunk(NamedTuple):
+    """Consecutive runs ``[i, j)`` of sorted memberships, as Python values."""
+
+    i: int
+    j: int
+    lo: int  #: the first membership
+    starts: list[int]
+    ends: list[int]
+    inputs: list[tuple[list[Any], Any]]  #: per call: raw values, value function
+    keys: list[list[Any]]  #: per key column: one value per run
+    bounds: list[int]  #: the runs' memberships, relative to ``lo`` (j - i + 1)
+
+
+def chunks(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    payload: list[str],
+    s: np.ndarray,
+    e: np.ndarray,
+    rows: np.ndarray,
+    runs: np.ndarray,
+) -> Iterator[Chunk]:
+    """The runs (starting at ``runs``) of memberships (events ``rows``) in
+    chunks of about CHUNK memberships, so Python values are made for one
+    chunk at a time."""
+    bounds = np.append(runs, len(rows))
+    i = 0
+    while i < len(runs):
+        j = max(int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1, i + 1)
+        lo, hi = int(bounds[i]), int(bounds[j])
+        sub = rows[lo:hi]
+        cols = ev._Columns(table.select(payload).take(pa.array(sub, pa.int64())), payload)
+        yield Chunk(
+            i,
+            j,
+            lo,
+            s[sub].tolist(),
+            e[sub].tolist(),
+            [cols.values(c) for c in op.calls],
+            key_values(table, keys, rows[runs[i:j]]),
+            (bounds[i : j + 1] - lo).tolist(),
+        )
+        i = j
+
+
+class RunFailed(Exception):
+    """A UDM failed on run ``run`` of a chunk (the caller names the window)."""
+
+    def __init__(self, run: int, cause: Exception) -> None:
+        super().__init__(run)
+        self.run, self.cause = run, cause
+
+
+def fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> list[Any]:
+    """One state per run of a time-insensitive UDA: its values added in
+    order (by one ``add_many`` call where the UDA defines it)."""
+    values, fn = inputs
+    init, add, add_many = udm.initial_state, udm.add, udm.add_many
+    out: list[Any] = []
+    append = out.append
+    runs = itertools.pairwise(bounds)
+    try:
+        if udm.implements("add_many"):
+            if fn is None:
+                for a, z in runs:
+                    append(add_many(init(), values[a:z]))
+            else:
+                for a, z in runs:
+                    append(add_many(init(), [fn(v) for v in values[a:z]]))
+        else:  # the loop inlined: no call per run
+            for a, z in runs:
+                st = init()
+                for v in values[a:z]:
+                    st = add(st, v if fn is None else fn(v))
+                append(st)
+    except Exception as exc:
+        raise RunFailed(len(out), exc) from exc
+    return out
+
+
+# ------------------------------------------------------------ evaluation
+
+
+def evaluate_runs(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    payload: list[str],
+    s: np.ndarray,
+    e: np.ndarray,
+    rows: np.ndarray,
+    runs: np.ndarray,
+    win_s: np.ndarray,
+    win_e: np.ndarray,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """Output batches of the windows whose memberships (events ``rows``,
+    sorted by key, window and lifetime) begin at ``runs``; window ``r`` is
+    ``[win_s[r], win_e[r])``."""
+    lengths = np.diff(np.append(runs, len(rows)))
+    flags_all = ordered(
+        s[rows],
+        e[rows],
+        np.repeat(win_s, lengths),
+        np.repeat(win_e, lengths),
+        runs,
+        op.clipping,
+    )
+    values_only = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
+    # a window that never ends has no last tick: point_end output fails
+    # there, on the general path, naming the window
+    placeable = (
+        win_e < INFINITY if op.policy is OutputPolicy.POINT_END else np.ones(len(runs), bool)
+    )
+    for chunk in chunks(op, table, keys, payload, s, e, rows, runs):
+        i, j = chunk.i, chunk.j
+        starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
+        run_keys, bounds = chunk.keys, chunk.bounds
+        if values_only and bool(flags_all[0][i:j].all()) and bool(placeable[i:j].all()):
+            yield _aggregates(op, chunk, win_s[i:j], win_e[i:j], schema)
+            continue
+        flags = list(zip(flags_all[0][i:j].tolist(), flags_all[1][i:j].tolist(), strict=True))
+        ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
+        out: list[tuple[int, int, list[Any]]] = []
+        out_keys: list[list[Any]] = [[] for _ in keys]
+        row_windows: list[WindowDescriptor] = []
+        for r in range(j - i):
+            a, z = bounds[r], bounds[r + 1]
+            window = WindowDescriptor(ws_list[r], we_list[r])
+            kv = [col[r] for col in run_keys]
+            got = ev.window_rows(
+                op,
+                window,
+                kv,
+                starts[a:z],
+                ends[a:z],
+                [(values[a:z], fn) for values, fn in inputs],
+                flags[r],
+            )
+            out += got
+            row_windows += [window] * len(got)
+            for col, v in zip(out_keys, kv, strict=True):
+                col += [v] * len(got)
+        yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows.__getitem__))
+
+
+def _aggregates(
+    op: WindowOp, chunk: Chunk, win_s: np.ndarray, win_e: np.ndarray, schema: pa.Schema
+) -> pa.RecordBatch:
+    """The output of a chunk's windows for time-insensitive aggregates
+    whose members are already in canonical order: each UDA reads the
+    values of its window, no lifetimes or events are made, and the output
+    lifetimes come from numpy (:func:`aggregate_batch`)."""
+    results: list[list[Any]] = []
+    for call, (values, fn) in zip(op.calls, chunk.inputs, strict=True):
+        u: Any = call.udm
+        got: list[Any] = []
+        try:
+            if u.incremental:
+                result = u.result
+                for st in fold_values(u, (values, fn), chunk.bounds):
+                    got.append(normalize_value(result(st)))
+            else:
+                compute = u.compute_result
+                for a, z in itertools.pairwise(chunk.bounds):
+                    run = values[a:z] if fn is None else [fn(v) for v in values[a:z]]
+                    got.append(normalize_value(compute(run)))
+        except Exception as exc:
+            r, cause = (exc.run, exc.cause) if isinstance(exc, RunFailed) else (len(got), exc)
+            kv = [col[r] for col in chunk.keys]
+            window = WindowDescriptor(int(win_s[r]), int(win_e[r]))
+            raise ev._wrap(u, window, kv, cause) from cause
+        results.append(got)
+    return aggregate_batch(op, win_s, win_e, chunk.keys, results, schema)
+
+
+def aggregate_batch(
+    op: WindowOp,
+    win_s: np.ndarray,
+    win_e: np.ndarray,
+    key_columns: list[list[Any]],
+    results: list[list[Any]],
+    schema: pa.Schema,
+) -> pa.RecordBatch:
+    """Output rows of aggregates over windows ``[win_s, win_e)``:
+    lifetimes by the output policy (aggregates take ``align`` or
+    ``point_end``), keys and one result column per call."""
+    starts, ends = win_s, win_e
+    if op.policy is OutputPolicy.POINT_END:
+        starts = ends - 1
+    else:
+        assert op.policy is OutputPolicy.ALIGN, op.policy
+    labels = ev.result_labels(op, lambda i: WindowDescriptor(int(win_s[i]), int(win_e[i])))
+    return ev._output_columns(starts, ends, key_columns, results, schema, labels)

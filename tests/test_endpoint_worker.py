@@ -1,0 +1,246 @@
+"""Snapshot and count windows assigned and evaluated in the worker,
+in-process (no Spark session): ``endpoints.memberships`` pairs events with
+exactly the windows and members the reference's window specifications
+give, and the worker function Spark runs per partition
+(``endpoints._evaluate_fn``) gives the reference evaluator's CHT for every
+key, UDM flavour, clipping and output policy.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from udm.host import (
+    Cht,
+    CountByEndWindow,
+    CountByStartWindow,
+    InputClipping,
+    IntervalEvent,
+    OutputPolicy,
+    SnapshotWindow,
+    UdmInvocationError,
+    WindowDescriptor,
+    evaluate_by_key,
+)
+from udm.host.policies import default_output_policy
+from udm.host.time import INFINITY
+from udm.sdk import IncrementalAggregate, TimeSensitiveOperator, aggregate
+
+pa = pytest.importorskip("pyarrow")
+np = pytest.importorskip("numpy")
+pytest.importorskip("pyspark")
+
+from pyspark.sql import types as T  # noqa: E402
+
+from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
+from udm.host.spark import endpoints  # noqa: E402
+from udm.host.spark import evaluate as ev  # noqa: E402
+
+WINDOWS = [
+    SnapshotWindow(),
+    CountByStartWindow(1),
+    CountByStartWindow(3),
+    CountByEndWindow(1),
+    CountByEndWindow(2),
+]
+
+ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["a", "b", None]),
+        st.integers(-10, 30),
+        st.one_of(st.just(1), st.integers(1, 12), st.just(None)),  # None: never ends
+        st.integers(0, 6).map(float),
+    ).map(lambda t: (t[0], t[1], INFINITY if t[2] is None else t[1] + t[2], t[3])),
+    max_size=30,
+)
+
+
+class Mean(IncrementalAggregate):
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] + value, state[1] + 1)
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
+@aggregate
+def in_order(values: Sequence[float]) -> list[float]:
+    """Order-sensitive: the payloads as the UDA receives them."""
+    return list(values)
+
+
+@aggregate(time_sensitive=True)
+def lifetimes(events: Sequence[IntervalEvent[float]], window: WindowDescriptor) -> list[str]:
+    """Time- and order-sensitive: the (clipped) lifetimes and payloads."""
+    return [f"{e.start} {e.end} {e.payload}" for e in events]
+
+
+class Rises(TimeSensitiveOperator):
+    """A time-sensitive operator: a point for each payload above the one
+    before it, at the later event's start."""
+
+    def compute_result(
+        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
+    ) -> list[IntervalEvent[float]]:
+        return [
+            IntervalEvent(b.start, b.start + 1, b.payload)
+            for a, b in itertools.pairwise(events)
+            if b.payload > a.payload
+        ]
+
+
+TYPES = {
+    Mean: T.DoubleType(),
+    in_order: T.ArrayType(T.DoubleType()),
+    lifetimes: T.ArrayType(T.StringType()),
+    Rises: T.DoubleType(),
+}
+
+
+def _table(rows: list[tuple[str | None, int, int, float]]) -> Any:
+    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            S_COL: pa.array(starts, pa.int64()),
+            E_COL: pa.array(ends, pa.int64()),
+            "v": pa.array(values, pa.float64()),
+        }
+    )
+
+
+def _run(
+    window: Any,
+    udms: list[Any],
+    rows: list[Any],
+    watermark: int,
+    clipping: InputClipping = InputClipping.NONE,
+    policy: OutputPolicy | None = None,
+) -> list[dict[str, Any]]:
+    kind = "operator" if udms == [Rises] else "aggregate"
+    calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
+    policy = policy or default_output_policy(window, calls[0].udm)
+    op = WindowOp(window, kind, calls, clipping, policy, False, watermark, False, False)
+    fields = [
+        T.StructField(S_COL, T.LongType(), False),
+        T.StructField(E_COL, T.LongType(), False),
+        T.StructField("key", T.StringType(), True),
+        *[T.StructField(f"__udm_r{i}", TYPES[u], True) for i, u in enumerate(udms)],
+    ]
+    schema = ev._arrow_schema_with_marks(T.StructType(fields))
+    evaluate = endpoints._evaluate_fn(op, ["key"], ["key", "v"], schema)
+    batches = _table(rows).to_batches(max_chunksize=4)
+    return [row for b in evaluate(iter(batches)) for row in b.to_pylist()]
+
+
+def _by_key(rows: list[dict[str, Any]], column: str) -> dict[Any, Cht]:
+    out: dict[Any, list[tuple[int, int, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["key"], []).append((r[S_COL], r[E_COL], r[column]))
+    return {k: Cht(v) for k, v in out.items()}
+
+
+def _reference(rows: list[Any], window: Any, udm: Any, **kw: Any) -> dict[Any, Cht]:
+    cht = Cht(IntervalEvent(s, e, {"key": k, "v": v}) for k, s, e, v in rows)
+    got = evaluate_by_key(cht, "key", window, udm, value="v", **kw)
+    return {k: v for k, v in got.items() if len(v)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=ROWS,
+    window=st.sampled_from(WINDOWS),
+    watermark=st.sampled_from([INFINITY, 15]),
+)
+def test_memberships_are_the_reference_windows_and_members(
+    rows: list[Any], window: Any, watermark: int
+) -> None:
+    """Per key (dense group numbers, nulls a group of their own): every
+    window ending by the watermark that has members, with exactly its
+    members, and nothing else."""
+    groups = {k: i for i, k in enumerate(dict.fromkeys(r[0] for r in rows))}
+    g = np.array([groups[r[0]] for r in rows], dtype=np.int64)
+    s = np.array([r[1] for r in rows], dtype=np.int64)
+    e = np.array([r[2] for r in rows], dtype=np.int64)
+    pairs, wid, win_s, win_e = endpoints.memberships(window, g, s, e, watermark)
+    got: dict[Any, dict[WindowDescriptor, list[int]]] = {}
+    for r, j in zip(pairs.tolist(), wid.tolist(), strict=True):
+        w = WindowDescriptor(int(win_s[j]), int(win_e[j]))
+        got.setdefault(rows[r][0], {}).setdefault(w, []).append(r)
+    want: dict[Any, dict[WindowDescriptor, list[int]]] = {}
+    for key in groups:
+        mine = [i for i, row in enumerate(rows) if row[0] == key]
+        events = [IntervalEvent(rows[i][1], rows[i][2], i) for i in mine]
+        for w in window.windows(events, watermark):
+            members = [ev_.payload for ev_ in window.members(w, events)]
+            if members:
+                want.setdefault(key, {})[w] = members
+    assert {k: {w: sorted(m) for w, m in ws.items()} for k, ws in got.items()} == want
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=ROWS,
+    window=st.sampled_from(WINDOWS),
+    watermark=st.sampled_from([INFINITY, 15]),
+    clipping=st.sampled_from(list(InputClipping)),
+    udms=st.sampled_from([[Mean, in_order], [in_order, lifetimes], [Rises]]),
+)
+def test_worker_equals_the_reference(
+    rows: list[Any], window: Any, watermark: int, clipping: InputClipping, udms: list[Any]
+) -> None:
+    """Incremental, order-sensitive and time-sensitive aggregates, and a
+    time-sensitive operator: ties, clipping, never-ending events and
+    watermarks as in the reference (with each UDM's default policy)."""
+    try:
+        want = [
+            _reference(rows, window, udm, watermark=watermark, input_clipping=clipping.value)
+            for udm in udms
+        ]
+    except UdmInvocationError as exc:  # point_end on a window that never ends
+        with pytest.raises(UdmInvocationError, match="point_end cannot place"):
+            _run(window, udms, rows, watermark, clipping)
+        assert "point_end cannot place" in str(exc)
+        return
+    out = _run(window, udms, rows, watermark, clipping)
+    for i, got in enumerate(want):
+        assert _by_key(out, f"__udm_r{i}") == got
+
+
+@pytest.mark.parametrize("window", WINDOWS[:3], ids=lambda w: repr(w))
+def test_point_end_policy(window: Any) -> None:
+    rows = [("a", 0, 4, 1.0), ("a", 2, 3, 2.0), ("a", 5, 6, 3.0), ("b", 1, 9, 4.0)]
+    out = _run(window, [Mean], rows, INFINITY, policy=OutputPolicy.POINT_END)
+    assert _by_key(out, "__udm_r0") == _reference(rows, window, Mean, output_policy="point_end")
+
+
+class Fragile(IncrementalAggregate):
+    def initial_state(self) -> float:
+        return 0.0
+
+    def add(self, state: float, value: float) -> float:
+        if value > 5:
+            raise ValueError(f"{value} is too big")
+        return state + value
+
+    def result(self, state: float) -> float:
+        return state
+
+
+def test_failure_names_udm_window_and_key() -> None:
+    rows = [("a", 0, 2, 1.0), ("a", 1, 3, 2.0), ("b", 0, 1, 1.0), ("b", 4, 6, 9.0)]
+    TYPES[Fragile] = T.DoubleType()
+    with pytest.raises(UdmInvocationError, match=r"window \[4, 6\) of key 'b': ValueError: 9.0"):
+        _run(SnapshotWindow(), [Fragile], rows, INFINITY)
