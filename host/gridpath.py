@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["GridPath", "eligible"]
 
+#: a window without events has no output (a UDA's result may be None)
+_EMPTY: Any = object()
+
 
 def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClipping) -> bool:
     """Whether the fast path computes exactly what the general one does."""
@@ -159,14 +162,13 @@ class GridPath:
         old = w[2] if w is not None else []
         start = k * self.hop + self.offset
         end = start + self.size
-        if w is None or w[1] == 0:
-            new = None
-        else:
+        new: Any = _EMPTY
+        if w is not None and w[1] > 0:
             try:
                 new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
-        if old and new is not None and _same(old[0][1].payload, new):
+        if old and new is not _EMPTY and _same(old[0][1].payload, new):
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
@@ -174,7 +176,7 @@ class GridPath:
             out.append(Retract(oid, ev.start, ev.end, ev.start, ev.payload))
         if w is None:
             return
-        if new is None:
+        if new is _EMPTY:  # the window has no events left
             w[2] = []
             if w[1] == 0:
                 del ks.wins[k]

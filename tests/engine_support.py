@@ -121,6 +121,27 @@ class Sum(IncrementalAggregate):
         return state
 
 
+class Spread(IncrementalAggregate):
+    """Invertible (so the host's fast path takes it on grid windows), and
+    its result is None until a window holds two payloads: a None result is
+    an output like any other."""
+
+    def initial_state(self) -> tuple[int, int, int]:
+        return (0, 0, 0)
+
+    def add(self, state: tuple[int, int, int], payload: int) -> tuple[int, int, int]:
+        n, s, q = state
+        return (n + 1, s + payload, q + payload * payload)
+
+    def remove(self, state: tuple[int, int, int], payload: int) -> tuple[int, int, int]:
+        n, s, q = state
+        return (n - 1, s - payload, q - payload * payload)
+
+    def result(self, state: tuple[int, int, int]) -> int | None:
+        n, s, q = state
+        return None if n < 2 else n * q - s * s
+
+
 class Max(IncrementalAggregate):
     """Incremental, non-invertible: the host recomputes on removal."""
 
@@ -198,4 +219,15 @@ class Spans(TimeSensitiveIncrementalOperator):
         return [IntervalEvent(s, e, p) for s, e, p in sorted(state)]
 
 
-ALL_FLAVORS = [total, weighted, Sum, Max, WeightedSum, distinct, at_starts, Histogram, Spans]
+ALL_FLAVORS = [
+    total,
+    weighted,
+    Sum,
+    Spread,
+    Max,
+    WeightedSum,
+    distinct,
+    at_starts,
+    Histogram,
+    Spans,
+]
