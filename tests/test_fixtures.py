@@ -203,6 +203,10 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
             "window: {kind: tumbling, size: 10}\ngenerate: {events: 5}\nexpected: []\n",
             "generated scenarios have no expected output",
         ),
+        (
+            "window: {kind: tumbling, size: 10}\ngenerate: {events: 5}\nexpected_error: x\n",
+            "expected_error needs a hand-written stream",
+        ),
         ("window: {kind: weekly}\ninput: []\n", ":2: window.kind: Input should be 'hopping'"),
         ("window: {kind: tumbling, size: 10}\ninput: [\n", ":4: not valid YAML"),
         (
@@ -214,6 +218,71 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
 def test_inconsistent_fixtures_are_refused(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(FixtureError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_fixture(write(tmp_path, "udm: stats.mean\n" + body))
+
+
+def test_every_documents_mistakes_are_reported_together(tmp_path: Path) -> None:
+    """Mistakes in several documents of a file, each with its line: an
+    expected row that ends before it starts, an insert starting at inf, a
+    date that is no calendar date (YAML parses it before the schema)."""
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input: [{insert: a, start: 1, payload: 1}]
+        expected:
+          - {start: 10, end: 0, payload: 1.0}
+        ---
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: inf, payload: 1}
+        """,
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:5: expected.0: end 0 must be after start 10 (a point event's row ends at "
+        "start + 1)",
+        f"{path}:10: input.0: insert 'a': start must be a finite time (only an end, a new_end "
+        "or a CTI may be inf)",
+    ]
+    bad_date = write(tmp_path, "udm: stats.mean\ninput:\n  - {cti: 2024-13-01}\n", "d.udm.yaml")
+    with pytest.raises(FixtureError, match=r"line 3: '2024-13-01' is not a valid date or time"):
+        load_fixture(bad_date)
+
+
+def test_empty_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(FixtureError, match="no fixtures in this file"):
+        load_fixture(write(tmp_path, "---\n"))
+    binary = tmp_path / "b.udm.yaml"
+    binary.write_bytes(b"udm: stats.mean\nname: caf\xe9\n")
+    with pytest.raises(FixtureError, match=r"b\.udm\.yaml:2: not UTF-8 text \(byte 0xe9\)"):
+        load_fixture(binary)
+
+
+def test_an_event_that_never_ends_under_grid_windows_is_explained(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 5, end: inf, payload: 1}
+          - {insert: b, start: 6, end: inf, payload: 2}
+          - {retract: b, new_end: 9}
+          - {cti: 30}
+        expected: []
+        """,
+    )
+    (f,) = load_fixture(path)
+    result = run_fixture(f)
+    assert result.failures == [
+        "input: event 'a' never ends (end: inf, not retracted); the expected output is the "
+        "output CHT once the stream has ended, and TumblingWindow(size=10) windows over an "
+        "event that never ends are infinitely many: end the event with a retraction in "
+        "input, or use expected_error"
+    ]
 
 
 def test_retracting_an_unknown_event_names_the_line(tmp_path: Path) -> None:

@@ -97,12 +97,13 @@ def quantile(
     return (data[j - 1] * (n - delta) + data[j] * delta) / n
 
 
-@operator(order_insensitive=True)
+@operator(order_insensitive=False)
 def top_k(payloads: Sequence[Any], k: int = 3, field: str | None = None) -> list[Any]:
     """The ``k`` payloads with the largest values, largest first, one output
-    event each. Ties keep the window's canonical order (start, end, payload),
-    so which of several equal values make the cut is deterministic. With
-    ``field=`` the whole payload is output, ranked by its field.
+    event each. Ties keep the window's canonical order (earlier start
+    first), so which of several equal values make the cut is deterministic.
+    That makes the operator order-sensitive: with ``field=``, two payloads
+    tying on the field differ, and the earlier one is output.
     """
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"top_k needs a positive integer k, got {k!r}")
