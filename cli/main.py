@@ -199,6 +199,14 @@ def test(
     missing = [p for p in targets if not p.exists()]
     if missing:
         raise _fail(f"no such file or directory: {', '.join(map(str, missing))}")
+    if plot is not None:
+        _check_plot_path(plot)
+    try:
+        extra_args = shlex.split(pytest_args)
+    except ValueError as exc:
+        raise _fail(
+            f"--pytest-args {pytest_args!r}: {exc}; quote it as one shell string", 2
+        ) from None
     console = _console()
     failed = False
     files = fixture_files(list(targets))
@@ -224,13 +232,16 @@ def test(
         failed = failed or not all(r.passed for r in results)
         if plot is not None:
             chosen = next((r for r in results if not r.passed), results[0])
-            plot_result(chosen, plot)
+            try:
+                plot_result(chosen, plot)
+            except OSError as exc:
+                raise _fail(f"cannot write --plot {plot}: {exc}") from None
             console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice
         cmd = [sys.executable, "-m", "pytest", "-p", "no:udm", *map(str, python_targets)]
-        code = subprocess.call([*cmd, *shlex.split(pytest_args)])
+        code = subprocess.call([*cmd, *extra_args])
         if code == 5 and results:  # no Python tests collected: fixtures only
             code = 0
         failed = failed or code != 0
@@ -297,6 +308,18 @@ def new(
     )
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def _check_plot_path(plot: Path) -> None:
+    """Refuse a --plot target that cannot be written before any work."""
+    if plot.suffix.lower() not in PLOT_FORMATS:
+        raise _fail(f"--plot {plot}: use a file ending in {', '.join(PLOT_FORMATS)}", 2)
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        raise _fail(f"--plot {plot}: folder {folder} does not exist")
+
+
 # ---------------------------------------------------------------- Spark queries
 
 
@@ -315,6 +338,16 @@ def _spark(master: str, query_file: Path) -> Any:
     if active is not None:
         return active
     return local_session(f"udm-cli {query_file.name}", master)
+
+
+def _check_query_file(query_file: Path) -> None:
+    """What can be checked before Spark starts (which takes seconds)."""
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    try:
+        check_query_file(query_file)
+    except QueryFileError as exc:
+        raise _fail(str(exc)) from None
 
 
 def _queries(query_file: Path, spark: Any) -> dict[str, Any]:
@@ -376,6 +409,7 @@ def run(
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    _check_query_file(query_file)
     console = _console()
     started = time.perf_counter()
     with Progress(
@@ -388,7 +422,7 @@ def run(
         task = progress.add_task(f"starting Spark and loading {query_file}", total=None)
         spark = _spark(master, query_file)
         queries = _queries(query_file, spark)
-        written: list[tuple[str, Path, float]] = []
+        written: list[tuple[str, Path, float, dict[str, int] | None]] = []
         for name, query in queries.items():
             progress.update(task, description=f"running {name}")
             t = time.perf_counter()
@@ -401,13 +435,21 @@ def run(
                 writer.format(fmt).save(str(path))
             except Exception as exc:
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
-            written.append((name, path, time.perf_counter() - t))
-    for name, path, seconds in written:
+            metrics = getattr(query, "metrics", None)
+            drops = metrics.invalid_rows(wait=True) if metrics is not None else None
+            written.append((name, path, time.perf_counter() - t, drops))
+    for name, path, seconds, drops in written:
         result = spark.read.format(fmt).options(header="true", inferSchema="true").load(str(path))
         rows = result.count()
         if preview > 0:
             _preview(console, f"{name}: {rows:,} rows", result, preview)
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
+        if drops:
+            why = ", ".join(f"{n:,} {reason}" for reason, n in drops.items())
+            console.print(
+                f"dropped {sum(drops.values()):,} invalid input rows (on_invalid=drop): {why}",
+                markup=False,
+            )
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
 
 
@@ -447,12 +489,17 @@ def explain(
 
       udm-cli explain examples/hourly_median.yaml --plot median.png --where "sensor = 's1'"
     """
+    from udm.host.query import Stream
+
+    _check_query_file(query_file)
+    if plot is not None:
+        _check_plot_path(plot)
     console = _console()
     spark = _spark(master, query_file)
     queries = _queries(query_file, spark)
     for i, (name, query) in enumerate(queries.items()):
         console.print(f"[bold]{name}[/bold]", markup=True)
-        if not hasattr(query, "explain") or not hasattr(query, "sample"):
+        if not isinstance(query, Stream):
             console.print("  (a DataFrame, not a udm Stream: nothing to explain)", markup=False)
             continue
         console.print(query.explain(), markup=False)

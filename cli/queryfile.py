@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import runpy
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from udm.host.fixtures.schema import (
     yaml_documents,
 )
 
-__all__ = ["QueryFileError", "QuerySpec", "SourceSpec", "load_queries"]
+__all__ = ["QueryFileError", "QuerySpec", "SourceSpec", "check_query_file", "load_queries"]
 
 
 class QueryFileError(ValueError):
@@ -108,7 +109,8 @@ class QuerySpec(BaseModel):
         return windowed.apply(self.apply, self.value, **options)
 
 
-def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
+def _spec(path: Path) -> tuple[QuerySpec, Any]:
+    """The validated spec of a YAML query file and its loaded data."""
     try:
         docs = list(yaml_documents(path))
     except FixtureError as exc:
@@ -117,11 +119,34 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
         raise QueryFileError(f"{path}: a query spec is one YAML mapping (source, window, ...)")
     data = docs[0][0]
     try:
-        spec = QuerySpec.model_validate(data)
+        return QuerySpec.model_validate(data), data
     except ValidationError as exc:
         raise QueryFileError(validation_messages(str(path), data, exc, ())) from None
+
+
+def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
+    spec, data = _spec(path)
     name = spec.name or path.name.split(".")[0]
-    return {name: spec.stream(spark, path.parent)}
+    field = "aggregate" if spec.aggregate is not None else "apply"
+    try:
+        return {name: spec.stream(spark, path.parent)}
+    except QueryFileError:
+        raise
+    except Exception as exc:  # a UDM name, column or condition the data does not have
+        message = _first_line(exc)
+        if any(w in message for w in ("column", "where", "cannot resolve", "PARSE")):
+            field = "source"
+        line = getattr(data, "lines", {}).get(field, 1)
+        raise QueryFileError(f"{path}:{line}: {field}: {message}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's message without Spark's stack trace."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, KeyError) and first.startswith(("'", '"')):
+        first = first[1:-1]  # KeyError quotes its message
+    return first or type(exc).__name__
 
 
 def _load_python(path: Path, spark: Any) -> dict[str, Any]:
@@ -130,16 +155,23 @@ def _load_python(path: Path, spark: Any) -> dict[str, Any]:
     folder = str(path.parent.resolve())
     if folder not in sys.path:
         sys.path.insert(0, folder)
-    namespace = runpy.run_path(str(path), run_name="udm_query")
-    if "queries" in namespace:
-        result = namespace["queries"](spark)
-        if not isinstance(result, dict) or not result:
-            raise QueryFileError(
-                f"{path}: queries(spark) must return a non-empty dict of name -> Stream"
-            )
-        return dict(result)
-    if "query" in namespace:
-        return {path.stem: namespace["query"](spark)}
+    try:
+        namespace = runpy.run_path(str(path), run_name="udm_query")
+        if "queries" in namespace:
+            result = namespace["queries"](spark)
+            if not isinstance(result, dict) or not result:
+                raise QueryFileError(
+                    f"{path}: queries(spark) must return a non-empty dict of name -> Stream"
+                )
+            return dict(result)
+        if "query" in namespace:
+            return {path.stem: namespace["query"](spark)}
+    except QueryFileError:
+        raise
+    except Exception as exc:  # the query file's own mistake: name its line
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        where = f"{path}:{frames[-1].lineno}" if frames else str(path)
+        raise QueryFileError(f"{where}: {type(exc).__name__}: {_first_line(exc)}") from None
     raise QueryFileError(
         f"{path}: define queries(spark) -> dict[str, Stream] or query(spark) -> Stream"
     )
@@ -154,12 +186,20 @@ def worker_path(path: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
 
 
-def load_queries(path: Path, spark: Any) -> dict[str, Any]:
-    """Output name -> Stream (or DataFrame) defined by a query file."""
+def check_query_file(path: Path) -> None:
+    """Everything that can be checked without Spark: the file exists, is a
+    Python file or a YAML spec, and a spec is valid."""
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
+        _spec(path)
+    elif path.suffix != ".py":
+        raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+
+
+def load_queries(path: Path, spark: Any) -> dict[str, Any]:
+    """Output name -> Stream (or DataFrame) defined by a query file."""
+    check_query_file(path)
+    if path.suffix in (".yaml", ".yml"):
         return _load_yaml(path, spark)
-    if path.suffix == ".py":
-        return _load_python(path, spark)
-    raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+    return _load_python(path, spark)

@@ -173,6 +173,55 @@ def test_run_reports_bad_specs_with_file_line_and_field(
 
 
 @pytest.mark.spark
+def test_run_names_query_mistakes_without_a_traceback(
+    spark: Any, readings: Path, tmp_path: Path
+) -> None:
+    """Names the data does not have, in a YAML spec (file:line: field) or a
+    Python query file (file:line of the user's code)."""
+    unknown = spec(tmp_path, MEDIAN.replace("stats.median", "stats.meadian"), "unk.yaml")
+    result = invoke("run", str(unknown), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1, result.output
+    assert f"{unknown}:3: aggregate: no UDM is registered as 'stats.meadian'; did you mean " in (
+        result.output.replace("\n", "")
+    )
+    nokey = spec(tmp_path, MEDIAN.replace("key: sensor", "key: sensr"), "nokey.yaml")
+    result = invoke("run", str(nokey), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert f"{nokey}:1: source: key column 'sensr' is not in the DataFrame" in result.output
+    query = tmp_path / "pyunk.py"
+    query.write_text(
+        textwrap.dedent(
+            f"""\
+            from udm.host import Stream
+
+            def query(spark):
+                df = spark.read.parquet({str(readings)!r})
+                s = Stream.from_dataframe(df, start="ts", key="sensor")
+                return s.tumbling_window(10).aggregate("stats.nope", value="temp")
+            """
+        )
+    )
+    result = invoke("run", str(query), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert f"{query}:6: UnknownUdmError: no UDM is registered as 'stats.nope'" in (
+        result.output.replace("\n", "")
+    )
+    assert "Traceback" not in result.output
+
+
+def test_bad_plot_targets_and_pytest_args_are_refused_first(tmp_path: Path) -> None:
+    fixture = tmp_path / "f.udm.yaml"
+    fixture.write_text("udm: stats.mean\nwindow: {kind: snapshot}\ninput: []\nexpected: []\n")
+    result = invoke("test", str(fixture), "--plot", str(tmp_path / "t.xyz"))
+    assert result.exit_code == 2
+    assert "use a file ending in .png, .svg, .pdf" in result.output
+    result = invoke("test", str(fixture), "--plot", str(tmp_path / "no" / "t.png"))
+    assert result.exit_code == 1 and "does not exist" in result.output
+    result = invoke("test", str(fixture), "--pytest-args", '"x')
+    assert result.exit_code == 2 and "No closing quotation" in result.output
+
+
+@pytest.mark.spark
 def test_run_names_the_failing_udm(spark: Any, readings: Path, tmp_path: Path) -> None:
     failing = spec(tmp_path, MEDIAN.replace("value: temp\n", ""), "nofield.yaml")
     result = invoke("run", str(failing), "-o", str(tmp_path / "out"))
@@ -191,6 +240,11 @@ def test_explain_and_plot(spark: Any, readings: Path, tmp_path: Path) -> None:
     assert plotted.exit_code == 0, plotted.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"timeline of a 200-row sample written to {png}" in plotted.output
+    frame = tmp_path / "frame.py"
+    frame.write_text(f"def query(spark):\n    return spark.read.parquet({str(readings)!r})\n")
+    shown = invoke("explain", str(frame), "--plot", str(tmp_path / "f.png"))
+    assert shown.exit_code == 0, shown.output
+    assert "(a DataFrame, not a udm Stream: nothing to explain)" in shown.output
 
 
 def test_shipped_yaml_example_is_valid() -> None:
