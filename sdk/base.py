@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 from collections.abc import Iterable, Sequence
+from types import FrameType
 from typing import Any, ClassVar, Literal
 
 from udm.sdk.errors import UdmDefinitionError
@@ -82,7 +84,8 @@ class Udm:
         cls._flavor_base = False
         if not cls.__dict__.get("name"):
             cls.name = _snake(cls.__name__)
-        _validate_class(cls)
+        if not _rebuilt_by_cloudpickle():
+            _validate_class(cls)
 
     @classmethod
     def flavor(cls) -> str:
@@ -102,6 +105,21 @@ class Udm:
 
     def __repr__(self) -> str:
         return f"<{self.flavor()} {type(self).__qualname__}>"
+
+
+def _rebuilt_by_cloudpickle() -> bool:
+    """Whether the class being created is cloudpickle's empty skeleton of a
+    class pickled by value (one defined in a script or a function, sent to
+    Spark's workers), whose methods are set only after it is created. It
+    was validated where it was defined."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return False
+        if "cloudpickle" in frame.f_globals.get("__name__", ""):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _positional_count(cls: type, method: str) -> tuple[int, bool]:

@@ -648,3 +648,47 @@ class TestAddMany:
                     return state
 
         assert "Sum.add_many takes 1 required argument(s) besides self, but a " in str(err.value)
+
+
+def test_udms_defined_in_a_script_survive_cloudpickle_by_value() -> None:
+    """Spark ships a UDM defined in a query file or a function by value:
+    cloudpickle first creates an empty class and sets its methods after,
+    which must not fail validation (checked in a fresh interpreter)."""
+    cloudpickle = pytest.importorskip("pyspark.cloudpickle")
+
+    def make() -> tuple[Any, Any]:
+        @aggregate
+        def biggest(values: list[float]) -> float:
+            return max(values)
+
+        class Count(IncrementalAggregate):
+            def initial_state(self) -> int:
+                return 0
+
+            def add(self, state: int, value: Any) -> int:
+                return state + 1
+
+            def result(self, state: int) -> int:
+                return state
+
+        return biggest, Count
+
+    code = (
+        "import sys; from pyspark import cloudpickle; "
+        "b, c = cloudpickle.loads(sys.stdin.buffer.read()); u = c(); "
+        "print(b().compute_result([1, 5, 2]), u.result(u.add(u.add(u.initial_state(), 1), 2)),"
+        " b.name, c.name, c.implements('add'), c.implements('remove'))"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code],
+        input=cloudpickle.dumps(make()),
+        capture_output=True,
+        check=True,
+    )
+    assert got.stdout.decode().split() == ["5", "2", "biggest", "count", "True", "False"]
+    # defined normally, a class missing a method still fails where it is defined
+    with pytest.raises(UdmDefinitionError, match="does not implement initial_state"):
+
+        class Broken(IncrementalAggregate):
+            def add(self, state: int, value: Any) -> int:
+                return state
