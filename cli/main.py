@@ -89,9 +89,20 @@ def list_udms(
 
       udm-cli list --library stats --json
     """
+    import difflib
+
     registry = _registry()
     entries = [e for e in registry.entries if library is None or e.library == library]
     failures = [f for f in registry.failures if library is None or f.library == library]
+    if library is not None and not entries and not failures:
+        known = sorted(
+            {e.library for e in registry.entries} | {f.library for f in registry.failures}
+        )
+        close = difflib.get_close_matches(library, known, n=3) or known
+        raise _fail(
+            f"no library {library!r} is installed; installed: {', '.join(known) or 'none'}"
+            + (f" (did you mean {', '.join(close)}?)" if close and close != known else "")
+        )
     if as_json:
         doc = {
             "udms": [e.as_dict() for e in entries],
@@ -277,24 +288,29 @@ def new(
 
       udm-cli new sensors --output-dir ~/src --author "Ada" --no-input
     """
+    import json
+    import keyword
     import re
 
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise _fail(
-            f"library name {name!r} must be a lowercase Python identifier (letters, digits, _), "
-            "e.g. my_udms"
+            f"library name {name!r} must be a lowercase Python identifier (letters, digits, _) "
+            "that is not a Python keyword, e.g. my_udms"
         )
     from cookiecutter.exceptions import OutputDirExistsException
     from cookiecutter.main import cookiecutter
 
+    defaults = json.loads((_template() / "cookiecutter.json").read_text())
     context: dict[str, Any] = {"library": name}
     for key, val in (("description", description), ("author", author), ("version", version)):
+        if val is None and not no_input:  # the name is the argument: ask only for the rest
+            val = typer.prompt(key.capitalize(), default=defaults[key])
         if val is not None:
             context[key] = val
     try:
         out = cookiecutter(
             str(_template()),
-            no_input=no_input,
+            no_input=True,
             extra_context=context,
             output_dir=str(output_dir),
             overwrite_if_exists=force,
@@ -303,8 +319,7 @@ def new(
         raise _fail(f"{exc}; pass --force to overwrite or pick another --output-dir") from None
     typer.echo(out)
     _console(err=True).print(
-        f"next: pip install -e {out} && udm-cli list && udm-cli test {out}/tests",
-        markup=False,
+        f"next: pip install -e {out} && udm-cli list && udm-cli test {out}", markup=False
     )
 
 

@@ -82,9 +82,9 @@ class QuerySpec(BaseModel):
             path = base / path
         if not path.exists():
             raise QueryFileError(f"source path {path} does not exist")
-        reader = spark.read.format(src.format).options(**src.options)
-        if src.format == "csv" and "header" not in src.options:
-            reader = reader.option("header", "true").option("inferSchema", "true")
+        # CSV: a header and inferred types unless the options say otherwise
+        defaults = {"header": "true", "inferSchema": "true"} if src.format == "csv" else {}
+        reader = spark.read.format(src.format).options(**{**defaults, **src.options})
         df = reader.load(str(path))
         if src.where:
             df = df.where(src.where)

@@ -46,6 +46,13 @@ def test_list_table_and_json() -> None:
     assert doc["failed"] == []
 
 
+def test_list_an_unknown_library() -> None:
+    result = invoke("list", "--library", "stat")
+    assert result.exit_code == 1
+    assert "no library 'stat' is installed; installed: " in result.output
+    assert "(did you mean stats?)" in result.output
+
+
 def test_show_and_unknown_names() -> None:
     shown = invoke("show", "stats.quantile")
     assert shown.exit_code == 0
@@ -68,6 +75,24 @@ def test_new_refuses_bad_names(tmp_path: Path) -> None:
     result = invoke("new", "My-Udms", "--no-input", "-o", str(tmp_path))
     assert result.exit_code == 1
     assert "must be a lowercase Python identifier" in result.output
+    result = invoke("new", "class", "--no-input", "-o", str(tmp_path))
+    assert result.exit_code == 1 and "that is not a Python keyword" in result.output
+
+
+def test_new_asks_only_for_what_the_arguments_do_not_say(tmp_path: Path) -> None:
+    """The library name is the argument (never asked again, so never
+    unchecked); --author is given; description and version are asked."""
+    result = runner.invoke(
+        app,
+        ["new", "sensors", "-o", str(tmp_path), "--author", "Ada"],
+        input="Sensor UDMs\n0.2.0\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert "Library" not in result.output and "Author" not in result.output
+    assert "Description [User-defined temporal modules for udm]: " in result.output
+    pyproject = (tmp_path / "sensors" / "pyproject.toml").read_text()
+    assert 'version = "0.2.0"' in pyproject and 'name = "Ada"' in pyproject
+    assert f"udm-cli test {tmp_path / 'sensors'}\n" in result.output
 
 
 # ------------------------------------------------------------ run and explain
