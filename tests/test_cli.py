@@ -302,3 +302,45 @@ def test_the_documented_python_query_file(spark: Any, tmp_path: Path) -> None:
     alarms = spark.read.parquet(str(out / "alarms")).collect()
     # above 30 at 12:01 until below 28 at 12:04; 29 at 12:02 keeps it on
     assert [tuple(r) for r in alarms] == [(t0 + m, t0 + 4 * m, "a", 32.0, 3)]
+
+
+def test_csv_sources_infer_types_unless_the_options_say_otherwise(tmp_path: Path) -> None:
+    from udm.cli.queryfile import QuerySpec
+
+    class Stop(Exception):
+        pass
+
+    class Reader:
+        def __init__(self) -> None:
+            self.options_seen: dict[str, str] = {}
+
+        def format(self, fmt: str) -> Reader:
+            return self
+
+        def options(self, **opts: str) -> Reader:
+            self.options_seen.update(opts)
+            return self
+
+        def load(self, path: str) -> Any:
+            raise Stop
+
+    class Spark:
+        read = Reader()
+
+    (tmp_path / "r.csv").write_text("ts,temp\n1,2.0\n")
+    for options, want in (
+        ({}, {"header": "true", "inferSchema": "true"}),
+        ({"inferSchema": "false"}, {"header": "true", "inferSchema": "false"}),
+    ):
+        spark = Spark()
+        spark.read = Reader()
+        query = QuerySpec.model_validate(
+            {
+                "source": {"path": "r.csv", "format": "csv", "start": "ts", "options": options},
+                "window": {"kind": "snapshot"},
+                "aggregate": "stats.mean",
+            }
+        )
+        with pytest.raises(Stop):
+            query.stream(spark, tmp_path)
+        assert spark.read.options_seen == want
