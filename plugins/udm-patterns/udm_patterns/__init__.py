@@ -150,7 +150,8 @@ class FollowedBy(TimeSensitiveOperator):
     field values (``{"kind": "login"}``), or a value compared with the payload
     (or with its ``field``). Each A yields at most one match; one B may
     complete several As. Output: an event with lifetime
-    ``[A.start, B.end)`` whose payload carries both matched lifetimes.
+    ``[A.start, max(A.end, B.end))`` (A may outlast B) whose payload carries
+    both matched lifetimes.
 
     Example: A at 1, B at 3 and B at 5, ``within=3``: one match, [1, 4) with
     first [1, 2) and then [3, 4).

@@ -75,8 +75,8 @@ def quantile(
     quantile. Example: ``quantile(q=0.25)`` of 1, 2, 3, 4 is 1.25 (exclusive)
     or 1.75 (inclusive).
     """
-    if not 0 < q < 1:
-        raise ValueError(f"quantile q must be strictly between 0 and 1, got {q!r}")
+    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 < q < 1:
+        raise ValueError(f"quantile q must be a number strictly between 0 and 1, got {q!r}")
     if method not in ("exclusive", "inclusive"):
         raise ValueError(f"quantile method must be 'exclusive' or 'inclusive', got {method!r}")
     data = sorted(_values(payloads, field))
