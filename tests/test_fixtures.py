@@ -207,6 +207,10 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
             "window: {kind: tumbling, size: 10}\ngenerate: {events: 5}\nexpected_error: x\n",
             "expected_error needs a hand-written stream",
         ),
+        (
+            "window: {kind: tumbling, size: 10}\ngenerate: [{events: 5, key: a}]\n",
+            "generate gives key 'a' but the fixture has no key field",
+        ),
         ("window: {kind: weekly}\ninput: []\n", ":2: window.kind: Input should be 'hopping'"),
         ("window: {kind: tumbling, size: 10}\ninput: [\n", ":4: not valid YAML"),
         (
@@ -605,3 +609,26 @@ def test_pytest_collects_fixture_files(tmp_path: Path) -> None:
     assert "1 failed, 1 passed" in result.stdout
     assert "FAILED bad.udm.yaml::median over hopping windows" in result.stdout
     assert "host differs from expected: 0 missing, 1 extra" in result.stdout
+
+
+def test_a_saved_minimal_stream_keeps_the_comparison_settings(tmp_path: Path) -> None:
+    from udm.host.fixtures.runner import stream_to_yaml
+
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        tolerance: 0.01
+        abs_tolerance: 0.5
+        check_properties: false
+        generate: {events: 4}
+        """,
+    )
+    (f,) = load_fixture(path)
+    text = stream_to_yaml(f, [Insert("e0", 1, 2, 3.0), Cti(10)])
+    assert "tolerance: 0.01\nabs_tolerance: 0.5\ncheck_properties: false\ninput:" in text
+    saved = tmp_path / "saved.udm.yaml"
+    saved.write_text(text)
+    (again,) = load_fixture(saved)
+    assert (again.tolerance, again.abs_tolerance, again.check_properties) == (0.01, 0.5, False)
