@@ -252,10 +252,22 @@ def window_from_dict(spec: dict[str, Any]) -> WindowSpec:
     }
     if kind not in builders:
         raise ValueError(f"unknown window kind {kind!r}; use one of: {', '.join(builders)}")
+    takes = {
+        "hopping": ("size", "hop", "offset"),
+        "tumbling": ("size", "offset"),
+        "snapshot": (),
+        "count_by_start": ("count",),
+        "count_by_end": ("count",),
+    }[kind]
+    extra = [k for k in spec if k not in takes]
+    if extra:
+        allowed = ", ".join(takes) if takes else "no parameters"
+        raise ValueError(f"a {kind} window takes {allowed}, not {', '.join(extra)}")
     try:
         return builders[kind](**spec)
-    except TypeError as exc:
-        raise ValueError(f"bad parameters for a {kind} window {spec}: {exc}") from None
+    except TypeError as exc:  # a required parameter is missing
+        missing = str(exc).split("argument")[-1].strip(": ")
+        raise ValueError(f"a {kind} window needs {missing} ({', '.join(takes)})") from None
 
 
 def describe_window(w: WindowDescriptor) -> str:
