@@ -352,7 +352,11 @@ def _spark(master: str, query_file: Path) -> Any:
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    return local_session(f"udm-cli {query_file.name}", master)
+    spark = local_session(f"udm-cli {query_file.name}", master)
+    # a failing task logs its Java stack trace at ERROR; the CLI reports
+    # the failure itself (UDM, window and key), so only FATAL logs remain
+    spark.sparkContext.setLogLevel("FATAL")
+    return spark
 
 
 def _check_query_file(query_file: Path) -> None:
