@@ -155,15 +155,35 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
     if entry.doc:
         console.print("")
         console.print(entry.doc, markup=False)
-    if entry.kind != "function":
+    console.print("")
+    console.print("example:", markup=False)
+    if entry.kind == "function":
+        call = ", ".join(f'p["{p}"]' for p in _udf_params(registry.resolve(entry.name)))
+        console.print(
+            f"  from udm.host.registry import get_registry\n"
+            f'  {entry.name.split(".")[-1]} = get_registry().resolve("{entry.name}")\n'
+            f"  stream.select(out=lambda p: {entry.name.split('.')[-1]}({call}))",
+            markup=False,
+        )
+    else:
         verb = "aggregate" if entry.kind == "aggregate" else "apply"
-        console.print("")
-        console.print("example:", markup=False)
         console.print(
             f'  Stream.from_cht(events).tumbling_window(10).{verb}("{entry.name}")'
             '.to_cht(engine="reference")',
             markup=False,
         )
+
+
+def _udf_params(udf: Any) -> list[str]:
+    """The names of a UDF's positional parameters (for a usage example)."""
+    import inspect
+
+    try:
+        params = inspect.signature(udf).parameters.values()
+    except (TypeError, ValueError):
+        return ["value"]
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds] or ["value"]
 
 
 @app.command()

@@ -63,6 +63,10 @@ def test_show_and_unknown_names() -> None:
     assert unknown.exit_code == 1
     assert "no UDM is registered as 'stats.medain'; did you mean stats.median" in unknown.output
     assert invoke("inspect", "stats.quantile").output == shown.output  # a hidden alias
+    udf = invoke("show", "stats.zscore")
+    assert udf.exit_code == 0
+    assert 'zscore = get_registry().resolve("stats.zscore")\n' in udf.output
+    assert 'stream.select(out=lambda p: zscore(p["x"], p["mean"], p["stdev"]))' in udf.output
 
 
 def test_the_command_list_has_one_line_per_command() -> None:
