@@ -503,9 +503,13 @@ class GridPath:
                 for k in [k for k in ks.wins if k <= k_final]:
                     del ks.wins[k]
         # retire events that end before the first open window (amortized)
+        # and before the CTI: a retraction may still extend an event that
+        # ends at or after the CTI into a later window (one past a gap
+        # between windows, hop > size)
         if len(self.events) > 2 * self._swept + 64:
             lowest = (k_final + 1) * self.hop + self.offset if k_final is not None else INFINITY
-            self.events = {i: r for i, r in self.events.items() if r[1] >= lowest}
+            bound = min(lowest, c)
+            self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
             self._swept = len(self.events)
         if self.point_end:
             return c

@@ -472,3 +472,24 @@ def test_a_result_that_is_the_live_state_is_copied_out(window: Any) -> None:
             ("Retract", 0, {"5": 1}),
             ("Insert", 0, {"5": 1, "2": 1}),
         ]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_event_ending_at_the_cti_is_kept_for_a_retraction_past_a_gap(fast: bool) -> None:
+    """HoppingWindow(3, 5) has gaps. X = [6, 9) ends in the gap [8, 10) and
+    at the CTI 9, so a retraction may still extend it (sync time 9) into
+    window [10, 13): cleanup must not forget X, even once the host holds
+    enough events for its amortized sweep to run."""
+    filler = [Insert(f"f{i}", 0, 1, 0) for i in range(80)]
+    stream = [
+        *filler,
+        Insert("X", 6, 9, 100),
+        Insert("Y", 11, 12, 1),
+        Cti(9),
+        Retract("X", 6, 9, 12),
+        Cti(20),
+    ]
+    host = Host(HoppingWindow(3, 5), Sum, fast_path=fast)
+    got = output_cht(run(host, stream))
+    assert [(e.start, e.end, e.payload) for e in got.sorted() if e.start >= 10] == [(10, 13, 101)]
+    assert got == evaluate(derive_cht(stream)[0], HoppingWindow(3, 5), Sum)
