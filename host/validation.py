@@ -92,6 +92,9 @@ class LiveEvent:
     end: int
     payload: Any
     original_start: int
+    #: the end the producer believes, when a dropped or adjusted retraction
+    #: left the event with another one (None: the same as ``end``)
+    quoted_end: int | None = None
 
 
 @dataclass
@@ -219,13 +222,18 @@ class StreamValidator:
                 position,
                 f"start {r.start} does not match event {r.id!r}, which starts at {live.start}",
             )
-        if r.old_end != live.end:
+        if r.old_end != live.end and r.old_end != live.quoted_end:
+            also = "" if live.quoted_end is None else f" (or {format_time(live.quoted_end)}"
+            also += ", the end its late retraction asked for)" if also else ""
             raise InvalidElementError(
                 r,
                 position,
                 f"old_end {format_time(r.old_end)} does not match the current end "
-                f"{format_time(live.end)} of event {r.id!r}",
+                f"{format_time(live.end)}{also} of event {r.id!r}",
             )
+        # a retraction quoting the end the producer believes after a dropped
+        # or adjusted one changes the event from the end it really has
+        old_end = live.end
         start = live.start
         new_end = r.new_end
         if new_end < r.start or (new_end < start and r.start == start):
@@ -242,25 +250,28 @@ class StreamValidator:
             # gets exactly what it asked for.
             adjusted = r.new_end != r.start
             new_end = start
-        sync = min(r.old_end, new_end)
+        sync = min(old_end, new_end)
         if sync < self.cti:
             policy = self.cti_policy
             if policy is CtiPolicy.RAISE:
-                raise self._violation(r, position, sync)
-            if policy is CtiPolicy.DROP or r.old_end < self.cti:
+                raise self._violation(r, position, min(r.old_end, new_end))
+            if policy is CtiPolicy.DROP or old_end <= self.cti:
+                # (an event already ending at the CTI cannot be adjusted)
                 self.stats.dropped_retractions += 1
+                live.quoted_end = None if r.new_end == live.end else r.new_end
                 return None
             new_end = self.cti
             adjusted = True
         if adjusted:
             self.stats.adjusted_retractions += 1
         out = r
-        if adjusted or start != r.start or new_end != r.new_end:
-            out = Retract(r.id, start, r.old_end, new_end, live.payload)
+        if adjusted or start != r.start or new_end != r.new_end or old_end != r.old_end:
+            out = Retract(r.id, start, old_end, new_end, live.payload)
         if new_end == start:
             del self.live[r.id]
         else:
             live.end = new_end
+            live.quoted_end = None if r.new_end == new_end else r.new_end
         return out
 
     def _cti(self, c: Cti, position: int) -> Element | None:

@@ -71,7 +71,7 @@ def test_quantile_matches_statistics_quantiles() -> None:
     assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=4, method="inclusive")[0] == 1.75
     with pytest.raises(UdmInvocationError, match="strictly between 0 and 1"):
         run("stats.quantile", four, args={"q": 1.0})
-    with pytest.raises(UdmInvocationError, match="q must be a number .*, got 'high'"):
+    with pytest.raises(UdmInvocationError, match=r"q must be a number .*, got 'high'"):
         run("stats.quantile", four, args={"q": "high"})
 
 

@@ -315,6 +315,35 @@ class TestCtiDrop:
         assert lifetimes(v) == {"a": (1, 10), "ok": (5, 6)}
         assert v.cti == 5
 
+    def test_a_retraction_may_quote_the_end_a_dropped_one_asked_for(self) -> None:
+        """The producer believes its late retraction happened: the next one
+        quotes that end. It is judged by what it changes here ([1, 20) to
+        3: still late, dropped), and a non-late one applies to the real end."""
+        v, out = feed(
+            [
+                Insert("a", 1, 20),
+                Cti(10),
+                Retract("a", 1, 20, 5),  # late: dropped, the producer believes 5
+                Retract("a", 1, 5, 3),  # quotes 5; changes 20 -> 3: late, dropped
+                Retract("a", 1, 3, 30),  # quotes 3; changes 20 -> 30: not late
+            ],
+            "drop",
+        )
+        assert out[2:] == [None, None, Retract("a", 1, 20, 30)]
+        assert lifetimes(v) == {"a": (1, 30)}
+        assert v.stats == stats(dropped_retractions=2)
+        with pytest.raises(InvalidElementError, match=r"old_end 5 does not match the current end"):
+            feed([Insert("b", 1, 20), Cti(10), Retract("b", 1, 20, 25), Retract("b", 1, 5, 3)])
+
+    def test_a_follow_up_to_a_dropped_extension_is_judged_by_the_real_end(self) -> None:
+        # [0, 1) cannot grow past the CTI 2 from before it: 1 -> 4 is dropped;
+        # the producer's 4 -> 2 would make it [0, 2) here, changing [1, 2): dropped
+        v, out = feed(
+            [Insert("e", 0, 1), Cti(2), Retract("e", 0, 1, 4), Retract("e", 0, 4, 2)], "drop"
+        )
+        assert out[2:] == [None, None]
+        assert lifetimes(v) == {"e": (0, 1)}
+
     def test_dropped_id_can_be_reused_later(self) -> None:
         v, out = feed([Cti(5), Insert("x", 1, 2), Insert("x", 6, 7), Retract("x", 6, 7, 9)], "drop")
         assert out[1] is None
@@ -392,6 +421,14 @@ class TestCtiAdjust:
         assert out[3] == Retract("a", 5, 12, 7)
         assert lifetimes(v) == {"a": (5, 7)}
         assert v.stats == stats(adjusted_inserts=1, adjusted_retractions=1)
+
+    def test_after_an_adjusted_retraction_the_next_may_quote_its_end(self) -> None:
+        v, out = feed(
+            [Insert("a", 1, 20), Cti(10), Retract("a", 1, 20, 5), Retract("a", 1, 5, 3)], "adjust"
+        )
+        assert out[2:] == [Retract("a", 1, 20, 10), None]  # a already ends at the CTI
+        assert lifetimes(v) == {"a": (1, 10)}
+        assert v.stats == stats(adjusted_retractions=1, dropped_retractions=1)
 
     def test_mixed_stream_counts(self) -> None:
         cht, st = derive_cht(

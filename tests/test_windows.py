@@ -315,9 +315,9 @@ class TestFromDict:
     def test_bad_parameters(self) -> None:
         with pytest.raises(ValueError, match=r"^a hopping window needs 'hop' \(size, hop, off"):
             window_from_dict({"kind": "hopping", "size": 3})
-        with pytest.raises(ValueError, match="^a tumbling window takes size, offset, not hop$"):
+        with pytest.raises(ValueError, match=r"^a tumbling window takes size, offset, not hop$"):
             window_from_dict({"kind": "tumbling", "size": 3, "hop": 1})
-        with pytest.raises(ValueError, match="^a snapshot window takes no parameters, not size$"):
+        with pytest.raises(ValueError, match=r"^a snapshot window takes no parameters, not size$"):
             window_from_dict({"kind": "snapshot", "size": 3})
 
     @pytest.mark.parametrize("count", [0, -1, True, 2.0])
