@@ -964,8 +964,13 @@ class Host:
         key, including keys not seen so far)."""
         spec = self.window
         lowest = c
-        for ks in self.keys.values():
-            if isinstance(spec, CountByStartWindow | CountByEndWindow):
+        # A count window that does not exist yet ends at a start (end) not
+        # seen yet or moved, so at or after c (count by end: at c at the
+        # earliest, see below): under point_end its output is at or after
+        # c; otherwise at its start, which may lie before c.
+        count = isinstance(spec, CountByStartWindow | CountByEndWindow)
+        if count and self.policy is not OutputPolicy.POINT_END:
+            for ks in self.keys.values():
                 lowest = min(lowest, self._lowest_open(ks, c))
         if isinstance(spec, HoppingWindow):
             k = (c - spec.size - spec.offset) // spec.hop + 1

@@ -208,6 +208,24 @@ def test_point_end_output_cti_follows_input_cti() -> None:
     assert out == [Insert(host_id(0), 9, 10, 5), Cti(15)]
 
 
+@pytest.mark.parametrize(
+    ("window", "stream", "cti"),
+    [
+        # [1, 6) is final; the next window needs a start at or after 10, and
+        # its point_end output lies at that start: nothing can come before 10
+        (CountByStartWindow(2), [point("a", 1, 1), point("b", 5, 1), Cti(10)], 10),
+        (CountByStartWindow(3), [point("a", 0, 1), point("b", 100, 1), Cti(1000)], 1000),
+        # an end may still move to exactly 10, ending a window whose point is at 9
+        (CountByEndWindow(2), [Insert("a", 0, 2, 1), Insert("b", 0, 4, 1), Cti(10)], 9),
+    ],
+)
+def test_count_windows_point_end_output_cti(window: Any, stream: list[Any], cti: int) -> None:
+    """The default policy of count windows puts a future window's output at
+    its last tick, not at its start: the output CTI follows the input CTI."""
+    out = Host(window, Sum).process_many(stream)
+    assert [e.time for e in out if isinstance(e, Cti)] == [cti]
+
+
 def test_time_bound_output_cti_equals_input_cti() -> None:
     host = Host(TumblingWindow(10), at_starts, output_policy="time_bound")
     out = host.process_many([point("a", 1, 5), Cti(3), point("b", 4, 6), Cti(7)])
