@@ -18,6 +18,7 @@ from udm.host import (
     Insert,
     Retract,
     SnapshotWindow,
+    TumblingWindow,
     derive_cht,
     evaluate_by_key,
     output_cht,
@@ -161,3 +162,24 @@ def test_output_cht_equals_the_reference_evaluator(stream: Any) -> None:
     for key, elements in elements_by_key(rows).items():
         host = Host(window, rises, value="temp")
         assert output_cht(host.process_many(elements) + host.flush()) == expected[key]
+
+
+@pytest.mark.parametrize("second_key", ["a", "b"])
+def test_a_reused_id_takes_the_key_of_its_latest_insert(spark: Any, second_key: str) -> None:
+    """A retraction without keys belongs to the latest insert of its id
+    before it: x is fully retracted, then inserted again (same or other
+    key). Hand-computed: only [5, 10) of the second x remains, mean 2."""
+    rows = [
+        (0, "insert", "x", 1, 3, None, "a", 1.0),
+        (1, "retract", "x", 1, 3, 1, None, None),
+        (2, "insert", "x", 5, 6, None, second_key, 2.0),
+        (3, "retract", "x", 5, 6, 7, None, None),
+        (4, "CTI", None, 10, None, None, None, None),
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "seq long, kind string, id string, start long, end long, new_end long, "
+        "sensor string, temp double",
+    )
+    out = replay(df, TumblingWindow(5), Mean, key="sensor", value="temp", output="cht")
+    assert [tuple(r) for r in out.collect()] == [(5, 10, second_key, 2.0)]

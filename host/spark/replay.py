@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -241,9 +241,20 @@ def replay(
         orphan = (F.col(_KIND) == "retract") & no_key
         owners = norm.where(F.col(_KIND) == "insert").select(
             F.col(q(id)).alias("__udm_oid"),
+            F.col(_SEQ).alias("__udm_oseq"),
             *[F.col(q(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
         )
-        orphans = norm.where(orphan).join(owners, F.col(q(id)) == F.col("__udm_oid"), "left")
+        # the latest insert of the id before the retraction: an id may be
+        # reused (in another key, too) once its event is fully retracted
+        orphans = norm.where(orphan).join(
+            owners,
+            (F.col(q(id)) == F.col("__udm_oid")) & (F.col("__udm_oseq") < F.col(_SEQ)),
+            "left",
+        )
+        latest = Window.partitionBy(_SEQ, q(id)).orderBy(F.col("__udm_oseq").desc_nulls_last())
+        orphans = orphans.withColumn("__udm_rank", F.row_number().over(latest)).where(
+            F.col("__udm_rank") == 1
+        )
         orphans = orphans.select(
             *[
                 F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(q(c))
