@@ -7,8 +7,9 @@ of the windows it overlaps (``add``), a retraction removes it from the
 windows it leaves (``remove``), and a window's value is ``result(state)``.
 This module does exactly that with plain dicts, which is what makes a
 million events a second-scale job in pure Python. It produces the same
-output stream as :class:`udm.host.engine.Host`'s general algorithm (the
-tests run both against the reference evaluator).
+output CHT and output CTIs as :class:`udm.host.engine.Host`'s general
+algorithm (the tests run both against the reference evaluator); the outputs
+answering one element may come in another order.
 """
 
 from __future__ import annotations
