@@ -1167,9 +1167,20 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
     if source.df is not None:
         from udm.host.spark.execute import collect_rows, source_frame
 
+        # Spark expressions before any UDF run in Spark; a filter commutes
+        # with group_apply (it keeps every column), so one after the keys
+        # (from_dataframe(key=...)) runs there too
         pushed: list[Node] = []
-        while nodes and _spark_only(nodes[0]):
-            pushed.append(nodes.pop(0))
+        groups: list[Node] = []
+        while nodes:
+            node = nodes[0]
+            if isinstance(node, GroupNode):
+                groups.append(nodes.pop(0))
+            elif _spark_only(node) and (not groups or isinstance(node, WhereNode)):
+                pushed.append(nodes.pop(0))
+            else:
+                break
+        nodes = groups + nodes
         frame, metrics = source_frame(stream, pushed)
         rows = collect_rows(frame)
         columns = [c for c in frame.df.columns if c not in (S_COL, E_COL)]

@@ -599,3 +599,17 @@ def test_endpoint_windows_match_reference(spark: Any, window: Any, keys: tuple[s
     # without a watermark: the never-ending event's windows too (align)
     ops = stream.window(window).apply(rises, value="temp")
     assert single(ops.to_cht()) == reference(rises)
+
+
+def test_a_sql_filter_after_the_keys_runs_in_a_reference_run(spark: Any) -> None:
+    """from_dataframe(key=...) groups first; a SQL where() after it still
+    runs in Spark before the in-process evaluation (a filter commutes with
+    group_apply). Hand-computed: v > 1 keeps [2, 5) of a and [4, 9) of b."""
+    df = spark.createDataFrame(
+        [(0, 3, "a", 1), (2, 5, "a", 2), (4, 9, "b", 3)], "s long, e long, k string, v long"
+    )
+    stream = Stream.from_dataframe(df, start="s", end="e", key="k").where("v > 1")
+    query = stream.tumbling_window(10).aggregate("stats.max", value="v")
+    want = {"a": Cht([(0, 10, 2)]), "b": Cht([(0, 10, 3)])}
+    assert query.to_cht(engine="reference") == want
+    assert query.to_cht(engine="spark") == want
