@@ -334,6 +334,23 @@ def test_udm_failure_names_udm_window_and_key(events: Any) -> None:
         query.to_cht()
 
 
+@aggregate
+def fragile_untyped(values):  # type: ignore[no-untyped-def]
+    """No annotation: its Spark type is found from its values while the
+    query is planned, so its failure surfaces there."""
+    if any(v > 18 for v in values):
+        raise ArithmeticError("value above 18")
+    return sum(values)
+
+
+def test_udm_failure_while_typing_results_is_a_udm_error(events: Any) -> None:
+    query = keyed(events).tumbling_window(10).aggregate(fragile_untyped, value="temp")
+    with pytest.raises(
+        UdmInvocationError, match=r"UDM 'fragile_untyped' failed on window .*value above 18"
+    ):
+        query.to_cht()
+
+
 def test_edge_events_need_a_watermark_for_grid_windows(spark: Any) -> None:
     df = spark.createDataFrame(
         [(1, 4, 2.0), (3, None, 4.0), (12, 14, 6.0)], "ts long, te long, v double"
