@@ -63,10 +63,11 @@ class OutputPolicy(StrEnum):
     * ``clip``: the UDO's lifetimes clipped to the window;
     * ``keep``: the UDO's lifetimes unchanged; an output starting before its
       window is an error (it could violate an output CTI);
-    * ``time_bound``: as ``keep``, and in the incremental host an output must
-      not start before the sync time of the element that caused it (the
-      paper's TimeBoundOutputInterval), which lets output CTIs follow input
-      CTIs immediately.
+    * ``time_bound``: as ``keep``, declaring that the UDM outputs at or
+      after the sync time of the element that caused it (the paper's
+      TimeBoundOutputInterval), which lets the incremental host's output
+      CTIs follow input CTIs immediately; an output that would then modify
+      time before an emitted output CTI fails.
     """
 
     ALIGN = "align"
