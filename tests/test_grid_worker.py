@@ -18,13 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from udm.host import (
-    Cht,
     HoppingWindow,
     InputClipping,
     IntervalEvent,
     OutputPolicy,
     UdmInvocationError,
-    evaluate_by_key,
 )
 from udm.host.time import INFINITY
 from udm.sdk import IncrementalAggregate, Properties, TimeSensitiveIncrementalAggregate, aggregate
@@ -33,6 +31,7 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
+from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
@@ -181,19 +180,6 @@ def _schema(udms: list[Any]) -> Any:
     return ev._arrow_schema_with_marks(T.StructType(fields))
 
 
-def _table(rows: list[tuple[str | None, int, int, float]]) -> Any:
-    """Rows (key, start, end, value) as the worker's Arrow input."""
-    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
-    return pa.table(
-        {
-            "key": pa.array(keys, pa.string()),
-            S_COL: pa.array(starts, pa.int64()),
-            E_COL: pa.array(ends, pa.int64()),
-            "v": pa.array(values, pa.float64()),
-        }
-    )
-
-
 def _one_call(udm: Any, value: Any = "v", partial: bool = True) -> WindowOp:
     """One aggregate call over HoppingWindow(6, 2), aligned output."""
     return WindowOp(
@@ -221,23 +207,8 @@ def _run(
         mine = rows[part::parts]
         if not mine:
             continue
-        states += list(fold(iter(_table(mine).to_batches(max_chunksize=3))))
+        states += list(fold(iter(worker_table(mine).to_batches(max_chunksize=3))))
     return [row for b in merge(iter(states)) for row in b.to_pylist()]
-
-
-def _by_key(rows: list[dict[str, Any]], column: str) -> dict[Any, Cht]:
-    out: dict[Any, list[tuple[int, int, Any]]] = {}
-    for r in rows:
-        out.setdefault(r["key"], []).append((r[S_COL], r[E_COL], r[column]))
-    return {k: Cht(v) for k, v in out.items()}
-
-
-def _reference(
-    rows: list[tuple[str | None, int, int, float]], window: HoppingWindow, udm: Any, **kw: Any
-) -> dict[Any, Cht]:
-    cht = Cht(IntervalEvent(s, e, {"key": k, "v": v}) for k, s, e, v in rows)
-    got = evaluate_by_key(cht, "key", window, udm, value="v", **kw)
-    return {k: v for k, v in got.items() if len(v)}
 
 
 EVENTS = st.lists(
@@ -288,7 +259,7 @@ def test_fold_and_merge_equal_the_reference(
     finally:
         ev.BUCKET = old
     for i, udm in enumerate(udms):
-        assert _by_key(out, f"__udm_r{i}") == _reference(rows, window, udm, watermark=watermark)
+        assert by_key(out, f"__udm_r{i}") == reference(rows, window, udm, watermark=watermark)
 
 
 @settings(max_examples=40, deadline=None)
@@ -301,7 +272,7 @@ def test_panes_are_merged_in_time_order(starts: list[int], window: HoppingWindow
     concatenating state comes out sorted by start."""
     rows = [("k", s, s + 1, float(s)) for s in random.Random(1).sample(starts, len(starts))]
     out = _run(_op(window, [InOrder]), [InOrder], rows, 1)
-    assert _by_key(out, "__udm_r0") == _reference(rows, window, InOrder)
+    assert by_key(out, "__udm_r0") == reference(rows, window, InOrder)
     assert all(r["__udm_r0"] == sorted(r["__udm_r0"]) for r in out)
 
 
@@ -311,8 +282,8 @@ def test_point_end_policy_and_pane_windows() -> None:
     rows = [("a", t, t + 1, float(t % 7)) for t in range(0, 40, 3)]
     window = HoppingWindow(10, 2)
     out = _run(_op(window, [Mean], policy=OutputPolicy.POINT_END), [Mean], rows, 2)
-    want = _reference(rows, window, Mean, output_policy="point_end")
-    assert _by_key(out, "__udm_r0") == want
+    want = reference(rows, window, Mean, output_policy="point_end")
+    assert by_key(out, "__udm_r0") == want
     # the first window holding the event at 0 is [-8, 2): stamped [1, 2)
     first = min(out, key=lambda r: r[S_COL])
     assert (first[S_COL], first[E_COL], first["__udm_r0"]) == (1, 2, 0.0)
@@ -324,7 +295,7 @@ def test_add_many_replaces_the_add_loop() -> None:
     rows = [("a", t, t + 1, float(t)) for t in range(20)]  # panes of 2: 10 runs
     out = _run(_op(HoppingWindow(4, 2), [Bag]), [Bag], rows, 1)
     assert Bag.calls == Counter({"add_many": 10})
-    assert _by_key(out, "__udm_r0") == _reference(rows, HoppingWindow(4, 2), Bag)
+    assert by_key(out, "__udm_r0") == reference(rows, HoppingWindow(4, 2), Bag)
 
 
 class Fragile(Mean):
@@ -386,7 +357,7 @@ def _evaluated(
     """The path without partial aggregation: every event of a key in one
     partition, each window evaluated from its events."""
     evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
-    batches = _table(rows).to_batches(max_chunksize=5)
+    batches = worker_table(rows).to_batches(max_chunksize=5)
     return [row for b in evaluate(iter(batches)) for row in b.to_pylist()]
 
 
@@ -407,8 +378,8 @@ def test_evaluation_without_partial_states_equals_the_reference(
     op = _op(window, udms, policy=policy)
     out = _evaluated(op, udms, rows)
     for i, udm in enumerate(udms):
-        want = _reference(rows, window, udm, output_policy=policy.value)
-        assert _by_key(out, f"__udm_r{i}") == want
+        want = reference(rows, window, udm, output_policy=policy.value)
+        assert by_key(out, f"__udm_r{i}") == want
 
 
 @pytest.mark.parametrize(

@@ -520,6 +520,28 @@ GRID_ROWS = [
 ]
 
 
+def _site_line(
+    spark: Any, rows: list[Any], keys: tuple[str, ...], window: Any
+) -> tuple[Stream, Any]:
+    """The stream of (site, line, ts, te, temp) rows, grouped by ``keys``,
+    and the reference evaluator's answer for a UDM over ``window``."""
+    df = spark.createDataFrame(rows, "site string, line int, ts long, te long, temp double")
+    stream = Stream.from_dataframe(df, start="ts", end="te")
+    if keys:
+        stream = stream.group_apply(*keys)
+    cht = Cht(IntervalEvent(s, e, {"site": k, "line": n, "temp": v}) for k, n, s, e, v in rows)
+
+    def reference(udm: Any, **options: Any) -> Any:
+        if not keys:
+            return evaluate(cht, window, udm, value="temp", **options)
+        by_key = evaluate_by_key(
+            cht, lambda p: (p["site"], p["line"]), window, udm, value="temp", **options
+        )
+        return {k: v for k, v in by_key.items() if len(v)}
+
+    return stream, reference
+
+
 @pytest.mark.parametrize(
     "window",
     [HoppingWindow(6, 2), TumblingWindow(5), HoppingWindow(4, 6, offset=1)],
@@ -535,19 +557,7 @@ def test_grid_windows_match_reference(
     of windows) they overlap, null and composite keys group as in the
     reference, and a stream without keys is spread over buckets."""
     monkeypatch.setattr("udm.host.spark.evaluate.BUCKET", bucket)
-    df = spark.createDataFrame(GRID_ROWS, "site string, line int, ts long, te long, temp double")
-    stream = Stream.from_dataframe(df, start="ts", end="te")
-    if keys:
-        stream = stream.group_apply(*keys)
-    cht = Cht(IntervalEvent(s, e, {"site": k, "line": n, "temp": v}) for k, n, s, e, v in GRID_ROWS)
-
-    def reference(udm: Any, **options: Any) -> Any:
-        if not keys:
-            return evaluate(cht, window, udm, value="temp", **options)
-        by_key = evaluate_by_key(
-            cht, lambda p: (p["site"], p["line"]), window, udm, value="temp", **options
-        )
-        return {k: v for k, v in by_key.items() if len(v)}
+    stream, reference = _site_line(spark, GRID_ROWS, keys, window)
 
     assert "in the worker" in stream.window(window).aggregate(Mean, value="temp").explain()
     for partial in (True, False):
@@ -580,19 +590,7 @@ def test_endpoint_windows_match_reference(spark: Any, window: Any, keys: tuple[s
     reference, ties fall back to the canonical order, a stream without
     keys is one group, and the watermark keeps only finished windows."""
     rows = [*GRID_ROWS, ("s", 1, 35, INFINITY, 3.0)]  # an event that never ends
-    df = spark.createDataFrame(rows, "site string, line int, ts long, te long, temp double")
-    stream = Stream.from_dataframe(df, start="ts", end="te")
-    if keys:
-        stream = stream.group_apply(*keys)
-    cht = Cht(IntervalEvent(s, e, {"site": k, "line": n, "temp": v}) for k, n, s, e, v in rows)
-
-    def reference(udm: Any, **options: Any) -> Any:
-        if not keys:
-            return evaluate(cht, window, udm, value="temp", **options)
-        by_key = evaluate_by_key(
-            cht, lambda p: (p["site"], p["line"]), window, udm, value="temp", **options
-        )
-        return {k: v for k, v in by_key.items() if len(v)}
+    stream, reference = _site_line(spark, rows, keys, window)
 
     def single(got: Any) -> Any:
         return got if keys else Cht(IntervalEvent(e.start, e.end, e.payload) for e in got)

@@ -1,0 +1,42 @@
+"""Shared by the in-process tests of Spark's worker functions (grid and
+endpoint windows): rows (key, start, end, value) as the worker's Arrow
+input, its output rows as a CHT per key, and the reference's answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from udm.host import Cht, IntervalEvent, evaluate_by_key
+from udm.host.query import E_COL, S_COL
+
+Row = tuple[str | None, int, int, float]
+
+
+def worker_table(rows: list[Row]) -> pa.Table:
+    """Rows (key, start, end, value) as the worker's Arrow input."""
+    keys, starts, ends, values = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 4
+    return pa.table(
+        {
+            "key": pa.array(keys, pa.string()),
+            S_COL: pa.array(starts, pa.int64()),
+            E_COL: pa.array(ends, pa.int64()),
+            "v": pa.array(values, pa.float64()),
+        }
+    )
+
+
+def by_key(rows: list[dict[str, Any]], column: str) -> dict[Any, Cht]:
+    """The worker's output rows of one result column, as a CHT per key."""
+    out: dict[Any, list[tuple[int, int, Any]]] = {}
+    for r in rows:
+        out.setdefault(r["key"], []).append((r[S_COL], r[E_COL], r[column]))
+    return {k: Cht(v) for k, v in out.items()}
+
+
+def reference(rows: list[Row], window: Any, udm: Any, **options: Any) -> dict[Any, Cht]:
+    """The reference evaluator's non-empty CHTs per key over the rows."""
+    cht = Cht(IntervalEvent(s, e, {"key": k, "v": v}) for k, s, e, v in rows)
+    got = evaluate_by_key(cht, "key", window, udm, value="v", **options)
+    return {k: v for k, v in got.items() if len(v)}
