@@ -137,22 +137,30 @@ def _run(
     rows=ROWS,
     window=st.sampled_from(WINDOWS),
     watermark=st.sampled_from([INFINITY, 15]),
+    limit=st.sampled_from([1, 5, endpoints.BLOCK]),
 )
 def test_memberships_are_the_reference_windows_and_members(
-    rows: list[Any], window: Any, watermark: int
+    rows: list[Any], window: Any, watermark: int, limit: int
 ) -> None:
     """Per key (dense group numbers, nulls a group of their own): every
     window ending by the watermark that has members, with exactly its
-    members, and nothing else."""
+    members, and nothing else; blocks of about ``limit`` pairs hold whole
+    windows."""
     groups = {k: i for i, k in enumerate(dict.fromkeys(r[0] for r in rows))}
     g = np.array([groups[r[0]] for r in rows], dtype=np.int64)
     s = np.array([r[1] for r in rows], dtype=np.int64)
     e = np.array([r[2] for r in rows], dtype=np.int64)
-    pairs, wid, win_s, win_e = endpoints.memberships(window, g, s, e, watermark)
+    lo, hi, win_s, win_e = endpoints.window_ranges(window, g, s, e)
     got: dict[Any, dict[WindowDescriptor, list[int]]] = {}
-    for r, j in zip(pairs.tolist(), wid.tolist(), strict=True):
-        w = WindowDescriptor(int(win_s[j]), int(win_e[j]))
-        got.setdefault(rows[r][0], {}).setdefault(w, []).append(r)
+    seen: set[int] = set()
+    for pairs, wid in endpoints.memberships(lo, hi, len(win_s), limit):
+        block = set(wid.tolist())
+        assert not block & seen  # a window lies in one block
+        seen |= block
+        for r, j in zip(pairs.tolist(), wid.tolist(), strict=True):
+            w = WindowDescriptor(int(win_s[j]), int(win_e[j]))
+            if w.end <= watermark:
+                got.setdefault(rows[r][0], {}).setdefault(w, []).append(r)
     want: dict[Any, dict[WindowDescriptor, list[int]]] = {}
     for key in groups:
         mine = [i for i, row in enumerate(rows) if row[0] == key]
@@ -177,7 +185,18 @@ def test_worker_equals_the_reference(
 ) -> None:
     """Incremental, order-sensitive and time-sensitive aggregates, and a
     time-sensitive operator: ties, clipping, never-ending events and
-    watermarks as in the reference (with each UDM's default policy)."""
+    watermarks as in the reference (with each UDM's default policy), in
+    blocks of a few (event, window) pairs."""
+    endpoints.BLOCK, block = 3, endpoints.BLOCK
+    try:
+        _check_worker(rows, window, watermark, clipping, udms)
+    finally:
+        endpoints.BLOCK = block
+
+
+def _check_worker(
+    rows: list[Any], window: Any, watermark: int, clipping: InputClipping, udms: list[Any]
+) -> None:
     try:
         want = [
             reference(rows, window, udm, watermark=watermark, input_clipping=clipping.value)

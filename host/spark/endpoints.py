@@ -28,7 +28,7 @@ from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import evaluate_runs, explode, key_codes, run_starts, table_of
 from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow
 
-__all__ = ["endpoint_results", "memberships"]
+__all__ = ["endpoint_results", "memberships", "window_ranges"]
 
 EndpointWindow = SnapshotWindow | CountByStartWindow | CountByEndWindow
 
@@ -76,37 +76,65 @@ def _distinct(g: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
     return g[order][firsts], t[order][firsts], rank
 
 
-def memberships(
-    w: EndpointWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray, watermark: int
+#: (event, window) pairs made at a time: a snapshot window's events may be
+#: members of very many windows (long events among short ones)
+BLOCK = 4_000_000
+
+
+def window_ranges(
+    w: EndpointWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each (event, window) pair as arrays ``rows`` and ``wid``, and the
-    bounds ``[win_s[wid], win_e[wid])`` of window ``wid``; a window's
-    number orders it within its group, groups come one after another.
-    Only windows ending by ``watermark`` are kept."""
+    """Per event, the inclusive range ``lo..hi`` of the windows holding it
+    (empty when ``lo > hi``), and the bounds ``[win_s[j], win_e[j])`` of
+    window ``j``. A window's number orders it within its group; groups
+    come one after another."""
     n = len(s)
     if isinstance(w, SnapshotWindow):
         # window j lies between the group's distinct endpoints j and j + 1
         _, ut, rank = _distinct(np.concatenate([g, g]), np.concatenate([s, e]))
-        rows, wid = explode(rank[:n], rank[n:] - 1)
-        win_s, win_e = ut, np.append(ut[1:], ut[-1:])
-    else:
-        # window j spans the group's distinct times j .. j + count - 1
-        by_end = isinstance(w, CountByEndWindow)
-        ug, ut, rank = _distinct(g, e if by_end else s)
-        m, c = len(ut), w.count
-        firsts = run_starts(ug)
-        sizes = np.diff(np.append(firsts, m))
-        first = np.repeat(firsts, sizes)  # per distinct time: its group's first
-        last = first + np.repeat(sizes, sizes) - 1  # .. and last
-        lo = np.maximum(rank - c + 1, first[rank])
-        hi = np.minimum(rank, last[rank] - c + 1)
-        rows, wid = explode(lo, hi)
-        upto = ut[np.minimum(np.arange(m) + c - 1, m - 1)]
-        win_s, win_e = (ut - 1, upto) if by_end else (ut, upto + 1)
-    keep = win_e[wid] <= watermark
-    if not keep.all():
-        rows, wid = rows[keep], wid[keep]
-    return rows, wid, win_s, win_e
+        return rank[:n], rank[n:] - 1, ut, np.append(ut[1:], ut[-1:])
+    # window j spans the group's distinct times j .. j + count - 1
+    by_end = isinstance(w, CountByEndWindow)
+    ug, ut, rank = _distinct(g, e if by_end else s)
+    m, c = len(ut), w.count
+    firsts = run_starts(ug)
+    sizes = np.diff(np.append(firsts, m))
+    first = np.repeat(firsts, sizes)  # per distinct time: its group's first
+    last = first + np.repeat(sizes, sizes) - 1  # .. and last
+    lo = np.maximum(rank - c + 1, first[rank])
+    hi = np.minimum(rank, last[rank] - c + 1)
+    upto = ut[np.minimum(np.arange(m) + c - 1, m - 1)]
+    win_s, win_e = (ut - 1, upto) if by_end else (ut, upto + 1)
+    return lo, hi, win_s, win_e
+
+
+def memberships(
+    lo: np.ndarray, hi: np.ndarray, n_windows: int, limit: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The (event, window) pairs of the ranges ``lo..hi`` as arrays ``rows``
+    and ``wid``, in blocks of whole windows of about ``limit`` (default
+    ``BLOCK``) pairs, at least one window each."""
+    limit = BLOCK if limit is None else limit
+    valid = lo <= hi
+    per_window = np.cumsum(
+        np.bincount(lo[valid], minlength=n_windows + 1)
+        - np.bincount(hi[valid] + 1, minlength=n_windows + 1)
+    )[:n_windows]
+    total = np.cumsum(per_window)
+    if not len(total) or total[-1] <= limit:
+        yield explode(lo, hi)
+        return
+    order = np.argsort(lo, kind="stable")
+    sorted_lo = lo[order]
+    j0 = 0
+    while j0 < n_windows:
+        before = int(total[j0 - 1]) if j0 else 0
+        j1 = max(int(np.searchsorted(total, before + limit, side="right")), j0 + 1)
+        cand = order[: np.searchsorted(sorted_lo, j1, side="left")]
+        cand = cand[hi[cand] >= j0]
+        rows, wid = explode(np.maximum(lo[cand], j0), np.minimum(hi[cand], j1 - 1))
+        yield cand[rows], wid
+        j0 = j1
 
 
 def _evaluate_fn(
@@ -124,15 +152,19 @@ def _evaluate_fn(
             return
         s = table.column(S_COL).to_numpy()
         e = table.column(E_COL).to_numpy()
-        rows, wid, win_s, win_e = memberships(w, _groups(table, keys), s, e, watermark)
-        if not len(rows):
-            return
-        order = np.lexsort((e[rows], s[rows], wid))
-        rows, wid = rows[order], wid[order]
-        runs = run_starts(wid)
-        first = wid[runs]
-        yield from evaluate_runs(
-            op, table, keys, payload, s, e, rows, runs, win_s[first], win_e[first], schema
-        )
+        lo, hi, win_s, win_e = window_ranges(w, _groups(table, keys), s, e)
+        for rows, wid in memberships(lo, hi, len(win_s)):
+            keep = win_e[wid] <= watermark  # only windows ending by the watermark
+            if not keep.all():
+                rows, wid = rows[keep], wid[keep]
+            if not len(rows):
+                continue
+            order = np.lexsort((e[rows], s[rows], wid))
+            rows, wid = rows[order], wid[order]
+            runs = run_starts(wid)
+            first = wid[runs]
+            yield from evaluate_runs(
+                op, table, keys, payload, s, e, rows, runs, win_s[first], win_e[first], schema
+            )
 
     return evaluate
