@@ -134,6 +134,9 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have
         message = _first_line(exc)
+        # the Python API's advice, in the spec's words
+        message = message.replace("use .apply() for it", "use apply: for it")
+        message = message.replace("use .aggregate() for it", "use aggregate: for it")
         if any(w in message for w in ("column", "where", "cannot resolve", "PARSE")):
             field = "source"
         line = getattr(data, "lines", {}).get(field, 1)
