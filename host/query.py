@@ -927,8 +927,10 @@ class WindowedStream:
                 for hopping/tumbling windows over events that never end.
             returns: the result's Spark type (DDL string such as ``"double"``)
                 when the UDA's return annotation does not say.
-            partial: partial aggregation of mergeable UDAs (default: whenever
-                every UDA is mergeable and order-insensitive).
+            partial: partial aggregation of mergeable UDAs (default: on
+                hopping and tumbling windows whenever every UDA is mergeable
+                and order-insensitive; snapshot and count windows only with
+                ``partial=True``).
         """
         if udm is None:
             if not kwargs:
