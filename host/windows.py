@@ -14,6 +14,7 @@ does not overlap ``[m, inf)``).
 
 from __future__ import annotations
 
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -252,22 +253,18 @@ def window_from_dict(spec: dict[str, Any]) -> WindowSpec:
     }
     if kind not in builders:
         raise ValueError(f"unknown window kind {kind!r}; use one of: {', '.join(builders)}")
-    takes = {
-        "hopping": ("size", "hop", "offset"),
-        "tumbling": ("size", "offset"),
-        "snapshot": (),
-        "count_by_start": ("count",),
-        "count_by_end": ("count",),
-    }[kind]
-    extra = [k for k in spec if k not in takes]
+    builder = builders[kind]
+    params = inspect.signature(builder).parameters
+    takes = ", ".join(params)
+    extra = [k for k in spec if k not in params]
     if extra:
-        allowed = ", ".join(takes) if takes else "no parameters"
-        raise ValueError(f"a {kind} window takes {allowed}, not {', '.join(extra)}")
-    try:
-        return builders[kind](**spec)
-    except TypeError as exc:  # a required parameter is missing
-        missing = str(exc).split("argument")[-1].strip(": ")
-        raise ValueError(f"a {kind} window needs {missing} ({', '.join(takes)})") from None
+        raise ValueError(
+            f"a {kind} window takes {takes or 'no parameters'}, not {', '.join(extra)}"
+        )
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in spec]
+    if missing:
+        raise ValueError(f"a {kind} window needs {', '.join(map(repr, missing))} ({takes})")
+    return builder(**spec)
 
 
 def describe_window(w: WindowDescriptor) -> str:
