@@ -676,20 +676,13 @@ def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[s
     the value types of every column over all rows, and a ``mapInArrow``
     decodes them. Give ``returns=`` or annotate the UDM to skip this.
     """
+    from udm.host.spark.execute import udm_errors
+
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     found: dict[str, T.DataType | None] = dict.fromkeys(columns)
-    from pyspark.errors import PySparkException
-
-    from udm.host.spark.execute import translate_error
-
     rows = map_in_arrow(df.select(*columns), _collect_types(columns), "column string, type string")
-    try:  # the UDMs run here, while the query is planned: name their errors
+    with udm_errors():  # the UDMs run here, while the query is planned
         collected = rows.collect()
-    except PySparkException as exc:
-        translated = translate_error(exc)
-        if translated is None:
-            raise
-        raise translated from exc
     for r in collected:
         t = None if r["type"] is None else T._parse_datatype_json_string(r["type"])
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -144,18 +145,26 @@ def translate_error(exc: Exception) -> Exception | None:
     return None
 
 
-def collect_rows(frame: EventFrame) -> list[Row]:
-    """The event table on the driver, payloads as Arrow gives them to UDMs.
-    Errors raised in Spark are re-raised as the udm errors behind them."""
+@contextmanager
+def udm_errors() -> Iterator[None]:
+    """Re-raise an error of a Spark action as the udm error behind it (see
+    :func:`translate_error`); others pass unchanged."""
     from pyspark.errors import PySparkException
 
     try:
-        table = frame.df.toArrow()
+        yield
     except PySparkException as exc:
         translated = translate_error(exc)
         if translated is None:
             raise
         raise translated from exc
+
+
+def collect_rows(frame: EventFrame) -> list[Row]:
+    """The event table on the driver, payloads as Arrow gives them to UDMs.
+    Errors raised in Spark are re-raised as the udm errors behind them."""
+    with udm_errors():
+        table = frame.df.toArrow()
     starts = table.column(S_COL).to_pylist()
     ends = table.column(E_COL).to_pylist()
     payload = table.select([c for c in table.column_names if c not in (S_COL, E_COL)]).to_pylist()
