@@ -50,29 +50,30 @@ def endpoint_results(
     return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, pa_schema), out_schema)
 
 
+def _dense_rank(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rank of each row's tuple among the distinct tuples of ``cols``
+    (the first column the most significant), the rows in sorted order, and
+    where in that order each distinct tuple first appears."""
+    order = np.lexsort(cols[::-1])
+    firsts = run_starts(*[c[order] for c in cols])
+    change = np.zeros(len(order), dtype=np.int64)
+    change[firsts] = 1
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.cumsum(change) - 1
+    return rank, order, firsts
+
+
 def _groups(table: pa.Table, keys: list[str]) -> np.ndarray:
     """A dense group number per row, equal exactly where the keys are."""
-    n = table.num_rows
     if not keys:
-        return np.zeros(n, dtype=np.int64)
-    codes = [key_codes(table.column(k)) for k in keys]
-    order = np.lexsort(codes[::-1])
-    change = np.zeros(n, dtype=np.int64)
-    change[run_starts(*[c[order] for c in codes])] = 1
-    g = np.empty(n, dtype=np.int64)
-    g[order] = np.cumsum(change) - 1
-    return g
+        return np.zeros(table.num_rows, dtype=np.int64)
+    return _dense_rank(*[key_codes(table.column(k)) for k in keys])[0]
 
 
 def _distinct(g: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The distinct (group, time) pairs sorted, as their groups and times,
     and the rank of each input pair among them."""
-    order = np.lexsort((t, g))
-    firsts = run_starts(g[order], t[order])
-    change = np.zeros(len(t), dtype=np.int64)
-    change[firsts] = 1
-    rank = np.empty(len(t), dtype=np.int64)
-    rank[order] = np.cumsum(change) - 1
+    rank, order, firsts = _dense_rank(g, t)
     return g[order][firsts], t[order][firsts], rank
 
 
@@ -143,7 +144,7 @@ def _evaluate_fn(
     """The mapInArrow function evaluating every window of the keys of a
     partition from their events."""
     w = op.window
-    assert isinstance(w, SnapshotWindow | CountByStartWindow | CountByEndWindow)
+    assert isinstance(w, EndpointWindow)
     watermark = op.watermark
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
