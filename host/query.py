@@ -258,6 +258,15 @@ class WindowOp:
             )
         return self.partial
 
+    def spark_route(self) -> Literal["grid", "endpoints", "assigned"]:
+        """How Spark runs the operation: hopping and tumbling windows in the
+        worker (``grid``), snapshot and count windows in the worker unless
+        partially aggregated (``endpoints``), else windows assigned in Spark
+        SQL (``assigned``: partial snapshot/count windows, ``emit_empty``)."""
+        if isinstance(self.window, HoppingWindow):
+            return "assigned" if self.emit_empty else "grid"
+        return "assigned" if self.use_partial() else "endpoints"
+
     def describe(self) -> str:
         wm = "" if self.watermark >= INFINITY else f", watermark={format_time(self.watermark)}"
         lines = [f"window {self.window!r}{wm}"]
@@ -1043,7 +1052,8 @@ def _multi_call(name: str, spec: Any) -> UdmCall:
 def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
     by = ", ".join([*keys, "window"])
     w = op.window
-    if isinstance(w, HoppingWindow) and not op.emit_empty:
+    route = op.spark_route()
+    if route == "grid":
         if op.use_partial():
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
             if op.uses_panes():
@@ -1057,7 +1067,7 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
             f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
             "in the worker (mapInArrow)"
         )
-    if not isinstance(w, HoppingWindow) and not op.use_partial():
+    if route == "endpoints":
         by_what = ", ".join(keys) if keys else "one partition"
         return (
             f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "

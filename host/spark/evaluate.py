@@ -66,7 +66,7 @@ from udm.host.spark.types import (
     unify,
 )
 from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
-from udm.host.windows import HoppingWindow, describe_window
+from udm.host.windows import describe_window
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
@@ -593,11 +593,12 @@ def evaluate_op(
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)
     key_fields = [T.StructField(k, schema_of[k].dataType, True) for k in keys]
-    if isinstance(op.window, HoppingWindow) and not op.emit_empty:
+    route = op.spark_route()
+    if route == "grid":
         from udm.host.spark.grid import grid_results
 
         result = grid_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
-    elif not isinstance(op.window, HoppingWindow) and not op.use_partial():
+    elif route == "endpoints":
         from udm.host.spark.endpoints import endpoint_results
 
         result = endpoint_results(df, keys, op, needed, out_schema, pa_schema)
