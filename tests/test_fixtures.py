@@ -288,6 +288,24 @@ def test_an_event_that_never_ends_under_grid_windows_is_explained(tmp_path: Path
         "input, or use expected_error"
     ]
 
+    # under cti_policy drop, a late retraction does not end the event either
+    dropped = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        cti_policy: drop
+        input:
+          - {insert: a, start: 5, end: inf, payload: 1}
+          - {cti: 30}
+          - {retract: a, new_end: 9}
+        expected: []
+        """,
+        "dropped.udm.yaml",
+    )
+    (g,) = load_fixture(dropped)
+    assert run_fixture(g).failures[0].startswith("input: event 'a' never ends")
+
 
 def test_retracting_an_unknown_event_names_the_line(tmp_path: Path) -> None:
     path = write(
