@@ -26,3 +26,12 @@ assert (stats.dropped_inserts, stats.dropped_retractions) == (2, 1)
 cht, stats = derive_cht(stream, cti_policy="adjust")
 assert cht == Cht([(0, 5, "a"), (5, 8, "c")])  # a now ends at the CTI, c starts at it
 assert (stats.dropped_inserts, stats.adjusted_inserts, stats.adjusted_retractions) == (1, 1, 1)
+
+# The producer believes its late retraction happened: the next one quotes the
+# end it asked for (3) and is judged by what it changes here.
+late = [Insert("a", 0, 10, "a"), Cti(5), Retract("a", 0, 10, 3), Retract("a", 0, 3, 2)]
+cht, stats = derive_cht(late, cti_policy="drop")  # a keeps [0, 10): both are late
+assert cht == Cht([(0, 10, "a")]) and stats.dropped_retractions == 2
+cht, stats = derive_cht(late, cti_policy="adjust")  # a ends at the CTI; the second changes nothing
+assert cht == Cht([(0, 5, "a")])
+assert (stats.adjusted_retractions, stats.dropped_retractions) == (1, 1)
