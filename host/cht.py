@@ -2,7 +2,9 @@
 
 Each CHT row is an event lifetime ``[start, end)`` with a payload. It is
 derived from a physical stream by matching every retraction with its insert
-(by id) and applying the new end; fully retracted events disappear. Two
+(by id) and applying the new end; fully retracted events disappear. An id
+is matched with its latest insert: it may be reused once its event is fully
+retracted or has ended before the latest CTI (it can no longer change). Two
 physical streams are equivalent when their CHTs are equal as multisets; ids
 and arrival order do not matter.
 """
@@ -119,10 +121,12 @@ def derive_cht(
     stream: Iterable[Element], cti_policy: CtiPolicy | str = CtiPolicy.RAISE
 ) -> tuple[Cht, ValidationStats]:
     """Validate a physical stream and return its CHT with the policy's counts."""
-    validator = StreamValidator(cti_policy=cti_policy)
+    validator = StreamValidator(cti_policy=cti_policy, retired=[])
     for element in stream:
         validator.check(element)
-    events = [IntervalEvent(ev.start, ev.end, ev.payload) for ev in validator.live.values()]
+    assert validator.retired is not None
+    kept = [*validator.retired, *validator.live.values()]
+    events = [IntervalEvent(ev.start, ev.end, ev.payload) for ev in kept]
     return Cht(events), validator.stats
 
 

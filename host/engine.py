@@ -121,6 +121,7 @@ class _Journal:
         self.wins: dict[tuple[int, int], tuple[_KeyState, _Win | None]] = {}
         self.keys: dict[int, tuple[_KeyState, int, int]] = {}
         self.events: list[tuple[_KeyState, LiveEv | None, LiveEv | None]] = []
+        self.detached: list[tuple[EventIndex, LiveEv]] = []
         self.new_keys: list[Hashable] = []
         self.key_of: list[tuple[Hashable, bool, Hashable]] = []
 
@@ -460,7 +461,15 @@ class Host:
         ks = self._key_state(key, journal)
         ev = LiveEv(e.id, e.start, e.end, e.payload, self._seq)
         self._seq += 1
-        journal.key_of.append((e.id, False, None))
+        if e.id in self._key_of:
+            # The id of an expired event (the validator frees those): it
+            # stays for the windows still open, but is no longer found by id.
+            old_key = self._key_of[e.id]
+            old_index = self.keys[old_key].index
+            journal.detached.append((old_index, old_index.by_id.pop(e.id)))
+            journal.key_of.append((e.id, True, old_key))
+        else:
+            journal.key_of.append((e.id, False, None))
         self._key_of[e.id] = key
         self._change(ks, key, None, ev, out, journal)
 
@@ -935,8 +944,9 @@ class Host:
                     break
                 retire.append(ev)
         for ev in retire:
+            if index.by_id.get(ev.id) is ev:  # else a newer event took its id
+                self._key_of.pop(ev.id, None)
             index.retire(ev, keep_endpoints=self._snapshot)
-            self._key_of.pop(ev.id, None)
         if self._snapshot:
             index.prune_endpoints(min(ks.final_upto, lowest))
 
@@ -992,6 +1002,8 @@ class Host:
                 ks.index.remove(new)
             if old is not None:
                 ks.index.add(old)
+        for index, ev in journal.detached:
+            index.by_id[ev.id] = ev
         for ks, max_start, final_upto in journal.keys.values():
             ks.max_start, ks.final_upto = max_start, final_upto
         rebuild: list[tuple[_KeyState, int]] = []
@@ -1099,11 +1111,22 @@ class Host:
             self._fast.load(data["fast"])
         self.keys = {}
         self._key_of = {}
+        newest: dict[Hashable, tuple[LiveEv, EventIndex]] = {}
         for kd in data["keys"]:
             ks = _KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
             for ident, s, e, p, seq in kd["events"]:
-                ks.index.add(LiveEv(ident, s, e, p, seq))
-                self._key_of[ident] = kd["key"]
+                ev = LiveEv(ident, s, e, p, seq)
+                ks.index.add(ev)
+                seen = newest.get(ident)
+                if seen is None or seen[0].seq < seq:
+                    if seen is not None and seen[1].by_id.get(ident) is seen[0]:
+                        del seen[1].by_id[ident]
+                    newest[ident] = (ev, ks.index)
+                    self._key_of[ident] = kd["key"]
+                elif ks.index is seen[1]:  # an expired event whose id was reused
+                    ks.index.by_id[ident] = seen[0]
+                else:
+                    del ks.index.by_id[ident]
             ks.index.endpoints = SortedDict(kd["endpoints"])
             for start, end, n, state, outputs in kd["windows"]:
                 w = _Win(

@@ -14,7 +14,9 @@ answering one element may come in another order.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmInvocationError
@@ -47,6 +49,18 @@ def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClippin
         and props.order_insensitive
         and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _ExpiredId:
+    """Where an expired event is kept once a new event reuses its id (its
+    start tells it from later reuses: they start after it ended)."""
+
+    ident: Hashable
+    start: int
+
+    def __repr__(self) -> str:
+        return repr(self.ident)
 
 
 class _Key:
@@ -132,7 +146,13 @@ class GridPath:
         w = ks.wins.get(k)
         undo = self._undo
         if undo is not None:
-            undo.append((ks, k, None if w is None else [w[0], w[1], list(w[2])]))
+            if w is None:
+                undo.append((ks, k, None))
+            else:
+                # without kept events a state cannot be rebuilt after a UDM
+                # error mutated it in place: save a copy instead
+                state = w[0] if self.keep_events else copy.deepcopy(w[0])
+                undo.append((ks, k, [state, w[1], list(w[2])]))
         if w is None:
             w = ks.wins[k] = [self.udm.initial_state(), 0, []]
         return w
@@ -217,8 +237,8 @@ class GridPath:
         if end <= start or start < self.cti or type(ident) not in (str, int):
             return False
         keep = self.keep_events
-        if keep and ident in live:
-            return False
+        if keep and (ident in live or ident in self.events):
+            return False  # a duplicate, or the reused id of an expired event
         key = self.key_fn(payload) if self.key_fn is not None else None
         ks = self.keys.get(key)
         if ks is None or ks.long:
@@ -318,7 +338,7 @@ class GridPath:
             if (
                 end <= start
                 or start < cti
-                or (keep and (type(ident) not in (str, int) or ident in live))
+                or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
             ):
                 break
             lo = (start - size - off) // hop + 1
@@ -392,6 +412,11 @@ class GridPath:
         lo, hi = self._k_range(start, end)
         begun = self._begun(m)
         record = [start, end, value, key]
+        expired = self.events.get(e.id)
+        if expired is not None:
+            # the reused id of an expired event: open windows still hold it,
+            # and rebuilding their states after a UDM error needs it
+            self.events[_ExpiredId(e.id, expired[0])] = expired
         self.events[e.id] = record
         is_long = hi > begun
         if is_long:
@@ -552,14 +577,18 @@ class GridPath:
             self.events.pop(ident, None)
             for ks in self.keys.values():
                 ks.long.pop(ident, None)
+            expired = self._saved_event
+            if expired is not None:  # the insert took an expired event's id
+                self.events[ident] = self.events.pop(_ExpiredId(ident, expired[0]), expired)
         elif isinstance(element, Retract) and self._saved_event is not None:
             record = self.events.get(ident)
             if record is None:
                 self.events[ident] = self._saved_event
             else:
                 record[:] = self._saved_event
-        # states may have been mutated in place: rebuild touched ones
-        for ks, k in touched.values():
+        # states may have been mutated in place: rebuild touched ones (from
+        # the kept events; without them the saved states are copies)
+        for ks, k in touched.values() if self.keep_events else ():
             w = ks.wins.get(k)
             if w is None:
                 continue

@@ -77,7 +77,12 @@ class EventIndex:
         self.ends: SortedDict = SortedDict()  # end -> number of events ending there
 
     def __len__(self) -> int:
-        return len(self.by_id)
+        return len(self.by_start)
+
+    def _unlink(self, ev: LiveEv) -> None:
+        # an expired event whose id was reused is no longer found by id
+        if self.by_id.get(ev.id) is ev:
+            del self.by_id[ev.id]
 
     def add(self, ev: LiveEv) -> None:
         self.by_id[ev.id] = ev
@@ -89,7 +94,7 @@ class EventIndex:
         _bump(self.ends, ev.end, 1)
 
     def remove(self, ev: LiveEv) -> None:
-        del self.by_id[ev.id]
+        self._unlink(ev)
         self.by_end.remove(ev)
         self.by_start.remove(ev)
         _bump(self.endpoints, ev.start, -1)
@@ -101,7 +106,7 @@ class EventIndex:
         """Forget an event that can no longer affect an open window. Snapshot
         windows keep its endpoints (as ghosts) so the shapes of the windows
         around it do not change; :meth:`prune_endpoints` drops them later."""
-        del self.by_id[ev.id]
+        self._unlink(ev)
         self.by_end.remove(ev)
         self.by_start.remove(ev)
         if not keep_endpoints:

@@ -111,6 +111,9 @@ class StreamValidator:
     position: int = 0
     live: dict[Hashable, LiveEvent] = field(default_factory=dict)
     dropped_ids: set[Hashable] = field(default_factory=set)
+    #: when a list, events whose ids were reused after they expired are
+    #: appended here (``derive_cht`` needs them; the host does not)
+    retired: list[LiveEvent] | None = None
     _pruned_size: int = 0
 
     def __post_init__(self) -> None:
@@ -125,8 +128,10 @@ class StreamValidator:
         if not force and len(self.live) <= 2 * self._pruned_size + 1024:
             return
         cti = self.cti
-        self.live = {k: ev for k, ev in self.live.items() if ev.end >= cti}
-        self._pruned_size = len(self.live)
+        live = self.live  # in place: the host's batch loops hold this dict
+        for ident in [k for k, ev in live.items() if ev.end < cti]:
+            del live[ident]
+        self._pruned_size = len(live)
 
     def check(self, element: Element) -> Element | None:
         position = self.position
@@ -170,15 +175,17 @@ class StreamValidator:
                 f"end {format_time(e.end)} is not after start {e.start}; "
                 "a point event ends at start + 1 tick",
             )
-        if e.id in self.live:
-            live = self.live[e.id]
+        previous = self.live.get(e.id)
+        if previous is not None and previous.end >= self.cti:
             raise InvalidElementError(
                 e,
                 position,
                 f"event id {e.id!r} is already live with lifetime "
-                f"[{live.start}, {format_time(live.end)}); "
-                "ids must be unique until fully retracted",
+                f"[{previous.start}, {format_time(previous.end)}); ids must be unique "
+                "until their event is fully retracted or ends before the latest CTI",
             )
+        # An event ending before the CTI can no longer change, so its id is
+        # free again: whether it is still remembered must not matter (prune).
         if e.start < self.cti:
             policy = self.cti_policy
             if policy is CtiPolicy.RAISE:
@@ -189,12 +196,16 @@ class StreamValidator:
                 return None
             self.stats.adjusted_inserts += 1
             adjusted = Insert(e.id, self.cti, e.end, e.payload)
-            self.live[e.id] = LiveEvent(self.cti, e.end, e.payload, e.start)
-            self.dropped_ids.discard(e.id)
+            self._accept(e.id, LiveEvent(self.cti, e.end, e.payload, e.start), previous)
             return adjusted
-        self.live[e.id] = LiveEvent(e.start, e.end, e.payload, e.start)
-        self.dropped_ids.discard(e.id)
+        self._accept(e.id, LiveEvent(e.start, e.end, e.payload, e.start), previous)
         return e
+
+    def _accept(self, ident: Hashable, event: LiveEvent, previous: LiveEvent | None) -> None:
+        if previous is not None and self.retired is not None:
+            self.retired.append(previous)
+        self.live[ident] = event
+        self.dropped_ids.discard(ident)
 
     def _retract(self, r: Retract, position: int) -> Element | None:
         live = self.live.get(r.id)

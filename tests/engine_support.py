@@ -2,8 +2,9 @@
 
 ``physical_streams`` draws valid physical streams with disorder, every kind
 of retraction (shrink, expand, full), duplicate start times, CTIs at random
-points and several keys; every stream it draws is accepted by the
-validator, so the host and the reference evaluator can be compared on it.
+points, several keys and ids reused once their events expired; every stream
+it draws is accepted by the validator, so the host and the reference
+evaluator can be compared on it.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def random_stream(
             s = max(cti, t - rng.randint(0, 6))  # disorder: up to 6 ticks late
             e = s + rng.choice([1, 1, 2, 3, 5, max_len])
             eid = f"e{i}"
+            expired = sorted(x for x, (_, end) in live.items() if end < cti)
+            if expired and rng.random() < 0.2:
+                eid = rng.choice(expired)  # the id of an expired event is free again
             payload: Any = rng.randint(1, 9)
             if keys > 1:
                 payload = {"k": f"k{rng.randrange(keys)}", "v": payload}

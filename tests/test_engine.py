@@ -288,16 +288,33 @@ class Fragile(IncrementalAggregate):
         return state
 
 
-@pytest.mark.parametrize("window", [TumblingWindow(5), SnapshotWindow(), CountByStartWindow(1)])
+def insert_only(stream: list[Any]) -> list[Any]:
+    """The stream without retractions and reused ids."""
+    seen: set[Any] = set()
+    kept = []
+    for element in stream:
+        if isinstance(element, Retract) or (isinstance(element, Insert) and element.id in seen):
+            continue
+        seen.add(getattr(element, "id", None))
+        kept.append(element)
+    return kept
+
+
+@pytest.mark.parametrize(
+    "window", [TumblingWindow(5), HoppingWindow(6, 2), SnapshotWindow(), CountByStartWindow(1)]
+)
+@pytest.mark.parametrize("retractions", [True, False], ids=["retractions", "insert-only"])
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10**6))
-def test_udm_error_leaves_state_unchanged(window: Any, seed: int) -> None:
+def test_udm_error_leaves_state_unchanged(window: Any, retractions: bool, seed: int) -> None:
     rng = random.Random(seed)
     stream = random_stream(rng, 30)
+    if not retractions:
+        stream = insert_only(stream)
     position = rng.randrange(len(stream) + 1)
     bad = Insert("bad", max([0, *(getattr(e, "time", 0) for e in stream[:position])]), 50, 13)
-    faulty = Host(window, Fragile)
-    clean = Host(window, Fragile)
+    faulty = Host(window, Fragile, retractions=retractions)
+    clean = Host(window, Fragile, retractions=retractions)
     out_faulty = faulty.process_many(stream[:position])
     out_clean = clean.process_many(stream[:position])
     with pytest.raises(UdmInvocationError) as info:
@@ -511,3 +528,39 @@ def test_an_event_ending_at_the_cti_is_kept_for_a_retraction_past_a_gap(fast: bo
     got = output_cht(run(host, stream))
     assert [(e.start, e.end, e.payload) for e in got.sorted() if e.start >= 10] == [(10, 13, 101)]
     assert got == evaluate(derive_cht(stream)[0], HoppingWindow(3, 5), Sum)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+def test_events_inserted_after_a_prune_in_the_same_batch_stay_retractable(fast: bool) -> None:
+    # The validator forgets expired events once its live set doubled; a
+    # batch inserting after that prune must still record its events there.
+    stream: list[Any] = [point(i, i, i) for i in range(3000)]
+    stream += [Cti(3000), Insert("x", 3000, 3001, 5), Retract("x", 3000, 3001, 3002), Cti(3010)]
+    host = Host(TumblingWindow(1000), Sum, fast_path=fast)
+    out = host.process_many(stream) + host.flush()
+    expected = evaluate(derive_cht(stream)[0], TumblingWindow(1000), Sum)
+    assert output_cht(out) == expected
+    assert set(host.validator.live) == {2999, "x"}  # expired points were pruned
+
+
+@pytest.mark.parametrize("window", [HoppingWindow(10_000, 10), SnapshotWindow()], ids=repr)
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+def test_an_expired_events_id_is_reused_while_its_windows_are_open(window: Any, fast: bool) -> None:
+    # "a" ended before the CTI but its windows are still open when its id is
+    # reused; a UDM error in between must not lose either event.
+    stream: list[Any] = [Insert("a", 5, 6, 1), point("b", 8, 2), Cti(50)]
+    stream += [Insert("a", 60, 61, 4), Retract("a", 60, 61, 70), Cti(20_000)]
+    expected = evaluate(derive_cht(stream)[0], window, Sum)
+    assert len(derive_cht(stream)[0]) == 3
+    host = Host(window, Fragile, fast_path=fast)
+    out = host.process_many(stream[:3])
+    with pytest.raises(UdmInvocationError):
+        host.process(Insert("a", 55, 56, 13))
+    out += host.process_many(stream[3:]) + host.flush()
+    assert output_cht(out) == expected
+    resumed = Host(window, Sum, fast_path=fast)
+    first = Host(window, Sum, fast_path=fast)
+    got = first.process_many(stream[:4])
+    resumed.restore(first.snapshot())
+    got += resumed.process_many(stream[4:]) + resumed.flush()
+    assert output_cht(got) == expected

@@ -120,8 +120,27 @@ class TestMalformed:
             InvalidElementError,
             1,
             "event id 'a' is already live with lifetime [1, 5)",
-            "ids must be unique until fully retracted",
+            "ids must be unique until their event is fully retracted or ends before the latest CTI",
         )
+
+    def test_id_of_an_event_ending_at_the_cti_is_still_taken(self) -> None:
+        # a retraction with sync time 5 may still extend it
+        v, _ = feed([Insert("a", 1, 5), Cti(5)])
+        assert_rejected(v, Insert("a", 6, 7), InvalidElementError, 2, "already live")
+
+    def test_id_of_an_expired_event_is_free_whether_or_not_pruned(self) -> None:
+        stream = [Insert("a", 1, 5, "old"), Cti(6), Insert("a", 7, 8, "new"), Retract("a", 7, 8, 9)]
+        for prune in (False, True):
+            v = StreamValidator()
+            for element in stream[:2]:
+                v.check(element)
+            if prune:
+                v.prune(force=True)
+            for element in stream[2:]:
+                assert v.check(element) is element
+            assert lifetimes(v) == {"a": (7, 9)}
+        cht, _ = derive_cht(stream)
+        assert cht == [(1, 5, "old"), (7, 9, "new")]
 
     def test_unhashable_id(self) -> None:
         assert_rejected(
