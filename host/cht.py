@@ -33,8 +33,11 @@ def freeze(value: Any) -> Any:
         return ("__seq__", tuple(freeze(v) for v in value))
     if isinstance(value, set | frozenset):
         return ("__set__", tuple(sorted(freeze(v) for v in value)))
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, float):
+        if value != value:  # NaN: one value, so multisets of results compare
+            return ("__nan__",)
+        if value.is_integer():
+            return int(value)
     return value
 
 

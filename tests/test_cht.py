@@ -231,3 +231,9 @@ def test_the_reference_checks_a_plain_list_of_events() -> None:
     assert evaluate([(1, 2, "a"), (3, 4, "b")], TumblingWindow(10), count) == Cht([(0, 10, 2)])
     with pytest.raises(ValueError, match=r"CHT event #0 \[5, 3\)"):
         evaluate([E(5, 3, "a")], TumblingWindow(10), count)
+
+
+def test_nan_payloads_compare_equal_in_a_cht() -> None:
+    # two NaN objects are one value for multiset comparison (results of UDMs)
+    assert Cht([(0, 1, float("nan"))]) == Cht([(0, 1, float("nan"))])
+    assert Cht([(0, 1, float("nan"))]) != Cht([(0, 1, 1.0)])

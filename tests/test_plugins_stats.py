@@ -6,15 +6,22 @@ import statistics
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from udm.host import (
     Cht,
+    Host,
     InputClipping,
+    Insert,
     IntervalEvent,
+    Retract,
     Stream,
     TumblingWindow,
     UdmInvocationError,
+    derive_cht,
     evaluate,
+    output_cht,
 )
 from udm.host.registry import get_registry
 
@@ -69,7 +76,7 @@ def test_quantile_matches_statistics_quantiles() -> None:
     assert run("stats.quantile", four, args={"q": 0.9}) == Cht([(0, 10, 4.5)])
     assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=10)[8] == 4.5
     assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=4, method="inclusive")[0] == 1.75
-    with pytest.raises(UdmInvocationError, match="strictly between 0 and 1"):
+    with pytest.raises(UdmInvocationError, match=r"0 < q < 1 .* method='exclusive', got 1.0"):
         run("stats.quantile", four, args={"q": 1.0})
     with pytest.raises(UdmInvocationError, match=r"q must be a number .*, got 'high'"):
         run("stats.quantile", four, args={"q": "high"})
@@ -174,3 +181,144 @@ def test_query_by_name() -> None:
         .to_cht(engine="reference")
     )
     assert got == Cht([(0, 10, {"med": 2.0, "q": 2.0})])
+
+
+def test_quantile_takes_q_exactly() -> None:
+    # q was rounded to a fraction with a denominator of at most 10**6: near 1
+    # the inclusive cut point fell past the data (IndexError), near 0 it was 0
+    five = [IntervalEvent(i, i + 1, float(i + 1)) for i in range(5)]  # 1..5
+    inclusive = {"method": "inclusive"}
+    # numpy.quantile(1..5, q, method="linear") and Spark's percentile
+    assert run("stats.quantile", five, args={"q": 0.9999999, **inclusive}) == Cht(
+        [(0, 10, 4.999999600000001)]
+    )
+    assert run("stats.quantile", five, args={"q": 1e-7, **inclusive}) == Cht([(0, 10, 1.0000004)])
+    big = [IntervalEvent(0, 1, float(v)) for v in range(1_000_001)]
+    assert run("stats.quantile", big, args={"q": 0.3333333, **inclusive}) == Cht(
+        [(0, 10, 333333.3)]
+    )
+    # inclusive takes the ends of [0, 1], as numpy and Spark do
+    assert run("stats.quantile", five, args={"q": 0, **inclusive}) == Cht([(0, 10, 1.0)])
+    assert run("stats.quantile", five, args={"q": 1, **inclusive}) == Cht([(0, 10, 5.0)])
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "values", [[NAN, 1.0, 2.0, 3.0], [1.0, NAN, 2.0, 3.0], [1.0, 2.0, 3.0, NAN]], ids=str
+)
+def test_nan_sorts_after_every_number_wherever_it_arrives(values: list[float]) -> None:
+    # as Spark orders NaN: median 2.5 (of 1, 2, 3, NaN), min 1, max NaN
+    events = [IntervalEvent(i, i + 1, v) for i, v in enumerate(values)]
+    assert run("stats.median", events) == Cht([(0, 10, 2.5)])
+    assert run("stats.quantile", events, args={"q": 0.5, "method": "inclusive"}) == Cht(
+        [(0, 10, 2.5)]
+    )
+    assert run("stats.min", events) == Cht([(0, 10, 1.0)])
+    (out,) = run("stats.max", events)
+    assert out.payload != out.payload
+    (top,) = run("stats.top_k", events, args={"k": 1})
+    assert top.payload != top.payload
+    mn, mx = udm_stats.Min(), udm_stats.Max()
+    assert mn.merge(NAN, 1.0) == mn.merge(1.0, NAN) == 1.0
+    assert mx.merge(NAN, 1.0) != mx.merge(NAN, 1.0)  # NaN either way
+
+
+def test_distinct_count_counts_nan_once_even_after_pickling() -> None:
+    import pickle
+
+    d = udm_stats.DistinctCount()
+    state = d.add(d.add(d.add(d.initial_state(), float("nan")), float("nan")), 1.0)
+    assert d.result(state) == 2
+    state = pickle.loads(pickle.dumps(state))
+    state = d.remove(d.add(state, float("nan")), float("nan"))
+    assert d.result(state) == 2
+    assert d.result(d.remove(d.remove(state, NAN), NAN)) == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["stats.mean", "stats.median", "stats.min", "stats.distinct_count", "stats.quantile"]
+)
+def test_a_null_value_is_refused_with_advice(name: str) -> None:
+    events = [IntervalEvent(0, 1, 1.0), IntervalEvent(1, 2, None)]
+    with pytest.raises(UdmInvocationError, match=r"got a null \(None\) value; filter nulls out"):
+        run(name, events)
+
+
+def test_variance_beyond_the_float_range_is_inf() -> None:
+    v = udm_stats.Variance()
+    state = v.add(v.add(v.initial_state(), 1e200), -1e200)
+    assert v.result(state) == float("inf")
+
+
+def test_time_weighted_average_over_the_window_is_the_papers() -> None:
+    # the concepts page's example: [2, 6) 10.0 and [6, 15) 20.0, clipped fully;
+    # MyTimeWeightedAverage divides by the window's duration
+    events = [IntervalEvent(2, 6, 10.0), IntervalEvent(6, 15, 20.0)]
+    paper = run(
+        "stats.time_weighted_average", events, args={"over": "window"}, input_clipping="full"
+    )
+    assert paper == Cht([(0, 10, 12.0), (10, 20, 10.0)])
+    covered = run("stats.time_weighted_average", events, input_clipping="full")
+    assert covered == Cht([(0, 10, 15.0), (10, 20, 20.0)])  # (40 + 80) / 8; 100 / 5
+    with pytest.raises(ValueError, match="over= must be 'events' or 'window', got 'time'"):
+        udm_stats.TimeWeightedAverage(over="time")
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: get_registry().resolve("stats.ewma")(alpha=None), "alpha must be in"),
+        (
+            lambda: get_registry().resolve("patterns.threshold_crossing")(high="30"),
+            "threshold_crossing needs high= a number, got '30'",
+        ),
+        (
+            lambda: get_registry().resolve("patterns.double_bottom")(tolerance=float("nan")),
+            "double_bottom needs tolerance= a number, got nan",
+        ),
+    ],
+)
+def test_parameters_that_are_not_numbers_are_named(make: Any, message: str) -> None:
+    with pytest.raises((ValueError, UdmInvocationError), match=message):
+        udm = make()
+        evaluate([IntervalEvent(0, 1, 1.0)], W, udm)
+
+
+FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-1e6, 1e6),
+    st.sampled_from([0.1, 0.2, 0.3, 1e16, -1e16, 1e-300]),
+    st.integers(-(2**60), 2**60),
+)
+INVERTIBLE = [
+    (udm_stats.Mean, {}, "none"),
+    (udm_stats.Variance, {"ddof": 1}, "none"),
+    (udm_stats.TimeWeightedAverage, {}, "full"),
+    (udm_stats.TimeWeightedAverage, {"over": "window"}, "full"),
+]
+
+
+@pytest.mark.parametrize("udm, args, clipping", INVERTIBLE, ids=lambda x: str(x))
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "general"])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_invertible_aggregates_equal_the_reference_exactly_after_retractions(
+    udm: Any, args: dict[str, Any], clipping: str, fast: bool, data: Any
+) -> None:
+    # Retractions make the host remove() values (huge, tiny, NaN, inf) that
+    # the reference never saw: the results must still be exactly equal.
+    values = data.draw(st.lists(FLOATS, min_size=1, max_size=12), label="values")
+    stream: list[Any] = []
+    for i, v in enumerate(values):
+        stream.append(Insert(i, i, i + 3, v))
+    for i in data.draw(st.lists(st.sampled_from(range(len(values))), unique=True), label="gone"):
+        new_end = data.draw(st.sampled_from([i, i + 1, i + 2, i + 7]), label="new_end")
+        stream.append(Retract(i, i, i + 3, new_end))
+    window = TumblingWindow(8)
+    instance = udm(**args)
+    expected = evaluate(derive_cht(stream)[0], window, instance, input_clipping=clipping)
+    host = Host(window, instance, input_clipping=clipping, fast_path=fast)
+    out = host.process_many(stream) + host.flush()
+    assert output_cht(out) == expected

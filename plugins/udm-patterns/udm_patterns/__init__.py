@@ -51,6 +51,13 @@ class Alarm(TypedDict):
     readings: int
 
 
+def _check_number(udm: str, name: str, value: Any) -> None:
+    """Refuse a parameter that is not a real number (or is NaN) when the UDM
+    is created, not when a window first meets it."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError(f"{udm} needs {name}= a number, got {value!r}")
+
+
 class ThresholdCrossing(TimeSensitiveOperator):
     """Intervals during which a value is high, with hysteresis.
 
@@ -71,6 +78,9 @@ class ThresholdCrossing(TimeSensitiveOperator):
     name = "threshold_crossing"
 
     def __init__(self, high: float, low: float | None = None, field: str | None = None) -> None:
+        _check_number("threshold_crossing", "high", high)
+        if low is not None:
+            _check_number("threshold_crossing", "low", low)
         low = high if low is None else low
         if low > high:
             raise ValueError(f"threshold_crossing needs low <= high, got low={low}, high={high}")
@@ -259,6 +269,8 @@ class DoubleBottom(TimeSensitiveOperator):
     def __init__(
         self, tolerance: float = 0.03, min_rebound: float = 0.0, field: str | None = None
     ) -> None:
+        _check_number("double_bottom", "tolerance", tolerance)
+        _check_number("double_bottom", "min_rebound", min_rebound)
         if tolerance < 0 or min_rebound < 0:
             raise ValueError(
                 f"double_bottom needs tolerance >= 0 and min_rebound >= 0, got "

@@ -9,7 +9,6 @@ unless ``emit_empty=True``; on an empty window the aggregates here return
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -25,6 +24,18 @@ from udm.sdk import (
     hookimpl,
     operator,
     pick,
+)
+from udm_stats._exact import (
+    ZERO_SUM,
+    ExactSum,
+    number,
+    sum_add,
+    sum_add_product,
+    sum_add_square,
+    sum_exact,
+    sum_merge,
+    sum_special,
+    to_float,
 )
 
 __all__ = [
@@ -44,8 +55,24 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def _values(payloads: Sequence[Any], field: str | None) -> list[Any]:
-    return [pick(p, field) for p in payloads]
+def _values(payloads: Sequence[Any], field: str | None, udm: str) -> list[Any]:
+    values = [pick(p, field) for p in payloads]
+    if None in values:
+        raise TypeError(
+            f"{udm} got a null (None) value; filter nulls out before the aggregate, "
+            "e.g. .where('value IS NOT NULL')"
+        )
+    return values
+
+
+def _rank(x: Any) -> tuple[bool, Any]:
+    """Sort key putting NaN after every number, as Spark orders it: NaN is
+    the largest value, so results never depend on where a NaN arrived."""
+    return (x != x, 0.0 if x != x else x)
+
+
+def _sorted(values: list[Any]) -> list[Any]:
+    return sorted(values, key=_rank)
 
 
 # ------------------------------------------------------------ order statistics
@@ -54,47 +81,67 @@ def _values(payloads: Sequence[Any], field: str | None) -> list[Any]:
 @aggregate
 def median(payloads: Sequence[Any], field: str | None = None) -> Any:
     """The median, as :func:`statistics.median`: the middle value, or the
-    mean of the two middle values for an even count.
+    mean of the two middle values for an even count. NaN sorts after every
+    number (as in Spark), so the result does not depend on where it arrived.
 
     Example: ``median`` of 1, 5, 2, 8 is 3.5.
     """
-    values = _values(payloads, field)
-    return statistics.median(values) if values else None
+    data = _sorted(_values(payloads, field, "stats.median"))
+    n = len(data)
+    if not n:
+        return None
+    if n % 2:
+        return data[n // 2]
+    return (data[n // 2 - 1] + data[n // 2]) / 2
 
 
 @aggregate
 def quantile(
     payloads: Sequence[Any], q: float = 0.5, method: str = "exclusive", field: str | None = None
 ) -> Any:
-    """The ``q``-quantile (0 < q < 1), as :func:`statistics.quantiles`.
+    """The ``q``-quantile, as :func:`statistics.quantiles`.
 
-    For ``q = i/n`` it is ``statistics.quantiles(values, n=n, method=method)[i-1]``:
-    ``method="exclusive"`` (Python's default, R type 6, which may extrapolate
-    beyond the data for small samples) or ``"inclusive"`` (R type 7, numpy's
-    default ``linear``, always within the data). A single value is its own
-    quantile. Example: ``quantile(q=0.25)`` of 1, 2, 3, 4 is 1.25 (exclusive)
-    or 1.75 (inclusive).
+    For ``q = i/n`` it is ``statistics.quantiles(values, n=n, method=method)[i-1]``,
+    with ``q`` taken exactly (no cut point is rounded):
+    ``method="exclusive"`` (Python's default, ``0 < q < 1``; R type 6 and
+    numpy's ``weibull`` inside the data, but extrapolating beyond it for
+    small samples where those clamp) or ``"inclusive"`` (``0 <= q <= 1``;
+    R type 7, numpy's default ``linear`` and Spark's ``percentile``, always
+    within the data). A single value is its own quantile. NaN sorts after
+    every number, as in Spark. Example: ``quantile(q=0.25)`` of 1, 2, 3, 4
+    is 1.25 (exclusive) or 1.75 (inclusive).
     """
-    if isinstance(q, bool) or not isinstance(q, int | float) or not 0 < q < 1:
-        raise ValueError(f"quantile q must be a number strictly between 0 and 1, got {q!r}")
     if method not in ("exclusive", "inclusive"):
         raise ValueError(f"quantile method must be 'exclusive' or 'inclusive', got {method!r}")
-    data = sorted(_values(payloads, field))
+    inclusive = method == "inclusive"
+    number_q = isinstance(q, int | float) and not isinstance(q, bool)
+    if not (number_q and (0 <= q <= 1 if inclusive else 0 < q < 1)):
+        bounds = "0 <= q <= 1" if method == "inclusive" else "0 < q < 1 (q = 0 or 1: inclusive)"
+        raise ValueError(
+            f"quantile q must be a number with {bounds} for method={method!r}, got {q!r}"
+        )
+    data = _sorted(_values(payloads, field, "stats.quantile"))
     if not data:
         return None
     ld = len(data)
     if ld == 1:
         return data[0]
-    frac = Fraction(q).limit_denominator(1_000_000)
+    if method == "inclusive" and q == 1:
+        return data[-1]
+    frac = Fraction(q)  # exact: q is a binary fraction, so no cut point is rounded
     i, n = frac.numerator, frac.denominator
     # The arithmetic of statistics.quantiles, for the one cut point i/n.
     if method == "inclusive":
         j, delta = divmod(i * (ld - 1), n)
-        return (data[j] * (n - delta) + data[j + 1] * delta) / n
-    m = ld + 1
-    j = max(1, min(ld - 1, i * m // n))
-    delta = i * m - j * n
-    return (data[j - 1] * (n - delta) + data[j] * delta) / n
+        a, b = data[j], data[j + 1]
+    else:
+        m = ld + 1
+        j = max(1, min(ld - 1, i * m // n))
+        delta = i * m - j * n
+        a, b = data[j - 1], data[j]
+    if delta == 0:  # a cut point on a value: that value (even next to a NaN)
+        return a
+    return (a * (n - delta) + b * delta) / n
 
 
 @operator(order_insensitive=False)
@@ -107,9 +154,9 @@ def top_k(payloads: Sequence[Any], k: int = 3, field: str | None = None) -> list
     """
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"top_k needs a positive integer k, got {k!r}")
-    values = _values(payloads, field)
+    values = _values(payloads, field, "stats.top_k")
     # sorted() is stable even with reverse=True: equal values keep their order.
-    ranked = sorted(range(len(values)), key=values.__getitem__, reverse=True)
+    ranked = sorted(range(len(values)), key=lambda i: _rank(values[i]), reverse=True)
     return [payloads[i] for i in ranked[:k]]
 
 
@@ -121,9 +168,9 @@ def ewma(payloads: Sequence[Any], alpha: float = 0.5, field: str | None = None) 
     Order-sensitive (``order_insensitive=False``): the host must not
     reorder or partially aggregate it.
     """
-    if not 0 < alpha <= 1:
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha <= 1:
         raise ValueError(f"ewma alpha must be in (0, 1], got {alpha!r}")
-    values = _values(payloads, field)
+    values = _values(payloads, field, "stats.ewma")
     if not values:
         return None
     s = values[0]
@@ -137,35 +184,46 @@ def ewma(payloads: Sequence[Any], alpha: float = 0.5, field: str | None = None) 
 
 class Mean(IncrementalAggregate):
     """The arithmetic mean; incremental, invertible and mergeable, so the
-    host updates it per event and can aggregate partially."""
+    host updates it per event and can aggregate partially. The state is an
+    exact sum (see ``_exact``): taking a value out again, even a huge one or
+    a NaN, restores the result exactly. NaN if a NaN is among the values;
+    +-inf as IEEE arithmetic gives it."""
 
     def __init__(self, field: str | None = None) -> None:
         self.field = field
 
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
+    def initial_state(self) -> tuple[ExactSum, int]:
+        return (ZERO_SUM, 0)
 
-    def add(self, state: tuple[float, int], payload: Any) -> tuple[float, int]:
-        return (state[0] + pick(payload, self.field), state[1] + 1)
+    def add(self, state: tuple[ExactSum, int], payload: Any) -> tuple[ExactSum, int]:
+        x = number(pick(payload, self.field), "stats.mean")
+        return (sum_add(state[0], x), state[1] + 1)
 
-    def remove(self, state: tuple[float, int], payload: Any) -> tuple[float, int]:
-        return (state[0] - pick(payload, self.field), state[1] - 1)
+    def remove(self, state: tuple[ExactSum, int], payload: Any) -> tuple[ExactSum, int]:
+        x = number(pick(payload, self.field), "stats.mean")
+        return (sum_add(state[0], x, -1), state[1] - 1)
 
-    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
-        return (a[0] + b[0], a[1] + b[1])
+    def merge(self, a: tuple[ExactSum, int], b: tuple[ExactSum, int]) -> tuple[ExactSum, int]:
+        return (sum_merge(a[0], b[0]), a[1] + b[1])
 
-    def result(self, state: tuple[float, int]) -> float | None:
-        return state[0] / state[1] if state[1] else None
+    def result(self, state: tuple[ExactSum, int]) -> float | None:
+        total, n = state
+        if not n:
+            return None
+        special = sum_special(total)
+        return special if special is not None else to_float(sum_exact(total) / n)
 
 
 class Variance(IncrementalAggregate):
     """Variance with ``ddof`` delta degrees of freedom: ``ddof=0`` (default)
-    is the population variance (:func:`statistics.pvariance`), ``ddof=1``
-    the sample variance (:func:`statistics.variance`). ``None`` when the
-    window has ``ddof`` or fewer values.
+    is the population variance (:func:`statistics.pvariance`, numpy's
+    ``var``), ``ddof=1`` the sample variance (:func:`statistics.variance`,
+    Spark's ``variance``). ``None`` when the window has ``ddof`` or fewer
+    values; NaN if a value is NaN or infinite.
 
-    Welford's update with its exact inverse for ``remove`` and Chan's
-    formula for ``merge``: invertible and mergeable.
+    The state holds exact sums of the values and of their exact squares, so
+    ``remove`` undoes ``add`` exactly and the result is the exact variance
+    rounded once: invertible and mergeable.
     """
 
     def __init__(self, ddof: int = 0, field: str | None = None) -> None:
@@ -174,40 +232,59 @@ class Variance(IncrementalAggregate):
         self.ddof = ddof
         self.field = field
 
-    def initial_state(self) -> tuple[int, float, float]:
-        return (0, 0.0, 0.0)
+    def initial_state(self) -> tuple[int, ExactSum, ExactSum]:
+        return (0, ZERO_SUM, ZERO_SUM)
 
-    def add(self, state: tuple[int, float, float], payload: Any) -> tuple[int, float, float]:
-        n, mean, m2 = state
-        x = pick(payload, self.field)
-        n += 1
-        delta = x - mean
-        mean += delta / n
-        return (n, mean, m2 + delta * (x - mean))
+    def _change(
+        self, state: tuple[int, ExactSum, ExactSum], payload: Any, sign: int
+    ) -> tuple[int, ExactSum, ExactSum]:
+        n, total, squares = state
+        x = number(pick(payload, self.field), "stats.variance")
+        if isinstance(x, float) and not math.isfinite(x):
+            return (n + sign, sum_add(total, x, sign), squares)
+        return (n + sign, sum_add(total, x, sign), sum_add_square(squares, x, sign))
 
-    def remove(self, state: tuple[int, float, float], payload: Any) -> tuple[int, float, float]:
-        n, mean, m2 = state
-        x = pick(payload, self.field)
-        if n <= 1:
-            return (0, 0.0, 0.0)
-        new_mean = (n * mean - x) / (n - 1)
-        return (n - 1, new_mean, max(0.0, m2 - (x - new_mean) * (x - mean)))
+    def add(
+        self, state: tuple[int, ExactSum, ExactSum], payload: Any
+    ) -> tuple[int, ExactSum, ExactSum]:
+        return self._change(state, payload, 1)
+
+    def remove(
+        self, state: tuple[int, ExactSum, ExactSum], payload: Any
+    ) -> tuple[int, ExactSum, ExactSum]:
+        return self._change(state, payload, -1)
 
     def merge(
-        self, a: tuple[int, float, float], b: tuple[int, float, float]
-    ) -> tuple[int, float, float]:
-        if a[0] == 0:
-            return b
-        if b[0] == 0:
-            return a
-        n = a[0] + b[0]
-        delta = b[1] - a[1]
-        mean = a[1] + delta * b[0] / n
-        return (n, mean, a[2] + b[2] + delta * delta * a[0] * b[0] / n)
+        self, a: tuple[int, ExactSum, ExactSum], b: tuple[int, ExactSum, ExactSum]
+    ) -> tuple[int, ExactSum, ExactSum]:
+        return (a[0] + b[0], sum_merge(a[1], b[1]), sum_merge(a[2], b[2]))
 
-    def result(self, state: tuple[int, float, float]) -> float | None:
-        n, _, m2 = state
-        return m2 / (n - self.ddof) if n > self.ddof else None
+    def result(self, state: tuple[int, ExactSum, ExactSum]) -> float | None:
+        n, total, squares = state
+        if n <= self.ddof:
+            return None
+        if sum_special(total) is not None:
+            return math.nan
+        s1 = sum_exact(total)
+        spread = sum_exact(squares) - s1 * s1 / n
+        return to_float(spread / (n - self.ddof)) if spread > 0 else 0.0
+
+
+class _NaN:
+    """The one key of every NaN: NaNs are unequal to themselves, so as
+    dict keys they would count once per object (and anew after a pickle)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NaN)
+
+    def __hash__(self) -> int:
+        return 0x7FF8
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+_NAN = _NaN()
 
 
 class DistinctCount(IncrementalAggregate):
@@ -220,13 +297,22 @@ class DistinctCount(IncrementalAggregate):
     def initial_state(self) -> dict[Any, int]:
         return {}
 
-    def add(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
+    def _value(self, payload: Any) -> Any:
         x = pick(payload, self.field)
+        if x is None:
+            raise TypeError(
+                "stats.distinct_count got a null (None) value; filter nulls out before the "
+                "aggregate, e.g. .where('value IS NOT NULL')"
+            )
+        return _NAN if x != x else x  # every NaN is one value, as in Spark
+
+    def add(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
+        x = self._value(payload)
         state[x] = state.get(x, 0) + 1
         return state
 
     def remove(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
-        x = pick(payload, self.field)
+        x = self._value(payload)
         left = state[x] - 1
         if left:
             state[x] = left
@@ -260,6 +346,11 @@ class _Extreme(IncrementalAggregate):
 
     def add(self, state: Any, payload: Any) -> Any:
         x = pick(payload, self.field)
+        if x is None:
+            raise TypeError(
+                f"stats.{self.name} got a null (None) value; filter nulls out before the "
+                "aggregate, e.g. .where('value IS NOT NULL')"
+            )
         return x if state is None else self._better(state, x)
 
     def merge(self, a: Any, b: Any) -> Any:
@@ -275,57 +366,81 @@ class Min(_Extreme):
     """The smallest value (incremental, mergeable, not invertible)."""
 
     def _better(self, a: Any, b: Any) -> Any:
-        return min(a, b)
+        return min(a, b, key=_rank)  # NaN is the largest value, as in Spark
 
 
 class Max(_Extreme):
     """The largest value (incremental, mergeable, not invertible)."""
 
     def _better(self, a: Any, b: Any) -> Any:
-        return max(a, b)
+        return max(a, b, key=_rank)  # NaN is the largest value, as in Spark
 
 
 class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
-    """``sum(value * (end - start)) / sum(end - start)`` over the lifetimes
-    the UDM receives: with input clipping those are the clipped lifetimes,
-    so clipping changes the result (the paper's time-weighted average).
+    """A time-weighted average of the lifetimes the UDM receives (with input
+    clipping, the clipped lifetimes: clipping changes the result).
+
+    ``over="events"`` (default): ``sum(value * (end - start)) / sum(end -
+    start)``, the average over the time the events cover (gaps do not
+    count). ``over="window"``: the paper's ``MyTimeWeightedAverage``,
+    ``sum(value * (end - start)) / (W.end - W.start)``: time no event covers
+    counts as zero, and it needs windows that end.
 
     An event that never ends has infinite weight: clip it (``input_clipping=
     "right"`` or ``"full"``) or the UDM raises. ``None`` when the total
-    duration is zero.
+    duration is zero. Exact sums (see ``_exact``) make ``remove`` undo
+    ``add`` exactly.
     """
 
-    def __init__(self, field: str | None = None) -> None:
+    def __init__(self, field: str | None = None, over: str = "events") -> None:
+        if over not in ("events", "window"):
+            raise ValueError(
+                f"time_weighted_average over= must be 'events' or 'window', got {over!r}"
+            )
         self.field = field
+        self.over = over
 
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
+    def initial_state(self) -> tuple[ExactSum, int]:
+        return (ZERO_SUM, 0)
 
-    def _weight(self, event: IntervalEvent[Any]) -> int:
+    def _change(
+        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], sign: int
+    ) -> tuple[ExactSum, int]:
         if event.end == INFINITY:
             raise ValueError(
                 f"time_weighted_average got an event [{event.start}, inf) that never ends; "
                 "use input_clipping='right' or 'full' so lifetimes are finite"
             )
-        return event.end - event.start
+        w = event.end - event.start
+        x = number(pick(event.payload, self.field), "stats.time_weighted_average")
+        return (sum_add_product(state[0], x, w, sign), state[1] + sign * w)
 
     def add(
-        self, state: tuple[float, int], event: IntervalEvent[Any], window: WindowDescriptor
-    ) -> tuple[float, int]:
-        w = self._weight(event)
-        return (state[0] + pick(event.payload, self.field) * w, state[1] + w)
+        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], window: WindowDescriptor
+    ) -> tuple[ExactSum, int]:
+        return self._change(state, event, 1)
 
     def remove(
-        self, state: tuple[float, int], event: IntervalEvent[Any], window: WindowDescriptor
-    ) -> tuple[float, int]:
-        w = self._weight(event)
-        return (state[0] - pick(event.payload, self.field) * w, state[1] - w)
+        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], window: WindowDescriptor
+    ) -> tuple[ExactSum, int]:
+        return self._change(state, event, -1)
 
-    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
-        return (a[0] + b[0], a[1] + b[1])
+    def merge(self, a: tuple[ExactSum, int], b: tuple[ExactSum, int]) -> tuple[ExactSum, int]:
+        return (sum_merge(a[0], b[0]), a[1] + b[1])
 
-    def result(self, state: tuple[float, int], window: WindowDescriptor) -> float | None:
-        return state[0] / state[1] if state[1] else None
+    def result(self, state: tuple[ExactSum, int], window: WindowDescriptor) -> float | None:
+        total, weight = state
+        if self.over == "window":
+            if window.end >= INFINITY:
+                raise ValueError(
+                    f"time_weighted_average(over='window') got the window "
+                    f"[{window.start}, inf), which never ends; use over='events'"
+                )
+            weight = window.end - window.start
+        if not weight:
+            return None
+        special = sum_special(total)
+        return special if special is not None else to_float(sum_exact(total) / weight)
 
 
 @function
