@@ -263,7 +263,8 @@ class DoubleBottom(TimeSensitiveOperator):
     W, [0, 5) with bottoms 8 and 8.1, peak 9.5 and breakout 10.
     """
 
-    properties = _PATTERN
+    # [H.start, breakout.end) can start before the window or end after it
+    properties = Properties(order_insensitive=False, output_within_window=False)
     name = "double_bottom"
 
     def __init__(

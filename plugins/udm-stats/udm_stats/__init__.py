@@ -409,7 +409,9 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
         if event.end == INFINITY:
             raise ValueError(
                 f"time_weighted_average got an event [{event.start}, inf) that never ends; "
-                "use input_clipping='right' or 'full' so lifetimes are finite"
+                "use input_clipping='right' or 'full' so lifetimes are finite (with "
+                "clipping, the window itself never ends: a snapshot window after the last "
+                "endpoint, which only a later event or a finite CTI closes)"
             )
         w = event.end - event.start
         x = number(pick(event.payload, self.field), "stats.time_weighted_average")
