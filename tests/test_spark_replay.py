@@ -121,7 +121,18 @@ def test_changelog_equals_the_in_process_host(stream: Any) -> None:
     rows, df = stream
     window = HoppingWindow(6, 3)
     out = replay(df, window, Mean, key="sensor", value="temp")
-    assert out.columns == ["seq", "kind", "id", "start", "end", "new_end", "sensor", "mean"]
+    assert out.columns == [
+        "seq",
+        "kind",
+        "id",
+        "start",
+        "end",
+        "new_end",
+        "sensor",
+        "mean",
+        "late_dropped",
+        "late_adjusted",
+    ]
     got: dict[str, list[tuple[Any, ...]]] = {}
     for r in out.orderBy("sensor", "seq").collect():
         got.setdefault(r["sensor"], []).append(
@@ -183,3 +194,58 @@ def test_a_reused_id_takes_the_key_of_its_latest_insert(spark: Any, second_key: 
     )
     out = replay(df, TumblingWindow(5), Mean, key="sensor", value="temp", output="cht")
     assert [tuple(r) for r in out.collect()] == [(5, 10, second_key, 2.0)]
+
+
+@pytest.mark.parametrize(
+    "policy, counts, cht",
+    [
+        ("drop", (2, 0), [(10, 20, 7.0)]),
+        # [5, 6) ends before the CTI: dropped; [8, 15) starts at 10: (3 + 7) / 2
+        ("adjust", (1, 1), [(10, 20, 5.0)]),
+    ],
+)
+def test_late_elements_dropped_or_adjusted_are_counted(
+    spark: Any, policy: str, counts: tuple[int, int], cht: list[Any]
+) -> None:
+    rows = [
+        (0, "CTI", None, 10, None, None, None, None),
+        (1, "insert", "p", 5, 6, None, "a", 1.0),
+        (2, "insert", "q", 8, 15, None, "a", 3.0),
+        (3, "insert", "r", 12, 13, None, "a", 7.0),
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "seq long, kind string, id string, start long, end long, new_end long, "
+        "sensor string, temp double",
+    )
+    out = replay(df, TumblingWindow(10), Mean, key="sensor", value="temp", cti_policy=policy)
+    stats = [
+        tuple(r)
+        for r in out.where("kind = 'stats'").select("late_dropped", "late_adjusted").collect()
+    ]
+    assert stats == [counts]
+    assert out.where("kind <> 'stats' AND late_dropped IS NOT NULL").count() == 0
+    got = replay(
+        df, TumblingWindow(10), Mean, key="sensor", value="temp", cti_policy=policy, output="cht"
+    )
+    assert [(r["start"], r["end"], r["mean"]) for r in got.collect()] == cht
+
+
+def test_timestamps_come_back_with_the_flush_at_the_end_of_time_as_null(spark: Any) -> None:
+    from datetime import datetime, timedelta
+
+    t = datetime(2024, 1, 1)
+    rows = [
+        (0, "insert", "x", t, t + timedelta(minutes=1), None, "a", 2.0),
+        (1, "insert", "y", t + timedelta(minutes=12), t + timedelta(minutes=13), None, "a", 4.0),
+    ]
+    df = spark.createDataFrame(
+        rows,
+        "seq long, kind string, id string, start timestamp, end timestamp, "
+        "new_end timestamp, sensor string, temp double",
+    )
+    out = replay(df, TumblingWindow(timedelta(minutes=10)), Mean, key="sensor", value="temp")
+    got = [(r["kind"], r["start"], r["end"], r["mean"]) for r in out.orderBy("seq").collect()]
+    ten = timedelta(minutes=10)
+    assert ("insert", t, t + ten, 2.0) in got and ("insert", t + ten, t + 2 * ten, 4.0) in got
+    assert got[-1] == ("cti", None, None, None)  # the flush: the end of time

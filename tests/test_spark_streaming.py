@@ -419,3 +419,39 @@ def test_column_names_with_dots_and_backticks(spark: Any, tmp_path: Path) -> Non
     assert _cht_by_key(changelog_cht(log, ["k.1"]), "mean", key="k.1") == {
         "a": Cht([(0, 10 * S, 3.0)])
     }
+
+
+def test_changelog_cht_matches_retractions_of_the_null_key(spark: Any) -> None:
+    from udm.host.spark.streaming import changelog_cht
+
+    rows = []
+    for key in (None, "a"):
+        rows += [
+            ("insert", 0, 0, 0, 10, None, key, 3.0),
+            ("retract", 1, 0, 0, 10, 0, key, 3.0),
+            ("insert", 2, 1, 0, 10, None, key, 1.0),
+        ]
+    log = spark.createDataFrame(
+        rows,
+        "kind string, seq long, id long, start long, end long, new_end long, k string, mean double",
+    )
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {
+        None: Cht([(0, 10, 1.0)]),
+        "a": Cht([(0, 10, 1.0)]),
+    }
+
+
+@aggregate(name="tests.big")
+def big(values: list[float]) -> int:
+    """2**53 + 1 for one value: an int no float64 holds."""
+    return 2**53 + len(values)
+
+
+def test_output_frames_keep_ints_beyond_float64(spark: Any, tmp_path: Path) -> None:
+    # a micro-batch's frame mixes output rows with CTI rows (nulls): built
+    # through float64 it rounded 2**53 + 1 down and failed on an output
+    # that never ends (the end of time is no float64 either)
+    _write(tmp_path / "in", [[_ins(0, 1, "a", 1.0), _ins(1, 12, "a", 1.0)], [_cti(30, "a")]])
+    log = _run(_changelog(spark, tmp_path / "in", big), tmp_path)
+    results = [r["tests_big"] for r in log.where("kind = 'insert'").collect()]
+    assert results == [2**53 + 1, 2**53 + 1]

@@ -136,6 +136,7 @@ def _make_replay_fn(
             outputs.extend(host.flush())
         columns: list[list[Any]] = [[] for _ in schema]
         n_fixed = 2 if as_cht else 6
+        counts: list[Any] = [None, None]
         records: list[tuple[list[Any], Any]] = []
         if as_cht:
             for ev in sorted(output_cht(outputs), key=lambda e: (e.start, e.end)):
@@ -149,12 +150,22 @@ def _make_replay_fn(
                 else:
                     fixed = [n, "retract", _n(el.id), el.start, el.old_end, el.new_end]
                     records.append((fixed, el.payload))
+            stats = host.stats
+            dropped = stats.dropped_inserts + stats.dropped_retractions + stats.dropped_ctis
+            adjusted = stats.adjusted_inserts + stats.adjusted_retractions
+            if dropped or adjusted:  # the CTI policy's work, counted (never silent)
+                records.append(([len(outputs), "stats", None, None, None, None], None))
+                counts = [dropped, adjusted]
         for fixed, result in records:
             for j, v in enumerate(fixed):
                 columns[j].append(v)
             for j, k in enumerate(key_values):
                 columns[n_fixed + j].append(k)
             columns[n_fixed + len(keys)].append(normalize_value(result))
+            if not as_cht:
+                late = counts if fixed[1] == "stats" else [None, None]
+                columns[-2].append(late[0])
+                columns[-1].append(late[1])
         arrays = []
         for j, field in enumerate(schema):
             pickled = bool(field.metadata and b"udm.pickled" in field.metadata)
@@ -199,6 +210,9 @@ def replay(
     ``flush=True`` ends the stream after the last element (a CTI at the end
     of time), so every window is output; ``output="cht"`` returns each key's
     output CHT (``start``, ``end``, keys, results) instead of the changelog.
+    Elements the CTI policy dropped or adjusted are counted on a ``stats``
+    row per key at the end of its changelog (``late_dropped``,
+    ``late_adjusted``).
     """
     keys = [key] if isinstance(key, str) else list(key or [])
     missing = [c for c in (kind, id, start, end, new_end, seq, *keys) if c not in df.columns]
@@ -287,7 +301,15 @@ def replay(
         ]
     else:
         raise ValueError(f"output is 'changelog' or 'cht', not {output!r}")
-    schema = T.StructType([*fields, *key_fields, result_field])
+    late = (
+        []
+        if output == "cht"
+        else [
+            T.StructField("late_dropped", T.LongType(), True),
+            T.StructField("late_adjusted", T.LongType(), True),
+        ]
+    )
+    schema = T.StructType([*fields, *key_fields, result_field, *late])
     fn = _make_replay_fn(
         window,
         call,
@@ -321,14 +343,20 @@ def replay(
         _show(_NE, time_kind).alias("new_end"),
         *key_cols,
         *result_cols,
+        "late_dropped",
+        "late_adjusted",
     )
 
 
 _RESULT = "__udm_result"
+_YEAR_10000 = 253_402_300_800_000_000  # 10000-01-01T00:00:00Z in microseconds
 
 
 def _show(col: str, kind: TimeKind) -> Column:
     c = F.col(col)
     if kind == "long":
         return c
-    return F.when(c >= F.lit(INFINITY), F.lit(None)).otherwise(F.timestamp_micros(c))
+    # null is the end of time; so is a time past year 9999 (no datetime can
+    # hold it), which only the flush's final CTI reaches: a grid window's
+    # start just below the end of time
+    return F.when(c >= F.lit(_YEAR_10000), F.lit(None)).otherwise(F.timestamp_micros(c))

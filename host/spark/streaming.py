@@ -276,7 +276,7 @@ class _HostProcessor(StatefulProcessor):
         self._save_bucket(bucket)
         out = [row for f in frames for row in f]
         if out:
-            yield pd.DataFrame(out, columns=self.columns)
+            yield pd.DataFrame(out, columns=self.columns, dtype=object)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
@@ -289,7 +289,7 @@ class _HostProcessor(StatefulProcessor):
         self._save_bucket(bucket)
         out = [row for f in frames for row in f]
         if out:
-            yield pd.DataFrame(out, columns=self.columns)
+            yield pd.DataFrame(out, columns=self.columns, dtype=object)
 
     def close(self) -> None:
         pass
@@ -997,8 +997,17 @@ def changelog_cht(changelog: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
         changelog.where(F.col("kind") == "retract")
         .groupBy(*k, "id")
         .agg(F.max_by(F.col("new_end"), order).alias("__udm_new_end"))
+        .select(
+            *[F.col(q(c)).alias(f"__udm_k{i}") for i, c in enumerate(keys)],
+            F.col("id").alias("__udm_id"),
+            "__udm_new_end",
+        )
     )
-    joined = inserts.join(last, [*keys, "id"], "left")
+    # null-safe on the keys: null is a key value of its own
+    match = F.col("id") == F.col("__udm_id")
+    for i, c in enumerate(keys):
+        match = match & F.col(q(c)).eqNullSafe(F.col(f"__udm_k{i}"))
+    joined = inserts.join(last, match, "left")
     end_col = F.coalesce(F.col("__udm_new_end"), F.col("end"))
     joined = joined.withColumn(
         "end", F.when(F.col("__udm_new_end").isNull(), F.col("end")).otherwise(end_col)
