@@ -455,3 +455,14 @@ def test_output_frames_keep_ints_beyond_float64(spark: Any, tmp_path: Path) -> N
     log = _run(_changelog(spark, tmp_path / "in", big), tmp_path)
     results = [r["tests_big"] for r in log.where("kind = 'insert'").collect()]
     assert results == [2**53 + 1, 2**53 + 1]
+
+
+def test_a_restart_with_other_state_buckets_is_refused(spark: Any, tmp_path: Path) -> None:
+    # keys would hash to other buckets and their states be lost silently
+    _write(tmp_path / "in", [[_ins(0, 1, "a", 1.0), _ins(1, 2, "b", 2.0)]])
+    _run(_changelog(spark, tmp_path / "in", state_buckets=2), tmp_path)
+    path = tmp_path / "in" / "part-009.json"
+    path.write_text(json.dumps({**_ins(2, 3, "a", 3.0), "seq": 9}) + "\n")
+    os.utime(path, (1_700_000_100, 1_700_000_100))
+    with pytest.raises(ValueError, match=r"written with state_buckets=2; restart with state_"):
+        _run(_changelog(spark, tmp_path / "in", state_buckets=3), tmp_path)

@@ -169,7 +169,9 @@ class _HostProcessor(StatefulProcessor):
         result_fields: list[str] | None,
         timers: bool,
         events: bool = False,
+        buckets: int = 32,
     ) -> None:
+        self.buckets = buckets
         self.window = window
         self.call = call
         self.options = options
@@ -196,8 +198,16 @@ class _HostProcessor(StatefulProcessor):
     def _load_bucket(self) -> dict[str, Any]:
         saved = self.state.get() if self.state.exists() else None
         if saved is None or saved[0] is None:
-            return {"keys": {}, "timer": None}
+            return {"keys": {}, "timer": None, "buckets": self.buckets}
         bucket: dict[str, Any] = pickle.loads(saved[0])
+        written = bucket.setdefault("buckets", self.buckets)
+        if written != self.buckets:
+            # keys hash to other buckets now: their states would be lost
+            raise ValueError(
+                f"this checkpoint's state was written with state_buckets={written}, but the "
+                f"query now has state_buckets={self.buckets}; restart with "
+                f"state_buckets={written}, or use a new checkpoint"
+            )
         return bucket
 
     def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
@@ -898,6 +908,7 @@ def stream_changelog(
         result_fields,
         timers=input == "elements",  # only element streams carry broadcast CTIs
         events=input == "events",
+        buckets=state_buckets,
     )
     result = packed.groupBy(F.col(_GROUP)).transformWithStateInPandas(
         statefulProcessor=processor,
@@ -905,7 +916,7 @@ def stream_changelog(
         outputMode="Append",
         timeMode="EventTime",
     )
-    return result.select(
+    changelog = result.select(
         "kind",
         "seq",
         "id",
@@ -916,6 +927,8 @@ def stream_changelog(
         *[F.col(q(f.name)) for f in result_struct],
         *_COUNTS,
     )
+    changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
+    return changelog
 
 
 def _show(col: str, kind: TimeKind) -> Column:
@@ -959,6 +972,9 @@ def start_stream(
     Sets the session's state store to RocksDB, which
     ``transformWithStateInPandas`` requires.
     """
+    buckets = getattr(changelog, "_udm_state_buckets", None)
+    if buckets is not None:
+        _check_state_buckets(checkpoint, buckets)
     spark = changelog.sparkSession
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     writer = changelog.writeStream.foreachBatch(write_changelog(path)).option(
@@ -969,6 +985,27 @@ def start_stream(
     if query_name:
         writer = writer.queryName(query_name)
     return writer.start()
+
+
+def _check_state_buckets(checkpoint: str, buckets: int) -> None:
+    """Refuse to restart a local checkpoint with another ``state_buckets``:
+    keys would hash to other buckets and lose their state without a word.
+    (The worker also checks each bucket it loads, for other sinks.)"""
+    from pathlib import Path
+
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        return
+    marker = Path(checkpoint.removeprefix("file:")) / "udm-state-buckets"
+    if marker.exists():
+        written = int(marker.read_text().strip() or buckets)
+        if written != buckets:
+            raise ValueError(
+                f"checkpoint {checkpoint!r} holds state written with state_buckets={written}; "
+                f"restart with state_buckets={written}, or use a new checkpoint"
+            )
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{buckets}\n")
 
 
 def read_changelog(spark: Any, path: str) -> DataFrame:
