@@ -216,7 +216,7 @@ def test_udm_error_names_udm_window_event_then_fixed_udm_resumes(
     # the window is computed when the CTI finalizes it; the message names
     # the window's events, so the 13 is found
     assert "while processing Cti(100000000)" in message
-    assert "the window's events: id=8 [23000000, 24000000) {'v': 13.0}" in message
+    assert "the window's events: id=8 [23000000, 24000000) {'k': 'a', 'v': 13.0}" in message
     log = _run(_changelog(spark, tmp_path / "in", fixed), tmp_path)
     got = _cht_by_key(changelog_cht(log, ["k"]), "tests_fragile")
     assert got == _reference(BATCHES, fixed)
@@ -466,3 +466,29 @@ def test_a_restart_with_other_state_buckets_is_refused(spark: Any, tmp_path: Pat
     os.utime(path, (1_700_000_100, 1_700_000_100))
     with pytest.raises(ValueError, match=r"written with state_buckets=2; restart with state_"):
         _run(_changelog(spark, tmp_path / "in", state_buckets=3), tmp_path)
+
+
+@aggregate(name="tests.fields")
+def fields(payloads: list[dict[str, Any]]) -> str:
+    """The payload's field names, to see what the UDM receives."""
+    return ",".join(sorted(payloads[0]))
+
+
+def test_the_payload_is_the_batch_payload_key_columns_included(spark: Any, tmp_path: Path) -> None:
+    # streaming left out the keys and any column named id, kind or new_end
+    from udm.host.spark.streaming import AdvanceTime
+
+    rows = [
+        {"start": 1 * S, "k": "a", "id": 7, "v": 1.0},
+        {"start": 12 * S, "k": "a", "id": 8, "v": 3.0},
+    ]
+    _write(tmp_path / "in", [rows])
+    src = _source(spark, tmp_path / "in", "start long, k string, id long, v double, seq long")
+    stream = Stream.from_dataframe(src, start="start", key="k").window(WINDOW)
+    advance = AdvanceTime(every=5 * S)
+    log = _run(stream.aggregate(fields).to_stream(advance=advance), tmp_path)
+    assert [r["tests_fields"] for r in log.where("kind = 'insert'").collect()] == ["id,k,seq,v"]
+    log = _run(
+        stream.aggregate("stats.mean", value="id").to_stream(advance=advance), tmp_path, "o2"
+    )
+    assert [r["mean"] for r in log.where("kind = 'insert'").collect()] == [7.0]

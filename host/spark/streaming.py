@@ -830,7 +830,12 @@ def stream_changelog(
         e_ticks = s_ticks + F.lit(1)
     else:
         e_ticks = F.lit(None).cast("long")
-    special = {start, end, kind, id, new_end, seq, *keys}
+    # the payload is the row's other columns, key columns included, as in
+    # batch queries (events) and replay (elements, whose kind, id and
+    # new_end describe the element, not the event)
+    special = {start, end, seq, *keys}
+    if input == "elements":
+        special |= {kind, id, new_end}
     payload = [c for c in cols if c not in special]
     if input == "elements":
         kind_col = F.lower(F.col(q(kind)))
@@ -900,7 +905,7 @@ def stream_changelog(
         call,
         options,
         keys,
-        payload,
+        [*keys, *payload],  # the keys are shipped as their own columns
         shape,
         advance,
         on_invalid,
