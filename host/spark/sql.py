@@ -133,7 +133,27 @@ def _constant_options(kwargs: dict[str, AnalyzeArgument]) -> dict[str, Any]:
             raise ValueError(f"argument {name} must be a constant (a literal), not an expression")
         if arg.value is not None:
             opts[name] = arg.value
+    shape = opts.get("shape")
+    if shape is not None and shape not in ("point", "interval", "edge"):
+        raise ValueError(f"shape => {shape!r}: use 'point', 'interval' or 'edge'")
+    on_invalid = opts.get("on_invalid")
+    if on_invalid is not None and on_invalid not in ("raise", "drop"):
+        raise ValueError(f"on_invalid => {on_invalid!r}: use 'raise' or 'drop'")
     return opts
+
+
+def _udm_args(opts: dict[str, Any]) -> dict[str, Any] | None:
+    text = opts.get("args", "{}")
+    try:
+        args = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"args => {text!r} is not JSON ({exc.msg}); give the UDM's arguments as a JSON "
+            "object with double-quoted names, e.g. args => '{\"q\": 0.9}'"
+        ) from None
+    if not isinstance(args, dict):
+        raise ValueError(f"args => {text!r}: give a JSON object, e.g. args => '{{\"q\": 0.9}}'")
+    return args or None
 
 
 def _make_udtf(udm: Any, default_returns: Any) -> type:
@@ -162,7 +182,7 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
             missing = [k for k in keys if k not in types]
             if missing:
                 raise ValueError(f"key => {missing}: no such column; columns are {list(types)}")
-            instance = instantiate(udm, json.loads(opts.get("args", "{}")) or None)
+            instance = instantiate(udm, _udm_args(opts))
             _window(opts)  # fail early on bad window options
             s_sql, kind = _ticks_sql(opts["start"], types[opts["start"]])
             select = [SelectedColumn(s_sql, _S)]
@@ -259,7 +279,7 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
     first = rows[0].asDict()
     keys = [first[k] for k in opts["keys"]]
     window = _window(opts)
-    args = json.loads(opts.get("args", "{}")) or None
+    args = _udm_args(opts)
     out = evaluate(
         events,
         window,
