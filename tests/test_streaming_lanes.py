@@ -326,3 +326,60 @@ def test_a_host_without_retractions_refuses_one() -> None:
     # and nothing was lost: the event still counts
     out = host.process(Cti(10))
     assert [(e.start, e.end, e.payload) for e in out if isinstance(e, Insert)] == [(0, 10, 1.0)]
+
+
+def _element_processor(on_invalid: str) -> sm._HostProcessor:
+    call = UdmCall("mean", Mean(), "v", None)
+    options = {"input_clipping": "none", "output_policy": None, "consistency": "speculative"}
+    p = sm._HostProcessor(
+        TumblingWindow(10), call, options, ["k"], ["k", "v"], "point", None, on_invalid,
+        COLUMNS, None, True,
+    )  # fmt: skip
+    p.init(_Handle())  # type: ignore[arg-type]
+    return p
+
+
+def _elements_batch(rows: list[tuple[str, Any, Any, Any, Any, Any]]) -> Iterator[Any]:
+    """Element rows (kind, id, start, end, new_end, key) of one micro-batch."""
+    n = len(rows)
+    table = pa.table(
+        {
+            sm._GROUP: pa.array([0] * n, pa.int32()),
+            "k": [r[5] for r in rows],
+            sm._KIND: [r[0] for r in rows],
+            sm._ID: pa.array([r[1] for r in rows], pa.int64()),
+            sm._S: pa.array([r[2] for r in rows], pa.int64()),
+            sm._E: pa.array([r[3] for r in rows], pa.int64()),
+            sm._NE: pa.array([r[4] for r in rows], pa.int64()),
+            sm._SEQ: pa.array(range(n), pa.int64()),
+            sm._CTI: pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            "v": pa.array([1.0] * n, pa.float64()),
+        }
+    )
+    packed = pa.Table.from_batches(list(sm._pack(iter(table.to_batches()))))
+    return iter([packed.to_pandas()])
+
+
+BAD_ROWS = {
+    "broadcast CTI without a time": ("cti", None, None, None, None, None),
+    "keyed CTI without a time": ("cti", None, None, None, None, "a"),
+    "retraction without new_end": ("retract", 0, 1, 2, None, "a"),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ROWS), ids=list(BAD_ROWS))
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_malformed_element_rows_are_raised_or_counted(bad: str, on_invalid: str) -> None:
+    # a broadcast CTI without a time was ignored, a keyed one raised even
+    # under drop, and a retraction without new_end taken as a full one
+    rows = [("insert", 0, 1, 2, None, "a"), BAD_ROWS[bad]]
+    p = _element_processor(on_invalid)
+    if on_invalid == "raise":
+        with pytest.raises(ValueError, match=r"null (start|new_end).*on_invalid='drop'") as info:
+            list(p.handleInputRows((0,), _elements_batch(rows), _Timer()))  # type: ignore[arg-type]
+        assert "'start':" in str(info.value)  # the user's names, not internal ones
+        return
+    out: list[dict[str, Any]] = []
+    for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
+        out += frame.astype(object).where(frame.notna(), None).to_dict("records")
+    assert sum(int(r["invalid_dropped"] or 0) for r in out if r["kind"] == "stats") == 1

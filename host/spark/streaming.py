@@ -336,8 +336,11 @@ class _HostProcessor(StatefulProcessor):
         key_lists = [cols[k] for k in self.keys]
         rows_of = by_key.setdefault
         for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
-            if key_lists and kinds[i] == "cti" and all(v is None for v in kt):
+            broadcast = key_lists and kinds[i] == "cti" and all(v is None for v in kt)
+            if broadcast and cols[_S][i] is not None:
                 continue  # a broadcast CTI: it served the watermark
+            # (one without a time served nothing: its key's lane counts or
+            # raises it as invalid)
             rows_of(kt, []).append(i)
         frames = [
             self._rows(bucket, kt, key_rows, cols, payloads, wm) for kt, key_rows in by_key.items()
@@ -503,12 +506,10 @@ class _HostProcessor(StatefulProcessor):
         for i in indices:
             kind = kinds[i]
             s, e = starts[i], ends[i]
-            if kind == "cti":
-                if s is None:
-                    raise ValueError(f"a CTI row has a null start: {shown(i)}")
+            if kind == "cti" and s is not None:
                 element(Cti(s))
                 continue
-            reason = _check(kind, s, e, self.shape)
+            reason = _check(kind, s, e, self.shape, cols[_NE][i])
             if reason:
                 if self.on_invalid == "drop":
                     invalid += 1
@@ -536,8 +537,7 @@ class _HostProcessor(StatefulProcessor):
                 if cti is not None:
                     deferred = cti
             elif kind == "retract":
-                ne = cols[_NE][i]
-                element(Retract(_ident(ids[i]), s, end, s if ne is None else ne))
+                element(Retract(_ident(ids[i]), s, end, cols[_NE][i]))
             else:
                 raise ValueError(f"row kind {kind!r} is not insert, retract or cti: {shown(i)}")
         element(None)
@@ -719,9 +719,11 @@ def _ident(v: Any) -> Any:
     return v
 
 
-def _check(kind: str, s: int | None, e: int | None, shape: str) -> str | None:
+def _check(kind: str, s: int | None, e: int | None, shape: str, ne: int | None = 0) -> str | None:
     if s is None:
         return "null start"
+    if kind == "retract" and ne is None:
+        return "null new_end (a full retraction gives the start itself)"
     if kind == "insert" and shape == "interval" and e is None:
         return "null end (interval events need an end; use shape='edge' for open events)"
     if kind == "insert" and e is not None and e <= s:
@@ -729,8 +731,14 @@ def _check(kind: str, s: int | None, e: int | None, shape: str) -> str | None:
     return None
 
 
+_SHOWN = {"s": "start", "e": "end", "ne": "new_end"}
+
+
 def _show_row(row: dict[str, Any], columns: list[str]) -> str:
-    shown = {k.removeprefix("udm__"): _py(v) for k, v in row.items() if k != _CTI}
+    names = (k.removeprefix("udm__") for k in row)
+    shown = {
+        _SHOWN.get(n, n): _py(v) for n, (k, v) in zip(names, row.items(), strict=True) if k != _CTI
+    }
     return repr(shown)
 
 
