@@ -10,7 +10,8 @@ of the wrong shape, becomes a
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from udm.host.cht import freeze
@@ -56,8 +57,30 @@ def detached(result: Any) -> Any:
     return copy.deepcopy(result)
 
 
-def canonical_key(e: IntervalEvent[Any]) -> tuple[int, int, str]:
-    return (e.start, e.end, repr(freeze(e.payload)))
+def payload_key(value: Any) -> tuple[Any, ...]:
+    """A total order of payloads: numbers by value (an int before an equal
+    float, NaN after every number), strings as strings, mappings by their
+    sorted items, sequences item by item, anything else by its canonical
+    rendering. Comparing renderings alone put 100 before 27."""
+    kind = type(value)
+    if kind is int or kind is bool:
+        return (0, value, 0)
+    if kind is float:
+        return (0, value, 1) if value == value else (1,)
+    if kind is str:
+        return (2, value)
+    if isinstance(value, Mapping):
+        items = sorted((str(k), payload_key(v)) for k, v in value.items())
+        return (3, tuple(items))
+    if isinstance(value, list | tuple):
+        return (4, tuple(payload_key(v) for v in value))
+    if isinstance(value, numbers.Real) and value == value:
+        return (0, value, 2)
+    return (5, repr(freeze(value)))
+
+
+def canonical_key(e: IntervalEvent[Any]) -> tuple[Any, ...]:
+    return (e.start, e.end, payload_key(e.payload))
 
 
 def canonical_order(events: Iterable[IntervalEvent[Any]]) -> list[IntervalEvent[Any]]:
@@ -145,7 +168,7 @@ def prepare(
         events.sort(key=canonical_key)
     else:
         events = [map_payload(e, value_fn) for e in members]
-        events.sort(key=lambda e: (e.start, repr(freeze(e.payload))))
+        events.sort(key=lambda e: (e.start, payload_key(e.payload)))
     return events
 
 

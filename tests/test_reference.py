@@ -820,3 +820,25 @@ class TestUdmFailures:
         with pytest.raises(UdmInvocationError) as err:
             evaluate(AB, TumblingWindow(5), empty)
         assert "output event [1, 1) has end not after start" in str(err.value)
+
+
+@aggregate(order_insensitive=False)
+def seen(values: list[Any]) -> str:
+    """The payloads in the order the UDM receives them."""
+    return " ".join(repr(v) for v in values)
+
+
+@pytest.mark.parametrize(
+    "payloads, expected",
+    [
+        ([100, 27, 3.5], "3.5 27 100"),  # by value: the rendering put "100" before "27"
+        ([2.0, 2], "2 2.0"),  # equal numbers: the int first, whatever arrived first
+        ([float("nan"), -1.0, 1e300], "-1.0 1e+300 nan"),
+        ([{"v": 100}, {"v": 27}], "{'v': 27} {'v': 100}"),
+        (["b", 10, "a"], "10 'a' 'b'"),  # numbers before strings
+    ],
+)
+def test_payloads_of_one_start_are_ordered_by_value(payloads: list[Any], expected: str) -> None:
+    for arrival in (payloads, payloads[::-1]):
+        events = [IntervalEvent(0, 1, p) for p in arrival]
+        assert evaluate(events, TumblingWindow(10), seen) == [(0, 10, expected)]
