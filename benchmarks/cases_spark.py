@@ -217,7 +217,64 @@ def endpoints() -> dict[str, Any]:
     }
 
 
-CASES = {"spark.batch": batch, "spark.endpoints": endpoints}
+#: key layouts of the same 1M events for :func:`hopping_layouts`
+LAYOUTS = ("1 key", "10 keys", "1 hot key + 999", "1000 keys")
+
+
+def hopping_layouts() -> dict[str, Any]:
+    """Partial aggregation on hopping windows (size / hop = 10, mergeable
+    mean) over the same 1M events with the keys laid out four ways: what
+    partial aggregation buys depends on how many events of one (key, pane)
+    an input partition holds, and on skew (a hot key without partial
+    aggregation sits on one worker)."""
+    from pyspark.sql import functions as F
+
+    from udm.host.query import Stream
+
+    spark = _session()
+    ident = F.col("id")
+    keys = {
+        "1 key": F.lit(0),
+        "10 keys": ident % 10,
+        "1 hot key + 999": F.when(ident % 2 == 0, F.lit(0)).otherwise(ident % 999 + 1),
+        "1000 keys": ident % 1000,
+    }
+    seconds: dict[str, dict[str, float]] = {}
+    for layout in LAYOUTS:
+        df = (
+            spark.range(EVENTS)
+            .select(
+                keys[layout].alias("key"),
+                F.timestamp_micros(ident * 1000).alias("ts"),
+                (F.rand(seed=7) * 100).alias("v"),
+            )
+            .repartition(4)
+            .cache()
+        )
+        df.count()
+
+        def udm(partial: bool, df: Any = df) -> Any:
+            stream = Stream.from_dataframe(df, start="ts", key="key")
+            windowed = stream.hopping_window(HOP_SIZE, HOP)
+            return windowed.aggregate(Mean, value="v", partial=partial).to_dataframe()
+
+        seconds[layout] = _time_all({"partial": lambda: udm(True), "none": lambda: udm(False)})
+        df.unpersist()
+    spark.stop()
+    return {
+        "events": EVENTS,
+        "seconds": seconds,
+        "no_partial_vs_partial": {
+            layout: s["none"] / s["partial"] for layout, s in seconds.items()
+        },
+    }
+
+
+CASES = {
+    "spark.batch": batch,
+    "spark.endpoints": endpoints,
+    "spark.hopping_layouts": hopping_layouts,
+}
 
 
 def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -236,6 +293,16 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                     None,
                 )
             )
+    h = results.get("spark.hopping_layouts", {})
+    for layout, ratio in h.get("no_partial_vs_partial", {}).items():
+        rows.append(
+            row(
+                f"spark: hopping, 1M events, {layout}: without / with partial aggregation",
+                ratio,
+                "reported",
+                None,
+            )
+        )
     r = results.get("spark.batch", {})
     if "seconds" not in r:
         return rows
