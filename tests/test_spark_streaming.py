@@ -403,6 +403,20 @@ def test_batch_only_options_are_refused_by_to_stream(spark: Any) -> None:
         windowed.aggregate("stats.mean", value="v", emit_empty=True).to_stream()
     with pytest.raises(ValueError, match="watermark= bounds a batch query"):
         windowed.aggregate("stats.mean", value="v", watermark=100).to_stream()
+    from udm.host.spark.streaming import stream_changelog
+
+    def changelog(**options: Any) -> Any:
+        return stream_changelog(src, WINDOW, "stats.mean", start="timestamp", value="v", **options)
+
+    # stream_changelog itself: not taken for UDM arguments, named
+    with pytest.raises(ValueError, match="emit_empty= is a batch option"):
+        changelog(emit_empty=True)
+    with pytest.raises(ValueError, match="watermark= is a batch option"):
+        changelog(watermark=100)
+    with pytest.raises(ValueError, match="on_invalid='ignore': use 'raise' or 'drop'"):
+        changelog(on_invalid="ignore")
+    with pytest.raises(ValueError, match="shape='point' takes no end column"):
+        changelog(shape="point", end="timestamp")
 
 
 def test_column_names_with_dots_and_backticks(spark: Any, tmp_path: Path) -> None:

@@ -790,6 +790,19 @@ def stream_changelog(
             f"window must be a window spec such as TumblingWindow(size) or "
             f"HoppingWindow(size, hop), not {window!r}"
         )
+    for option in ("emit_empty", "watermark"):
+        if option in udm_args:
+            raise ValueError(
+                f"{option}= is a batch option; a streaming query runs the incremental host, "
+                "which outputs only non-empty windows and takes CTIs (advance= or cti rows) "
+                "instead of a watermark"
+            )
+    if on_invalid not in ("raise", "drop"):
+        raise ValueError(f"on_invalid={on_invalid!r}: use 'raise' or 'drop'")
+    if shape == "point" and end is not None:
+        raise ValueError(
+            f"shape='point' takes no end column (got end={end!r}); a point lasts one tick"
+        )
     keys = [key] if isinstance(key, str) else list(key or [])
     cols = list(df.columns)
     needed = [start, *keys]
