@@ -76,9 +76,9 @@ def test_quantile_matches_statistics_quantiles() -> None:
     assert run("stats.quantile", four, args={"q": 0.9}) == Cht([(0, 10, 4.5)])
     assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=10)[8] == 4.5
     assert statistics.quantiles([1.0, 2.0, 3.0, 4.0], n=4, method="inclusive")[0] == 1.75
-    with pytest.raises(UdmInvocationError, match=r"0 < q < 1 .* method='exclusive', got 1.0"):
+    with pytest.raises(ValueError, match=r"0 < q < 1 .* method='exclusive', got 1.0"):
         run("stats.quantile", four, args={"q": 1.0})
-    with pytest.raises(UdmInvocationError, match=r"q must be a number .*, got 'high'"):
+    with pytest.raises(ValueError, match=r"q must be a number .*, got 'high'"):
         run("stats.quantile", four, args={"q": "high"})
 
 
@@ -322,3 +322,17 @@ def test_invertible_aggregates_equal_the_reference_exactly_after_retractions(
     host = Host(window, instance, input_clipping=clipping, fast_path=fast)
     out = host.process_many(stream) + host.flush()
     assert output_cht(out) == expected
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: udm_stats.quantile(q=2), "quantile q must be a number"),
+        (lambda: udm_stats.top_k(k=0), "top_k needs a positive integer k, got 0"),
+        (lambda: udm_stats.ewma(alpha=1.5), r"ewma alpha must be in \(0, 1\], got 1.5"),
+    ],
+)
+def test_bad_parameters_fail_when_the_udm_is_created(make: Any, message: str) -> None:
+    # not at the first window, which an empty stream never reaches
+    with pytest.raises(ValueError, match=message):
+        make()

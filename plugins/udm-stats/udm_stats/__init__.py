@@ -18,6 +18,7 @@ from udm.sdk import (
     IncrementalAggregate,
     IntervalEvent,
     TimeSensitiveIncrementalAggregate,
+    Udm,
     WindowDescriptor,
     aggregate,
     function,
@@ -75,6 +76,20 @@ def _sorted(values: list[Any]) -> list[Any]:
     return sorted(values, key=_rank)
 
 
+def _checked_at_creation(cls: type[Udm]) -> type[Udm]:
+    """Run a decorated UDM once on no data when it is created: its parameter
+    checks come first, so a bad ``q`` or ``k`` fails at once, not at the
+    first window (or never, on a stream without windows)."""
+    init = cls.__init__
+
+    def __init__(self: Any, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        self.compute_result([])
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    return cls
+
+
 # ------------------------------------------------------------ order statistics
 
 
@@ -95,6 +110,7 @@ def median(payloads: Sequence[Any], field: str | None = None) -> Any:
     return (data[n // 2 - 1] + data[n // 2]) / 2
 
 
+@_checked_at_creation
 @aggregate
 def quantile(
     payloads: Sequence[Any], q: float = 0.5, method: str = "exclusive", field: str | None = None
@@ -144,6 +160,7 @@ def quantile(
     return (a * (n - delta) + b * delta) / n
 
 
+@_checked_at_creation
 @operator(order_insensitive=False)
 def top_k(payloads: Sequence[Any], k: int = 3, field: str | None = None) -> list[Any]:
     """The ``k`` payloads with the largest values, largest first, one output
@@ -160,6 +177,7 @@ def top_k(payloads: Sequence[Any], k: int = 3, field: str | None = None) -> list
     return [payloads[i] for i in ranked[:k]]
 
 
+@_checked_at_creation
 @aggregate(order_insensitive=False)
 def ewma(payloads: Sequence[Any], alpha: float = 0.5, field: str | None = None) -> Any:
     """Exponentially weighted moving average over the window's events in
