@@ -383,3 +383,11 @@ def test_malformed_element_rows_are_raised_or_counted(bad: str, on_invalid: str)
     for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
         out += frame.astype(object).where(frame.notna(), None).to_dict("records")
     assert sum(int(r["invalid_dropped"] or 0) for r in out if r["kind"] == "stats") == 1
+
+
+def test_a_retraction_without_its_keys_is_explained() -> None:
+    # replay finds the key of a keyless retraction; streaming cannot
+    rows = [("insert", 0, 1, 2, None, "a"), ("retract", 0, 1, 2, 1, None)]
+    p = _element_processor("raise")
+    with pytest.raises(InvalidElementError, match="must carry its event's key columns"):
+        list(p.handleInputRows((0,), _elements_batch(rows), _Timer()))  # type: ignore[arg-type]

@@ -57,6 +57,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from udm.host.engine import Host
+from udm.host.errors import InvalidElementError
 from udm.host.invoke import instantiate
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
@@ -537,7 +538,20 @@ class _HostProcessor(StatefulProcessor):
                 if cti is not None:
                     deferred = cti
             elif kind == "retract":
-                element(Retract(_ident(ids[i]), s, end, cols[_NE][i]))
+                try:
+                    element(Retract(_ident(ids[i]), s, end, cols[_NE][i]))
+                except InvalidElementError as exc:
+                    unknown = exc.reason.startswith("unknown event id")
+                    if unknown and self.keys and all(v is None for v in key_values):
+                        raise InvalidElementError(
+                            exc.element,
+                            exc.position,
+                            f"{exc.reason}; in a streaming query a retraction must carry "
+                            "its event's key columns (each key's state is apart; replay, "
+                            "which sees the whole stream, can find the key, streaming "
+                            "cannot)",
+                        ) from None
+                    raise
             else:
                 raise ValueError(f"row kind {kind!r} is not insert, retract or cti: {shown(i)}")
         element(None)
