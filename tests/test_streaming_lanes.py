@@ -391,3 +391,18 @@ def test_a_retraction_without_its_keys_is_explained() -> None:
     p = _element_processor("raise")
     with pytest.raises(InvalidElementError, match="must carry its event's key columns"):
         list(p.handleInputRows((0,), _elements_batch(rows), _Timer()))  # type: ignore[arg-type]
+
+
+def test_an_element_insert_without_an_id_never_takes_a_users_id() -> None:
+    # it was given 0, 1, ... and collided with a user's id 0
+    rows = [
+        ("insert", None, 1, 2, None, "a"),
+        ("insert", 0, 3, 4, None, "a"),
+        ("cti", None, 20, None, None, "a"),
+    ]
+    p = _element_processor("raise")
+    out: list[dict[str, Any]] = []
+    for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
+        out += frame.astype(object).where(frame.notna(), None).to_dict("records")
+    inserts = [(r[sm._S], r[sm._E], r["mean"]) for r in out if r["kind"] == "insert"]
+    assert inserts == [(0, 10, 1.0)]  # both events in window [0, 10)

@@ -526,7 +526,9 @@ class _HostProcessor(StatefulProcessor):
                     element(None)  # late for the waiting CTI: the policy applies
                 ident = ids[i]
                 if ident is None:
-                    ident = meta["n"]
+                    # an event stream has no ids; an element without one gets
+                    # an id no user id can equal
+                    ident = meta["n"] if self.events else _AutoId(meta["n"])
                     meta["n"] += 1
                 else:
                     ident = _ident(ident)
@@ -743,6 +745,16 @@ def _check(kind: str, s: int | None, e: int | None, shape: str, ne: int | None =
     if kind == "insert" and e is not None and e <= s:
         return f"end {e} is not after start {s}"
     return None
+
+
+@dataclass(frozen=True)
+class _AutoId:
+    """The id of an element insert that came without one."""
+
+    n: int
+
+    def __repr__(self) -> str:
+        return f"<no id #{self.n}>"
 
 
 _SHOWN = {"s": "start", "e": "end", "ne": "new_end"}
