@@ -117,13 +117,19 @@ def test_bad_calls_say_what_to_pass(sql: Any) -> None:
         sql(
             "SELECT * FROM rises(TABLE(readings), start => 'ts', window => 'tumbling', size => 5)"
         ).collect()
-    call = "SELECT * FROM udm_mean(TABLE(readings), start => 'ts', window => 'tumbling', size => 5"
+    call = (
+        "SELECT * FROM udm_mean(TABLE(readings), start => 'ts', value => 'temp', "
+        "window => 'tumbling', size => 5"
+    )
     with pytest.raises(Exception, match=r"shape => 'edgy': use 'point', 'interval' or 'edge'"):
         sql(call + ", shape => 'edgy')").collect()
     with pytest.raises(Exception, match=r"on_invalid => 'ignore': use 'raise' or 'drop'"):
         sql(call + ", on_invalid => 'ignore')").collect()
     with pytest.raises(Exception, match=r"args => '\{q: 1\}' is not JSON"):
         sql(call + ", args => '{q: 1}')").collect()
+    # Spark's conversion error named neither the UDM nor the window
+    with pytest.raises(Exception, match=r"UDM '\w+' on window \[0, 5\) returned .* decimal"):
+        sql(call + ", returns => 'decimal(10,2)')").collect()
 
 
 @aggregate

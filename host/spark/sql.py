@@ -29,11 +29,13 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn, SelectedColumn
 
 from udm.host.invoke import instantiate
 from udm.host.query import _resolve_udm, check_row, normalize_value
 from udm.host.reference import evaluate
+from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import q
 from udm.host.spark.types import declared_result_type, from_returns
 from udm.host.time import INFINITY, to_duration_ticks, to_ticks
@@ -217,7 +219,10 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
             out = T.StructType(fields)
             if len(set(out.fieldNames())) != len(out.fieldNames()):
                 raise ValueError(f"output columns clash: {out.fieldNames()}; rename the keys")
-            options = dict(opts, keys=keys, kind=kind, payload=payload, struct=result_cols)
+            result_types = [f.dataType.json() for f in out.fields[2 + len(keys) :]]
+            options = dict(
+                opts, keys=keys, kind=kind, payload=payload, struct=result_cols, types=result_types
+            )
             if keys:
                 return UdmAnalyzeResult(
                     schema=out,
@@ -292,9 +297,24 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
     )
     kind = opts["kind"]
     struct: list[str] = opts["struct"]
-    for ev in sorted(out, key=lambda e: (e.start, e.end)):
+    rows_out = sorted(out, key=lambda e: (e.start, e.end))
+    results: list[list[Any]] = []
+    for ev in rows_out:
         result = normalize_value(ev.payload)
-        values = [None if result is None else result.get(f) for f in struct] if struct else [result]
+        results.append(
+            [None if result is None else result.get(f) for f in struct] if struct else [result]
+        )
+    # a result that does not fit the declared type: say which UDM and window
+    # (Spark's own conversion error names neither)
+    label = getattr(udm, "name", None) or getattr(udm, "__name__", "the UDM")
+    for j, type_json in enumerate(opts["types"]):
+        dtype = to_arrow_type(T._parse_datatype_json_string(type_json))
+        to_arrow_column(
+            [r[j] for r in results],
+            dtype,
+            lambda i: f"UDM {label!r} on window [{rows_out[i].start}, {rows_out[i].end})",
+        )
+    for ev, values in zip(rows_out, results, strict=True):
         yield (_out_time(ev.start, kind), _out_time(ev.end, kind), *keys, *values)
 
 
