@@ -24,6 +24,7 @@ from udm.host import (
     derive_cht,
     evaluate,
 )
+from udm.host.invoke import payload_key
 from udm.sdk import (
     Aggregate,
     IncrementalAggregate,
@@ -184,7 +185,7 @@ class TestWindowIdentities:
                 tuple(
                     sorted(
                         ((e.start, e.end, e.payload) for e in cht if e.start == s),
-                        key=lambda t: (t[0], t[1], repr(t[2])),
+                        key=lambda t: (t[0], t[1], payload_key(t[2])),
                     )
                 ),
             )
