@@ -185,8 +185,9 @@ def evaluate_window(
     lifetime order.
 
     The canonical order sorts by the (clipped) lifetime the UDM sees, then
-    by the payload's text. When those lifetimes strictly increase in the
-    given order (no two members tie, the usual case), that order is
+    by payload value (:func:`~udm.host.invoke.payload_key`). When those
+    lifetimes strictly increase in the given order (no two members tie, the
+    usual case), that order is
     already canonical and the costly payload keys are skipped; otherwise
     this is exactly ``compute_window``. ``ordered`` is that test's answer
     when the caller already knows it (for a time-insensitive UDM: the
