@@ -9,6 +9,7 @@ unless ``emit_empty=True``; on an empty window the aggregates here return
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -29,12 +30,12 @@ from udm.sdk import (
 from udm_stats._exact import (
     ZERO_SUM,
     ExactSum,
-    number,
     sum_add,
     sum_add_product,
     sum_add_square,
     sum_exact,
     sum_merge,
+    sum_ratio,
     sum_special,
     to_float,
 )
@@ -56,14 +57,34 @@ __all__ = [
 __version__ = "0.1.0"
 
 
+def _null(udm: str) -> TypeError:
+    """Nulls are refused, never skipped: a skipped value is a silent drop."""
+    return TypeError(
+        f"{udm} got a null (None) value; filter nulls out before the aggregate, "
+        "e.g. .where('value IS NOT NULL')"
+    )
+
+
 def _values(payloads: Sequence[Any], field: str | None, udm: str) -> list[Any]:
     values = [pick(p, field) for p in payloads]
     if None in values:
-        raise TypeError(
-            f"{udm} got a null (None) value; filter nulls out before the aggregate, "
-            "e.g. .where('value IS NOT NULL')"
-        )
+        raise _null(udm)
     return values
+
+
+def _number(x: Any, udm: str) -> int | float:
+    """A value as an int or float for the exact sums."""
+    if isinstance(x, int):  # bool too
+        return int(x)
+    if isinstance(x, float):
+        return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        return float(x)
+    if x is None:
+        raise _null(udm)
+    raise TypeError(f"{udm} takes numbers, got {x!r} ({type(x).__name__})")
 
 
 def _rank(x: Any) -> tuple[bool, Any]:
@@ -132,7 +153,7 @@ def quantile(
     inclusive = method == "inclusive"
     number_q = isinstance(q, int | float) and not isinstance(q, bool)
     if not (number_q and (0 <= q <= 1 if inclusive else 0 < q < 1)):
-        bounds = "0 <= q <= 1" if method == "inclusive" else "0 < q < 1 (q = 0 or 1: inclusive)"
+        bounds = "0 <= q <= 1" if inclusive else "0 < q < 1 (q = 0 or 1: inclusive)"
         raise ValueError(
             f"quantile q must be a number with {bounds} for method={method!r}, got {q!r}"
         )
@@ -142,12 +163,12 @@ def quantile(
     ld = len(data)
     if ld == 1:
         return data[0]
-    if method == "inclusive" and q == 1:
+    if inclusive and q == 1:
         return data[-1]
     frac = Fraction(q)  # exact: q is a binary fraction, so no cut point is rounded
     i, n = frac.numerator, frac.denominator
     # The arithmetic of statistics.quantiles, for the one cut point i/n.
-    if method == "inclusive":
+    if inclusive:
         j, delta = divmod(i * (ld - 1), n)
         a, b = data[j], data[j + 1]
     else:
@@ -214,11 +235,11 @@ class Mean(IncrementalAggregate):
         return (ZERO_SUM, 0)
 
     def add(self, state: tuple[ExactSum, int], payload: Any) -> tuple[ExactSum, int]:
-        x = number(pick(payload, self.field), "stats.mean")
+        x = _number(pick(payload, self.field), "stats.mean")
         return (sum_add(state[0], x), state[1] + 1)
 
     def remove(self, state: tuple[ExactSum, int], payload: Any) -> tuple[ExactSum, int]:
-        x = number(pick(payload, self.field), "stats.mean")
+        x = _number(pick(payload, self.field), "stats.mean")
         return (sum_add(state[0], x, -1), state[1] - 1)
 
     def merge(self, a: tuple[ExactSum, int], b: tuple[ExactSum, int]) -> tuple[ExactSum, int]:
@@ -228,8 +249,7 @@ class Mean(IncrementalAggregate):
         total, n = state
         if not n:
             return None
-        special = sum_special(total)
-        return special if special is not None else to_float(sum_exact(total) / n)
+        return sum_ratio(total, n)
 
 
 class Variance(IncrementalAggregate):
@@ -257,7 +277,7 @@ class Variance(IncrementalAggregate):
         self, state: tuple[int, ExactSum, ExactSum], payload: Any, sign: int
     ) -> tuple[int, ExactSum, ExactSum]:
         n, total, squares = state
-        x = number(pick(payload, self.field), "stats.variance")
+        x = _number(pick(payload, self.field), "stats.variance")
         if isinstance(x, float) and not math.isfinite(x):
             return (n + sign, sum_add(total, x, sign), squares)
         return (n + sign, sum_add(total, x, sign), sum_add_square(squares, x, sign))
@@ -318,10 +338,7 @@ class DistinctCount(IncrementalAggregate):
     def _value(self, payload: Any) -> Any:
         x = pick(payload, self.field)
         if x is None:
-            raise TypeError(
-                "stats.distinct_count got a null (None) value; filter nulls out before the "
-                "aggregate, e.g. .where('value IS NOT NULL')"
-            )
+            raise _null("stats.distinct_count")
         return _NAN if x != x else x  # every NaN is one value, as in Spark
 
     def add(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
@@ -365,10 +382,7 @@ class _Extreme(IncrementalAggregate):
     def add(self, state: Any, payload: Any) -> Any:
         x = pick(payload, self.field)
         if x is None:
-            raise TypeError(
-                f"stats.{self.name} got a null (None) value; filter nulls out before the "
-                "aggregate, e.g. .where('value IS NOT NULL')"
-            )
+            raise _null(f"stats.{self.name}")
         return x if state is None else self._better(state, x)
 
     def merge(self, a: Any, b: Any) -> Any:
@@ -432,7 +446,7 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
                 "endpoint, which only a later event or a finite CTI closes)"
             )
         w = event.end - event.start
-        x = number(pick(event.payload, self.field), "stats.time_weighted_average")
+        x = _number(pick(event.payload, self.field), "stats.time_weighted_average")
         return (sum_add_product(state[0], x, w, sign), state[1] + sign * w)
 
     def add(
@@ -459,8 +473,7 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
             weight = window.end - window.start
         if not weight:
             return None
-        special = sum_special(total)
-        return special if special is not None else to_float(sum_exact(total) / weight)
+        return sum_ratio(total, weight)
 
 
 @function

@@ -14,9 +14,7 @@ exact value once, so they do not depend on the order of adds and removes.
 from __future__ import annotations
 
 import math
-import numbers
 from fractions import Fraction
-from typing import Any
 
 #: (float partials, exact int part, NaNs, +infs, -infs)
 ExactSum = tuple[tuple[float, ...], int, int, int, int]
@@ -53,25 +51,8 @@ def _two_product(a: float, b: float) -> tuple[float, float]:
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def number(x: Any, udm: str) -> int | float:
-    if isinstance(x, int):  # bool too
-        return int(x)
-    if isinstance(x, float):
-        return x
-    if isinstance(x, numbers.Integral):
-        return int(x)
-    if isinstance(x, numbers.Real):
-        return float(x)
-    if x is None:
-        raise TypeError(
-            f"{udm} got a null (None) value; filter nulls out before the aggregate, "
-            "e.g. .where('value IS NOT NULL')"
-        )
-    raise TypeError(f"{udm} takes numbers, got {x!r} ({type(x).__name__})")
-
-
 def sum_add(s: ExactSum, x: int | float, sign: int = 1) -> ExactSum:
-    """``s`` plus ``sign * x`` (sign 1 or -1) for a number from :func:`_number`."""
+    """``s`` plus ``sign * x`` (sign 1 or -1) for an int or float ``x``."""
     partials, whole, nans, pinf, ninf = s
     if type(x) is int:
         return (partials, whole + sign * x, nans, pinf, ninf)
@@ -138,6 +119,13 @@ def sum_add_square(s: ExactSum, x: int | float, sign: int = 1) -> ExactSum:
     p, e = _two_product(x, x)
     s = sum_add(s, p, sign)
     return sum_add(s, e, sign) if e else s
+
+
+def sum_ratio(s: ExactSum, divisor: int) -> float:
+    """The sum over a positive ``divisor``, rounded once (NaN or infinite
+    when the sum is)."""
+    special = sum_special(s)
+    return special if special is not None else to_float(sum_exact(s) / divisor)
 
 
 def to_float(value: Fraction) -> float:
