@@ -46,6 +46,7 @@ __all__ = [
     "normalize",
     "output",
     "q",
+    "show_time",
     "sql_string",
 ]
 
@@ -54,6 +55,15 @@ _EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 
 
 _INF = f"{INFINITY}L"
+
+
+def show_time(col: str, kind: TimeKind, end_of_time: int = INFINITY) -> Column:
+    """A ticks column as the input showed times: ticks as they are, else a
+    timestamp, null from ``end_of_time`` on (the end of time)."""
+    c = F.col(col)
+    if kind == "long":
+        return c
+    return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(F.timestamp_micros(c))
 
 
 def q(name: str) -> str:

@@ -52,7 +52,7 @@ from udm.host.spark.evaluate import (
     decode_pickled,
     to_arrow_column,
 )
-from udm.host.spark.frame import TimeKind, apply_in_arrow, q
+from udm.host.spark.frame import TimeKind, apply_in_arrow, q, show_time
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY
 from udm.host.windows import WindowSpec
@@ -150,9 +150,7 @@ def _make_replay_fn(
                 else:
                     fixed = [n, "retract", _n(el.id), el.start, el.old_end, el.new_end]
                     records.append((fixed, el.payload))
-            stats = host.stats
-            dropped = stats.dropped_inserts + stats.dropped_retractions + stats.dropped_ctis
-            adjusted = stats.adjusted_inserts + stats.adjusted_retractions
+            dropped, adjusted = host.stats.dropped, host.stats.adjusted
             if dropped or adjusted:  # the CTI policy's work, counted (never silent)
                 records.append(([len(outputs), "stats", None, None, None, None], None))
                 counts = [dropped, adjusted]
@@ -331,7 +329,14 @@ def replay(
         result_cols = [F.col(_RESULT).getField(f).alias(f) for f in rtypes.fieldNames()]
     else:
         result_cols = [F.col(_RESULT).alias(name)]
-    times_out = [_show(S_COL, time_kind).alias("start"), _show(E_COL, time_kind).alias("end")]
+
+    # null is the end of time; so is a time past year 9999 (no datetime can
+    # hold it), which only the flush's final CTI reaches: a grid window's
+    # start just below the end of time
+    def show(col: str) -> Column:
+        return show_time(col, time_kind, end_of_time=_YEAR_10000)
+
+    times_out = [show(S_COL).alias("start"), show(E_COL).alias("end")]
     key_cols = [F.col(q(k)) for k in keys]
     if output == "cht":
         return result.select(*times_out, *key_cols, *result_cols)
@@ -340,7 +345,7 @@ def replay(
         "kind",
         "id",
         *times_out,
-        _show(_NE, time_kind).alias("new_end"),
+        show(_NE).alias("new_end"),
         *key_cols,
         *result_cols,
         "late_dropped",
@@ -350,13 +355,3 @@ def replay(
 
 _RESULT = "__udm_result"
 _YEAR_10000 = 253_402_300_800_000_000  # 10000-01-01T00:00:00Z in microseconds
-
-
-def _show(col: str, kind: TimeKind) -> Column:
-    c = F.col(col)
-    if kind == "long":
-        return c
-    # null is the end of time; so is a time past year 9999 (no datetime can
-    # hold it), which only the flush's final CTI reaches: a grid window's
-    # start just below the end of time
-    return F.when(c >= F.lit(_YEAR_10000), F.lit(None)).otherwise(F.timestamp_micros(c))

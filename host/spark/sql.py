@@ -32,7 +32,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn, SelectedColumn
 
-from udm.host.invoke import instantiate
+from udm.host.invoke import instantiate, udm_label
 from udm.host.query import _resolve_udm, check_row, normalize_value
 from udm.host.reference import evaluate
 from udm.host.spark.evaluate import to_arrow_column
@@ -306,7 +306,7 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
         )
     # a result that does not fit the declared type: say which UDM and window
     # (Spark's own conversion error names neither)
-    label = getattr(udm, "name", None) or getattr(udm, "__name__", "the UDM")
+    label = udm_label(udm)
     for j, type_json in enumerate(opts["types"]):
         dtype = to_arrow_type(T._parse_datatype_json_string(type_json))
         to_arrow_column(

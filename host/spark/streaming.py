@@ -62,7 +62,7 @@ from udm.host.invoke import instantiate
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, q
+from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import _n
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -510,7 +510,7 @@ class _HostProcessor(StatefulProcessor):
             if kind == "cti" and s is not None:
                 element(Cti(s))
                 continue
-            reason = _check(kind, s, e, self.shape, cols[_NE][i])
+            reason = _check(kind, s, e, cols[_NE][i], self.shape)
             if reason:
                 if self.on_invalid == "drop":
                     invalid += 1
@@ -735,7 +735,7 @@ def _ident(v: Any) -> Any:
     return v
 
 
-def _check(kind: str, s: int | None, e: int | None, shape: str, ne: int | None = 0) -> str | None:
+def _check(kind: str, s: int | None, e: int | None, ne: int | None, shape: str) -> str | None:
     if s is None:
         return "null start"
     if kind == "retract" and ne is None:
@@ -972,22 +972,15 @@ def stream_changelog(
         "kind",
         "seq",
         "id",
-        _show(_S, time_kind).alias("start"),
-        _show(_E, time_kind).alias("end"),
-        _show(_NE, time_kind).alias("new_end"),
+        show_time(_S, time_kind).alias("start"),
+        show_time(_E, time_kind).alias("end"),
+        show_time(_NE, time_kind).alias("new_end"),
         *[F.col(q(k)) for k in keys],
         *[F.col(q(f.name)) for f in result_struct],
         *_COUNTS,
     )
     changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
     return changelog
-
-
-def _show(col: str, kind: TimeKind) -> Column:
-    c = F.col(col)
-    if kind == "long":
-        return c
-    return F.when(c >= F.lit(INFINITY), F.lit(None)).otherwise(F.timestamp_micros(c))
 
 
 # (internal columns start with "udm__": names with a leading underscore are
