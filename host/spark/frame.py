@@ -35,6 +35,7 @@ from udm.host.query import (
     reason_order,
     reason_unparsable,
 )
+from udm.host.spark.session import share_driver_python
 from udm.host.time import INFINITY
 
 __all__ = [
@@ -257,6 +258,7 @@ def map_in_arrow(
     schema: T.StructType | str,
 ) -> DataFrame:
     """``df.mapInArrow(fn, schema)`` for any column names."""
+    share_driver_python(df.sparkSession)
     safe, names, renamed = _renamed(df)
     return safe.mapInArrow(_restoring(names, fn) if renamed else fn, schema)
 
@@ -270,6 +272,7 @@ def apply_in_arrow(
 ) -> DataFrame:
     """``df.groupBy(keys + extra).applyInArrow(fn, schema)`` for any column
     names (``extra``: grouping expressions over addressable columns)."""
+    share_driver_python(df.sparkSession)
     safe, names, renamed = _renamed(df)
     by = [F.col(q(renamed.get(k, k))) for k in keys] + extra
     if not renamed:

@@ -37,6 +37,7 @@ from udm.host.query import _resolve_udm, check_row, normalize_value
 from udm.host.reference import evaluate
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import q
+from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import declared_result_type, from_returns
 from udm.host.time import INFINITY, to_duration_ticks, to_ticks
 from udm.host.windows import WindowSpec, window_from_dict
@@ -342,6 +343,8 @@ def register_sql(
             "another name with name="
         )
     from pyspark.sql.functions import udtf
+
+    share_driver_python(spark)
 
     _REGISTERED.add(sql_name)
     # Parse on the driver: DDL needs the JVM, which Python workers lack.

@@ -65,6 +65,7 @@ from udm.host.spark.evaluate import call_type
 from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import _n
+from udm.host.spark.session import share_driver_python
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, to_duration_ticks
 from udm.host.validation import CtiPolicy
@@ -962,6 +963,7 @@ def stream_changelog(
         events=input == "events",
         buckets=state_buckets,
     )
+    share_driver_python(packed.sparkSession)
     result = packed.groupBy(F.col(_GROUP)).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=out_schema,
