@@ -43,7 +43,7 @@ def share_driver_python(spark: SparkSession) -> None:
         sc = spark.sparkContext
     except Exception:  # Spark Connect: the server runs the workers
         return
-    if not sc.master.startswith("local"):
+    if not (sc.master or "").startswith("local"):
         return
     if (
         not os.environ.get("PYSPARK_PYTHON")
