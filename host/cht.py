@@ -12,6 +12,7 @@ and arrival order do not matter.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
@@ -134,12 +135,19 @@ def derive_cht(
 
 
 def _payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
+    """Payloads equal up to the tolerances, which apply where either side
+    is a float: integers (counts, ids, tick times) and bools must be equal,
+    since at 1e9 a relative tolerance of 1e-9 would let a count be off by
+    one and a tick time by seconds."""
     if isinstance(a, bool) or isinstance(b, bool):
         return bool(a == b)
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+    if isinstance(a, numbers.Real) and isinstance(b, numbers.Real):
+        if isinstance(a, numbers.Integral) and isinstance(b, numbers.Integral):
+            return bool(a == b)
+        x, y = float(a), float(b)
+        if math.isnan(x) and math.isnan(y):
             return True
-        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+        return math.isclose(x, y, rel_tol=rel_tol, abs_tol=abs_tol)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         return a.keys() == b.keys() and all(_payload_close(a[k], b[k], rel_tol, abs_tol) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
@@ -147,6 +155,54 @@ def _payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
             _payload_close(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
         )
     return bool(a == b)
+
+
+# rows of one lifetime above which the exact matching falls back to greedy
+_MATCHING_LIMIT = 40_000
+
+
+def _matching(expected: list[Any], actual: list[Any], close: Any) -> list[int | None]:
+    """Per expected payload, the index of the actual payload it is paired
+    with (None: unpaired), pairing as many as possible.
+
+    Greedy pairing (each expected row takes the first close actual row)
+    suffices for exact payloads, but within a tolerance it can leave a pair
+    unmatched that another assignment would match ([1.0, 1.0] taking the
+    only partner of [1.02, 0.9]). When greedy leaves rows on both sides,
+    a maximum bipartite matching (augmenting paths) is computed instead.
+    """
+    pair: list[int | None] = [None] * len(expected)
+    taken = [False] * len(actual)
+    for i, e in enumerate(expected):
+        for j, a in enumerate(actual):
+            if not taken[j] and close(e, a):
+                pair[i], taken[j] = j, True
+                break
+    if all(taken) or all(p is not None for p in pair):
+        return pair
+    if len(expected) * len(actual) > _MATCHING_LIMIT:
+        return pair
+    edges = [[j for j, a in enumerate(actual) if close(e, a)] for e in expected]
+    owner: list[int | None] = [None] * len(actual)
+    for i, j in enumerate(pair):
+        if j is not None:
+            owner[j] = i
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in edges[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            held = owner[j]
+            if held is None or augment(held, seen):
+                owner[j], pair[i] = i, j
+                return True
+        return False
+
+    for i in range(len(expected)):
+        if pair[i] is None:
+            augment(i, set())
+    return pair
 
 
 def cht_diff(
@@ -157,23 +213,28 @@ def cht_diff(
 ) -> tuple[list[IntervalEvent[Any]], list[IntervalEvent[Any]]]:
     """Rows only in ``expected`` and rows only in ``actual``.
 
-    Payload numbers match within the tolerances; each actual row matches at
-    most one expected row with the same lifetime.
+    Rows pair up when their lifetimes are equal and their payloads are
+    close (float numbers within the tolerances, everything else equal);
+    each row pairs with at most one other, and as many rows pair as
+    possible.
     """
-    remaining: dict[tuple[int, int], list[IntervalEvent[Any]]] = {}
-    for e in sorted(actual, key=_sort_key):
-        remaining.setdefault((e.start, e.end), []).append(e)
-    missing: list[IntervalEvent[Any]] = []
+    by_lifetime: dict[tuple[int, int], tuple[list[Any], list[Any]]] = {}
     for e in sorted(expected, key=_sort_key):
-        candidates = remaining.get((e.start, e.end), [])
-        for i, cand in enumerate(candidates):
-            if _payload_close(e.payload, cand.payload, rel_tol, abs_tol):
-                del candidates[i]
-                break
-        else:
-            missing.append(e)
-    extra = [e for rows in remaining.values() for e in rows]
-    return missing, sorted(extra, key=_sort_key)
+        by_lifetime.setdefault((e.start, e.end), ([], []))[0].append(e)
+    for e in sorted(actual, key=_sort_key):
+        by_lifetime.setdefault((e.start, e.end), ([], []))[1].append(e)
+
+    def close(e: IntervalEvent[Any], a: IntervalEvent[Any]) -> bool:
+        return _payload_close(e.payload, a.payload, rel_tol, abs_tol)
+
+    missing: list[IntervalEvent[Any]] = []
+    extra: list[IntervalEvent[Any]] = []
+    for exp, act in by_lifetime.values():
+        pair = _matching(exp, act, close)
+        missing += [e for e, j in zip(exp, pair, strict=True) if j is None]
+        paired = {j for j in pair if j is not None}
+        extra += [a for j, a in enumerate(act) if j not in paired]
+    return sorted(missing, key=_sort_key), sorted(extra, key=_sort_key)
 
 
 def cht_equal(

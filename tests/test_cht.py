@@ -3,6 +3,7 @@ paper's Tables 1 and 2), multiset equality, diffs and tolerances."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from udm.host import (
@@ -177,6 +178,30 @@ class TestDiff:
     def test_bools_are_not_numbers_within_tolerance(self) -> None:
         assert not cht_equal([E(1, 2, True)], [E(1, 2, 0)], abs_tol=5.0)
         assert cht_equal([E(1, 2, False)], [E(1, 2, False)])
+
+    def test_integers_compare_exactly_whatever_the_tolerance(self) -> None:
+        # at 1e9 a relative tolerance of 1e-9 would accept a count off by one,
+        # and at real-date tick times (1.7e15) a time off by 1.7 seconds
+        assert not cht_equal([E(0, 1, 1_000_000_000)], [E(0, 1, 1_000_000_001)], rel_tol=1e-9)
+        t = 1_714_564_810_000_000
+        assert not cht_equal(
+            [E(0, 1, {"first_start": t - 1_000_000})], [E(0, 1, {"first_start": t})], rel_tol=1e-9
+        )
+        assert not cht_equal([E(0, 1, np.int64(7))], [E(0, 1, 8)], abs_tol=5.0)
+        assert cht_equal([E(0, 1, np.int64(7))], [E(0, 1, 7)])
+        # a float on either side: the tolerance applies
+        assert cht_equal([E(0, 1, 1_000_000_000)], [E(0, 1, 1_000_000_001.0)], rel_tol=1e-9)
+        assert cht_equal([E(0, 1, 2)], [E(0, 1, 2.05)], abs_tol=0.1)
+
+    def test_rows_pair_up_as_many_as_possible_within_a_tolerance(self) -> None:
+        # first-come pairing would give [1.00, 1.00] the only partner of
+        # [1.02, 0.90] and report one missing and one extra row
+        expected = [E(0, 1, [1.00, 1.00]), E(0, 1, [1.02, 0.90])]
+        actual = [E(0, 1, [0.98, 0.95]), E(0, 1, [1.04, 1.05])]
+        assert cht_diff(expected, actual, abs_tol=0.06) == ([], [])
+        # and rows without a partner are still reported
+        missing, extra = cht_diff([*expected, E(0, 1, [5.0, 5.0])], actual, abs_tol=0.06)
+        assert (missing, extra) == ([E(0, 1, [5.0, 5.0])], [])
 
     def test_each_actual_row_matches_once(self) -> None:
         expected = [E(0, 1, 1.0), E(0, 1, 1.0)]
