@@ -89,6 +89,27 @@ class HonestFirst(IncrementalAggregate):
         return state[0]
 
 
+class WrongOnce(IncrementalAggregate):
+    """Off by one in the first 20 ``result`` calls after ``calls`` is reset,
+    right ever after: a failure that does not reproduce when the same
+    stream runs again."""
+
+    calls = 0
+
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, value: int) -> int:
+        return state + value
+
+    def remove(self, state: int, value: int) -> int:
+        return state - value
+
+    def result(self, state: int) -> int:
+        WrongOnce.calls += 1
+        return state + (1 if WrongOnce.calls <= 20 else 0)
+
+
 # ------------------------------------------------------------ the format
 
 
@@ -556,6 +577,28 @@ def test_a_failure_shrinks_to_a_minimal_saveable_fixture(tmp_path: Path) -> None
     assert len(inserts) <= 20 and 7 in [e.payload for e in inserts]
     assert minimal.expected is not None  # the reference evaluator's answer, to check by hand
     assert not run_fixture(minimal).passed  # and it still fails
+
+
+def test_a_failure_that_does_not_reproduce_still_fails(tmp_path: Path) -> None:
+    """The search's failing stream is reported, with the reason, when its
+    shrunk version passes on the final re-check (it had reported PASS)."""
+    path = write(
+        tmp_path,
+        """\
+        name: once
+        udm: test_fixtures:WrongOnce
+        window: {kind: tumbling, size: 10}
+        check_properties: false
+        generate: {events: 30, seed: 1, examples: 5}
+        """,
+    )
+    WrongOnce.calls = 0
+    result = run_fixture(load_fixture(path)[0])
+    assert not result.passed
+    assert result.failures[-1].startswith("this failure does not reproduce: the stream of seed 0")
+    # the search's own differences are kept
+    assert "differs from reference" in result.failures[0]
+    assert result.minimal is not None and result.checked_streams == 1
 
 
 # ------------------------------------------------------------ udm-cli test and pytest
