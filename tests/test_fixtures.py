@@ -31,7 +31,14 @@ from udm.host.fixtures import (
     scenario,
 )
 from udm.host.fixtures.runner import equivalent_stream
-from udm.sdk import IncrementalAggregate, Properties, aggregate
+from udm.sdk import (
+    IncrementalAggregate,
+    IntervalEvent,
+    Properties,
+    TimeSensitiveOperator,
+    WindowDescriptor,
+    aggregate,
+)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -455,6 +462,40 @@ def test_declared_properties_are_checked(tmp_path: Path) -> None:
         "add_many differs from add: in window [0, 10) adding [7, 3, 5] at once gives 8 "
         "instead of 15" in skipping.failures
     )
+
+
+class Spill(TimeSensitiveOperator):
+    """Declares (by default) output_within_window, but its output runs five
+    ticks past the window's end."""
+
+    def compute_result(
+        self, events: list[IntervalEvent[int]], window: WindowDescriptor
+    ) -> list[IntervalEvent[int]]:
+        return [IntervalEvent(e.start, window.end + 5, e.payload) for e in events]
+
+
+class HonestSpill(Spill):
+    properties = Properties(output_within_window=False)
+
+
+def test_output_within_window_is_checked_under_keep(tmp_path: Path) -> None:
+    body = """\
+        udm: test_fixtures:{udm}
+        window: {{kind: tumbling, size: 10}}
+        output_policy: keep
+        input:
+          - {{insert: a, start: 1, payload: 7}}
+          - {{cti: 20}}
+        expected:
+          - {{start: 1, end: 15, payload: 7}}
+        """
+    spill = run_fixture(load_fixture(write(tmp_path, body.format(udm="Spill")))[0])
+    assert spill.failures == [
+        "declared output_within_window, but window [0, 10) produced [1, 15) 7; declare "
+        "output_within_window=False if outputs may leave their window"
+    ]
+    honest = run_fixture(load_fixture(write(tmp_path, body.format(udm="HonestSpill")))[0])
+    assert honest.passed, honest.failures
 
 
 def test_equivalent_stream_keeps_the_cht() -> None:
