@@ -124,6 +124,27 @@ def test_sql_oracle_hand_computed(spark: Any, tmp_path: Path) -> None:
         "y": Cht([(2, 4, 1.0)]),
     }
     assert check_against_sql(snapshot, spark) == []
+    # hop > size leaves gaps: b [6, 8) lies in the gap between [0, 5) and
+    # [10, 15) and belongs to no window (SQL's sequence would count down)
+    gaps = fixture(
+        tmp_path,
+        "udm: stats.mean\nwindow: {kind: hopping, size: 5, hop: 10}\ninput:\n"
+        "  - {insert: a, start: 1, end: 3, payload: 2}\n"
+        "  - {insert: b, start: 6, end: 8, payload: 100}\n"
+        "  - {insert: c, start: 11, end: 12, payload: 4}\n",
+    )
+    cht, _ = derive_cht(gaps.elements())
+    assert sql_oracle(gaps, spark, cht) == {None: Cht([(0, 5, 2.0), (10, 15, 4.0)])}
+    # real-date ticks: the last tick before a window boundary stays in the
+    # earlier window (window indexes by integer floor division)
+    t = 1_714_564_800_000_000  # 2024-05-01, a multiple of the 1 ms hop
+    late = fixture(
+        tmp_path,
+        "udm: stats.min\nwindow: {kind: tumbling, size: 1000}\ninput:\n"
+        f"  - {{insert: a, start: {t - 1}, payload: 1}}\n",
+    )
+    cht, _ = derive_cht(late.elements())
+    assert sql_oracle(late, spark, cht) == {None: Cht([(t - 1000, t, 1.0)])}
 
 
 @pytest.mark.spark
