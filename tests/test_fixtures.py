@@ -351,6 +351,26 @@ def test_retracting_an_unknown_event_names_the_line(tmp_path: Path) -> None:
         f.elements()
 
 
+def test_an_element_the_stream_refuses_is_reported_once_at_its_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, end: 5, payload: 2}
+          - {cti: 8}
+          - {cti: 4}
+        """,
+    )
+    result = run_fixture(load_fixture(path)[0])
+    assert result.failures == [
+        f"{path}:6: input.2: CTI goes backwards: the latest CTI is 8; CTIs must not decrease "
+        "(Cti(4)); correct the element, or expect the error with expected_error"
+    ]
+    assert result.ways == []  # no way ran
+
+
 def test_several_documents_are_several_fixtures(tmp_path: Path) -> None:
     text = ISSUE_EXAMPLE + "---\n" + ISSUE_EXAMPLE.replace("over hopping windows", "again")
     fixtures = load_fixture(write(tmp_path, text))
