@@ -214,9 +214,12 @@ class Host:
         # time-bound output is emitted as soon as a window has begun (each
         # change answered at once, at or after its sync time), which is what
         # lets output CTIs follow input CTIs without delay
-        self._eager = (
-            self.policy is OutputPolicy.TIME_BOUND and self.consistency is Consistency.SPECULATIVE
+        # the time_bound policy, or a UDM declaring the property under a
+        # policy that keeps its starts (clip only moves a start later)
+        self._time_bound = self.policy is OutputPolicy.TIME_BOUND or (
+            u.properties.time_bound and self.policy in (OutputPolicy.KEEP, OutputPolicy.CLIP)
         )
+        self._eager = self._time_bound and self.consistency is Consistency.SPECULATIVE
         # a time-sensitive UDM without right clipping sees member end times
         self._sees_ends = self._ts and not self.clipping.clips_right
         self._sees_starts = self._ts and not self.clipping.clips_left
@@ -793,7 +796,7 @@ class Host:
                     f"output {c!r} would modify time {format_time(c.sync_time)}, before the "
                     f"output CTI {format_time(self.output_cti)} already emitted"
                 )
-                if self.policy is OutputPolicy.TIME_BOUND:
+                if self._time_bound:
                     raise UdmInvocationError(
                         self._label,
                         f"[{start}, {format_time(w.end)})",

@@ -44,7 +44,7 @@ from udm.host import (
     output_cht_by_key,
     point,
 )
-from udm.sdk import IncrementalAggregate, aggregate
+from udm.sdk import IncrementalAggregate, IntervalEvent, aggregate, operator
 
 WINDOWS = [
     TumblingWindow(5),
@@ -235,6 +235,45 @@ def test_time_bound_output_cti_equals_input_cti() -> None:
         Insert(host_id(1), 4, 5, 6),
         Cti(7),
     ]
+
+
+@operator(time_sensitive=True, time_bound=True)
+def declared_at_starts(events: list[IntervalEvent[int]], window: Any) -> list[IntervalEvent[int]]:
+    """``at_starts`` declaring the paper's TimeBoundOutputInterval itself."""
+    return [IntervalEvent(e.start, e.start + 1, e.payload) for e in events]
+
+
+@operator(time_sensitive=True, time_bound=True)
+def at_window_start(events: list[IntervalEvent[int]], window: Any) -> list[IntervalEvent[int]]:
+    """Declares time_bound, but outputs at the window's start, before a change."""
+    return [IntervalEvent(window.start, window.start + 1, len(events))]
+
+
+@pytest.mark.parametrize("policy", [None, "clip", "keep"])
+def test_a_declared_time_bound_operator_lets_output_ctis_follow_at_once(
+    policy: str | None,
+) -> None:
+    """The property, not only the policy of that name: output CTIs follow
+    input CTIs under the default (clip, which only moves starts later) and
+    keep."""
+    host = Host(TumblingWindow(10), declared_at_starts, output_policy=policy)
+    out = host.process_many([point("a", 1, 5), Cti(3), point("b", 4, 6), Cti(7)])
+    assert out == [
+        Insert(host_id(0), 1, 2, 5),
+        Cti(3),
+        Insert(host_id(1), 4, 5, 6),
+        Cti(7),
+    ]
+    # under align the UDM's timestamps are replaced by the window's
+    aligned = Host(TumblingWindow(10), declared_at_starts, output_policy="align")
+    assert Cti(3) not in aligned.process_many([point("a", 1, 5), Cti(3)])
+
+
+def test_a_false_time_bound_declaration_is_caught() -> None:
+    host = Host(TumblingWindow(10), at_window_start)
+    host.process_many([point("a", 1, 5), Cti(3)])
+    with pytest.raises(UdmInvocationError, match="a time_bound UDM must not output before"):
+        host.process(point("b", 4, 6))
 
 
 def test_snapshot_split_shortens_output_in_place() -> None:
