@@ -207,7 +207,11 @@ class Host:
         u = self.udm
         self._incremental = u.incremental
         self._ts = u.time_sensitive
-        self._can_remove = u.incremental and type(u).implements("remove")
+        # a UDM may have remove() and still declare invertible=False (say, a
+        # float sum that drifts): then windows are rebuilt, never undone
+        self._can_remove = (
+            u.incremental and type(u).implements("remove") and u.properties.invertible
+        )
         # an order-sensitive incremental UDM must see canonical order, so its
         # states are rebuilt instead of updated in arrival order
         self._order_free = u.properties.order_insensitive
@@ -215,9 +219,14 @@ class Host:
         # change answered at once, at or after its sync time), which is what
         # lets output CTIs follow input CTIs without delay
         # the time_bound policy, or a UDM declaring the property under a
-        # policy that keeps its starts (clip only moves a start later)
+        # policy that keeps its starts (clip only moves a start later), over
+        # hopping and tumbling windows: over snapshot and count windows a new
+        # element reshapes windows that began earlier, so outputs at member
+        # starts are not time-bound there (docs/host.md)
         self._time_bound = self.policy is OutputPolicy.TIME_BOUND or (
-            u.properties.time_bound and self.policy in (OutputPolicy.KEEP, OutputPolicy.CLIP)
+            u.properties.time_bound
+            and self.policy in (OutputPolicy.KEEP, OutputPolicy.CLIP)
+            and isinstance(window, HoppingWindow)
         )
         self._eager = self._time_bound and self.consistency is Consistency.SPECULATIVE
         # a time-sensitive UDM without right clipping sees member end times

@@ -44,7 +44,7 @@ from udm.host import (
     output_cht_by_key,
     point,
 )
-from udm.sdk import IncrementalAggregate, IntervalEvent, aggregate, operator
+from udm.sdk import IncrementalAggregate, IntervalEvent, Properties, aggregate, operator
 
 WINDOWS = [
     TumblingWindow(5),
@@ -267,6 +267,49 @@ def test_a_declared_time_bound_operator_lets_output_ctis_follow_at_once(
     # under align the UDM's timestamps are replaced by the window's
     aligned = Host(TumblingWindow(10), declared_at_starts, output_policy="align")
     assert Cti(3) not in aligned.process_many([point("a", 1, 5), Cti(3)])
+
+
+def test_a_declared_time_bound_operator_is_not_eager_over_count_windows() -> None:
+    """Over count and snapshot windows an element reshapes windows that
+    began earlier, so the declaration applies over grid windows only: an
+    echo of its members over count-by-end windows still runs as without it."""
+    stream = [Insert("a", -1, INFINITY, "a"), Cti(1), Retract("a", -1, INFINITY, 1)]
+
+    @operator(time_sensitive=True, time_bound=True)
+    def echo(events: list[IntervalEvent[str]], window: Any) -> list[IntervalEvent[str]]:
+        return list(events)
+
+    out = run(Host(CountByEndWindow(1), echo), stream)
+    assert output_cht(out) == Cht([(0, 1, "a")])
+
+
+class DriftingSum(IncrementalAggregate):
+    """Has remove(), but declares invertible=False: a float sum that loses
+    small values next to large ones when they are taken out again."""
+
+    properties = Properties(invertible=False)
+
+    def initial_state(self) -> float:
+        return 0.0
+
+    def add(self, state: float, value: float) -> float:
+        return state + value
+
+    def remove(self, state: float, value: float) -> float:
+        return state - value
+
+    def result(self, state: float) -> float:
+        return state
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.parametrize("window", [TumblingWindow(10), SnapshotWindow()])
+def test_invertible_false_is_honoured_though_remove_exists(window: Any, fast_path: bool) -> None:
+    # (1.0 + 1e16) - 1e16 is 0.0; rebuilding the window gives 1.0
+    stream = [Insert("a", 1, 2, 1.0), Insert("b", 1, 2, 1e16), Retract("b", 1, 2, 1)]
+    out = run(Host(window, DriftingSum, fast_path=fast_path), stream)
+    start, end = (0, 10) if isinstance(window, TumblingWindow) else (1, 2)
+    assert output_cht(out) == Cht([(start, end, 1.0)])
 
 
 def test_a_false_time_bound_declaration_is_caught() -> None:
