@@ -88,3 +88,49 @@ def test_args_are_passed_as_written(tmp_path: Path) -> None:
     (f,) = load_fixture(path)
     assert f.args == {"within": "10s", "q": 0.001}
     assert f.window.size == 10_000_000
+
+
+# ------------------------------------------------------------ retractions
+
+
+def test_a_retraction_of_an_event_never_inserted_says_what_to_do(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 1}
+          - {retract: c, new_end: 4}
+        """,
+    )
+    (f,) = load_fixture(path)
+    with pytest.raises(FixtureError) as err:
+        f.elements()
+    assert str(err.value) == (
+        f"{path}:5: input.1: retract 'c' of an event not inserted earlier in input: insert it "
+        "first (every way refuses a retraction of an event never inserted; to test that, give "
+        "its start and old_end and use expected_error)"
+    )
+    # the advice works: every way refuses it, so expected_error passes
+    advised = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 1}
+          - {retract: c, start: 1, old_end: 2, new_end: 1}
+        expected_error: unknown event id 'c'
+        """,
+        "advised.udm.yaml",
+    )
+    (g,) = load_fixture(advised)
+    result = run_fixture(g)
+    assert result.passed, result.failures
+    assert [w.name for w in result.ways if w.error] == [
+        "host",
+        "host (conservative)",
+        "reordered",
+        "reference",
+    ]
