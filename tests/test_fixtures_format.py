@@ -1,5 +1,6 @@
 """Fixture files read as written: YAML 1.1 surprises (floats such as 1e-3,
-booleans for on/yes ids) are caught with file:line: field messages."""
+booleans for on/yes ids) and generator settings that would be ignored or bent
+are caught with file:line: field messages."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from udm.host.fixtures import FixtureError, load_fixture, run_fixture
+from udm.host.fixtures import FixtureError, load_fixture, run_fixture, scenario
+from udm.host.fixtures.schema import GenerateSpec
+from udm.host.stream import Insert
 
 
 def write(tmp_path: Path, text: str, name: str = "f.udm.yaml") -> Path:
@@ -134,3 +137,82 @@ def test_a_retraction_of_an_event_never_inserted_says_what_to_do(tmp_path: Path)
         "reordered",
         "reference",
     ]
+
+
+# ------------------------------------------------------------ the generator
+
+
+def test_generator_settings_that_would_be_ignored_or_bent_are_errors(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        value: v
+        generate:
+          events: 10
+          payload: {type: float, min: 100, max: 200}
+          fields: {v: {type: int, min: 0, max: 1}}
+        ---
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate: {events: 10, payload: {type: int, min: 0.5, max: 0.7}}
+        ---
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate:
+          - {events: 10, payload: {type: int, choices: [1, 2]}}
+          - events: 10
+            payload:
+              type: float
+              choices: [1.5]
+        ---
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate: {payload: {type: choice, choices: [1, 2], max: 5}}
+        """,
+    )
+    assert mistakes(path) == [
+        "f.udm.yaml:7: generate.fields: give payload (scalar payloads) or fields (mapping "
+        "payloads), not both: with fields, payload would be ignored; move its spec under a "
+        "field name in fields",
+        "f.udm.yaml:11: generate.payload.min: type int needs a whole-number min, not 0.5; use "
+        "type float for fractional values",
+        "f.udm.yaml:11: generate.payload.max: type int needs a whole-number max, not 0.7; use "
+        "type float for fractional values",
+        "f.udm.yaml:16: generate.0.payload.choices: choices are used only with type choice, "
+        "not type int; write type: choice to pick from them, or drop choices",
+        "f.udm.yaml:20: generate.1.payload.choices: choices are used only with type choice, "
+        "not type float; write type: choice to pick from them, or drop choices",
+        "f.udm.yaml:24: generate.payload.max: type choice picks from choices and does not use "
+        "max; drop max, or use type int or float for values in [min, max]",
+    ]
+
+
+def test_a_mistake_in_one_intent_is_reported_once(tmp_path: Path) -> None:
+    """Not once per form ``generate`` may take (one intent, or a list)."""
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate:
+          events: 0
+        """,
+    )
+    assert mistakes(path) == [
+        "f.udm.yaml:4: generate.events: Input should be greater than or equal to 1",
+    ]
+
+
+def test_generated_payloads_stay_in_their_range() -> None:
+    floats = GenerateSpec.model_validate(
+        {"events": 200, "payload": {"type": "float", "min": 0.001, "max": 0.004}}
+    )
+    values = [e.payload for e in scenario(floats) if isinstance(e, Insert)]
+    assert len(values) == 200
+    assert all(0.001 <= v <= 0.004 for v in values)
+    assert len(set(values)) > 100  # not all rounded to one value
+    # two decimals as before where the range allows them
+    ints = GenerateSpec.model_validate({"events": 50, "payload": {"type": "float", "max": 2}})
+    assert all(round(e.payload, 2) == e.payload for e in scenario(ints) if isinstance(e, Insert))
