@@ -1,4 +1,5 @@
-"""Reading fixture results: the side-by-side diff counts duplicate rows."""
+"""Reading fixture results: the side-by-side diff counts duplicate rows and shows
+times as the file wrote them (ticks or ISO datetimes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from udm.host.cht import Cht
 from udm.host.fixtures import load_fixture, run_fixture
 from udm.host.fixtures.report import diff_table, render_failure
-from udm.sdk import Operator
+from udm.sdk import IncrementalAggregate, Operator
 
 
 def write(tmp_path: Path, text: str, name: str = "f.udm.yaml") -> Path:
@@ -26,11 +27,36 @@ def lines(renderable: object, width: int = 120) -> list[str]:
     return [line.rstrip() for line in out.getvalue().splitlines()]
 
 
+def cells(shown: list[str]) -> list[list[str]]:
+    """The cells of a table's rows (header included), padding stripped."""
+    return [
+        [c.strip() for c in line[1:-1].replace("┃", "│").split("│")]
+        for line in shown
+        if line[:1] in ("│", "┃")
+    ]
+
+
 class Twice(Operator):
     """Outputs every payload twice (a duplicate-output bug)."""
 
     def compute_result(self, payloads: list[int]) -> list[int]:
         return [p for p in payloads for _ in range(2)]
+
+
+class LeakyMean(IncrementalAggregate):
+    """remove() forgets to decrement the count."""
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] + value, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] - value, state[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
 
 
 # ------------------------------------------------------------ the diff
@@ -91,3 +117,60 @@ class _failure:
     def __rich_console__(self, console: Console, options: object) -> list[str]:
         render_failure(self.result, console)  # type: ignore[arg-type]
         return []
+
+
+def test_times_written_as_datetimes_are_shown_as_datetimes(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        name: leaky mean over minutes
+        udm: test_fixtures_report:LeakyMean
+        window: {kind: tumbling, size: 1m}
+        input:
+          - {insert: a, start: 2024-05-01T12:00:00, end: 2024-05-01T12:00:30, payload: 10}
+          - {insert: b, start: 2024-05-01T12:00:10, end: 2024-05-01T12:00:20, payload: 20}
+          - {cti: 2024-05-01T12:02:00}
+        expected:
+          - {start: 2024-05-01T12:00:00, end: 2024-05-01T12:01:00, payload: 15.0}
+        """,
+    )
+    (f,) = load_fixture(path)
+    result = run_fixture(f)
+    assert result.failures == [
+        "reordered differs from expected: 1 missing, 1 extra",
+        "declared invertible, but in window [1714564800000000, 1714564860000000) removing 10 "
+        "gives 10.0 instead of 20.0",
+    ]
+    shown = lines(_failure(result), width=140)
+    assert shown[1:5] == [
+        f"FAIL f.udm.yaml: leaky mean over minutes  ({path}:1)",
+        "  - reordered differs from expected: 1 missing, 1 extra",
+        "  - declared invertible, but in window [2024-05-01T12:00:00Z, 2024-05-01T12:01:00Z) "
+        "removing 10 gives 10.0 instead of 20.0",
+        "expected vs reordered".center(len(shown[5])).rstrip(),
+    ]
+    assert cells(shown) == [
+        ["expected", "reordered"],
+        ["[2024-05-01T12:00:00Z, 2024-05-01T12:01:00Z)  15.0", "(missing)"],
+        ["(not expected)", "[2024-05-01T12:00:00Z, 2024-05-01T12:01:00Z)  10.0"],
+    ]
+    # a fixture written in ticks is shown in ticks
+    ticks = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 3}
+        expected:
+          - {start: 0, end: 10, payload: 4.0}
+        """,
+        "ticks.udm.yaml",
+    )
+    (g,) = load_fixture(ticks)
+    shown = lines(_failure(run_fixture(g)))
+    assert shown[-3:] == [
+        "│ [0, 10)  4.0   │ (missing)    │",
+        "│ (not expected) │ [0, 10)  3.0 │",
+        "└────────────────┴──────────────┘",
+    ]
