@@ -224,7 +224,7 @@ def test(
     import shlex
 
     from udm.host.fixtures import FixtureError, fixture_files, load_fixture, run_fixture
-    from udm.host.fixtures.report import plot_result, render_failure, render_summary
+    from udm.host.fixtures.report import NoPlot, plot_result, render_failure, render_summary
 
     targets = paths or [Path(".")]
     missing = [p for p in targets if not p.exists()]
@@ -267,7 +267,10 @@ def test(
                 plot_result(chosen, plot)
             except OSError as exc:
                 raise _fail(f"cannot write --plot {plot}: {exc}") from None
-            console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
+            except NoPlot as exc:
+                console.print(f"no timeline of {chosen.fixture.title}: {exc}", markup=False)
+            else:
+                console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice

@@ -1,5 +1,5 @@
-"""Reading fixture results: the side-by-side diff counts duplicate rows and shows
-times as the file wrote them (ticks or ISO datetimes)."""
+"""Reading fixture results: the side-by-side diff (a multiset, times as the
+file wrote them) and --plot when there is no output."""
 
 from __future__ import annotations
 
@@ -8,11 +8,15 @@ import textwrap
 from pathlib import Path
 
 from rich.console import Console
+from typer.testing import CliRunner
 
+from udm.cli.main import app
 from udm.host.cht import Cht
 from udm.host.fixtures import load_fixture, run_fixture
 from udm.host.fixtures.report import diff_table, render_failure
 from udm.sdk import IncrementalAggregate, Operator
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write(tmp_path: Path, text: str, name: str = "f.udm.yaml") -> Path:
@@ -174,3 +178,62 @@ def test_times_written_as_datetimes_are_shown_as_datetimes(tmp_path: Path) -> No
         "│ (not expected) │ [0, 10)  3.0 │",
         "└────────────────┴──────────────┘",
     ]
+
+
+# ------------------------------------------------------------ --plot
+
+
+def test_plot_without_output_draws_or_says_why(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"COLUMNS": "300"}
+    png = tmp_path / "t.png"
+    # every way fails as expected_error says: the input and windows, no outputs
+    errors = ROOT / "docs" / "examples" / "fixtures" / "errors.udm.yaml"
+    ok = runner.invoke(app, ["test", str(errors), "--plot", str(png), "--no-pytest"], env=env)
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.splitlines()[-1] == (
+        f"timeline of errors.udm.yaml: a mapping payload without field= is a clear error "
+        f"written to {png}"
+    )
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    # an unknown UDM ran nothing: still drawn
+    unknown = write(
+        tmp_path,
+        """\
+        udm: stats.meen
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 2}
+        expected: []
+        """,
+        "unknown.udm.yaml",
+    )
+    png.unlink()
+    failed = runner.invoke(app, ["test", str(unknown), "--plot", str(png), "--no-pytest"], env=env)
+    assert failed.exit_code == 1
+    assert "Traceback" not in failed.output
+    assert failed.output.splitlines()[-1] == f"timeline of unknown.udm.yaml written to {png}"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    # an invalid input stream cannot be drawn: one line says why
+    dup = write(
+        tmp_path,
+        """\
+        udm: stats.median
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, end: 5, payload: 2}
+          - {insert: a, start: 3, end: 5, payload: 6}
+        expected: []
+        """,
+        "dup.udm.yaml",
+    )
+    png.unlink()
+    skipped = runner.invoke(app, ["test", str(dup), "--plot", str(png), "--no-pytest"], env=env)
+    assert skipped.exit_code == 1
+    assert "Traceback" not in skipped.output
+    assert skipped.output.splitlines()[-1] == (
+        f"no timeline of dup.udm.yaml: its input is not a valid stream: {dup}:5: input.1: event "
+        "id 'a' is already live with lifetime [1, 5); ids must be unique until their event is "
+        "fully retracted or ends before the latest CTI"
+    )
+    assert not png.exists()
