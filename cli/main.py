@@ -230,6 +230,9 @@ def test(
     missing = [p for p in targets if not p.exists()]
     if missing:
         raise _fail(f"no such file or directory: {', '.join(map(str, missing))}")
+    misnamed = [p for p in targets if p.is_file() and not _test_file(p)]
+    if misnamed:
+        raise _fail("\n".join(_not_a_fixture(p) for p in misnamed))
     if plot is not None:
         _check_plot_path(plot)
     try:
@@ -347,6 +350,26 @@ def new(
 
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def _test_file(path: Path) -> bool:
+    """A file ``udm-cli test`` runs: a fixture, or Python tests for pytest."""
+    return path.name.endswith(".udm.yaml") or path.suffix == ".py"
+
+
+def _not_a_fixture(path: Path) -> str:
+    """Why a file named on the command line is refused, and what to do: a
+    fixture under another name would otherwise be skipped without a word."""
+    if path.suffix in (".yaml", ".yml"):
+        stem = path.name.removesuffix(path.suffix).removesuffix(".udm")
+        return (
+            f"{path} is not a fixture file: fixture files are named *.udm.yaml; "
+            f"rename it to {stem}.udm.yaml"
+        )
+    return (
+        f"{path} is not a fixture or test file: udm-cli test takes fixture files "
+        "(*.udm.yaml), Python test files (*.py) and directories"
+    )
 
 
 def _check_plot_path(plot: Path) -> None:

@@ -151,3 +151,17 @@ def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:
     assert "1 failed, 1 passed" in run.stdout
     assert "FAIL wrong_expected.udm.yaml: a wrong expectation" in run.stdout
     assert "(missing)" in run.stdout
+
+
+def test_a_fixture_under_another_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLES / "failing")
+    result = CliRunner().invoke(
+        app, ["test", "wrong_expected.yaml", "--no-pytest"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 1
+    shown = (
+        "error: wrong_expected.yaml is not a fixture file: fixture files are named "
+        "*.udm.yaml; rename it to wrong_expected.udm.yaml"
+    )
+    assert result.output.splitlines() == [shown]
+    assert shown in " ".join(PAGE.split())

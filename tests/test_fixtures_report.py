@@ -1,5 +1,6 @@
 """Reading fixture results: the side-by-side diff (a multiset, times as the
-file wrote them) and --plot when there is no output."""
+file wrote them), --plot when there is no output, and udm-cli test's refusal
+of a named file that is no fixture."""
 
 from __future__ import annotations
 
@@ -237,3 +238,29 @@ def test_plot_without_output_draws_or_says_why(tmp_path: Path) -> None:
         "fully retracted or ends before the latest CTI"
     )
     assert not png.exists()
+
+
+# ------------------------------------------------------------ udm-cli test PATHS
+
+
+def test_a_named_file_that_is_no_fixture_is_an_error(tmp_path: Path) -> None:
+    good = ROOT / "docs" / "examples" / "fixtures" / "first.udm.yaml"
+    misnamed = write(tmp_path, good.read_text(), "wrong.yaml")
+    notes = write(tmp_path, "notes\n", "notes.txt")
+    runner = CliRunner()
+    env = {"COLUMNS": "300"}
+    refused = runner.invoke(
+        app, ["test", str(misnamed), str(good), str(notes), "--no-pytest"], env=env
+    )
+    assert refused.exit_code == 1
+    assert refused.output.splitlines() == [
+        f"error: {misnamed} is not a fixture file: fixture files are named *.udm.yaml; rename "
+        "it to wrong.udm.yaml",
+        f"{notes} is not a fixture or test file: udm-cli test takes fixture files (*.udm.yaml), "
+        "Python test files (*.py) and directories",
+    ]
+    # a directory is searched for *.udm.yaml files only
+    write(tmp_path, good.read_text(), "right.udm.yaml")
+    searched = runner.invoke(app, ["test", str(tmp_path), "--no-pytest"], env=env)
+    assert searched.exit_code == 0, searched.output
+    assert searched.output.splitlines()[-1] == "1 passed, 0 failed"
