@@ -3,6 +3,7 @@ what the page says; the failure reports it shows are the real output."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -145,12 +146,20 @@ def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
         check=False,
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed, 1 passed" in run.stdout
     assert "FAIL wrong_expected.udm.yaml: a wrong expectation" in run.stdout
     assert "(missing)" in run.stdout
+    # the short test summary line the page quotes
+    summary = (
+        "FAILED wrong_expected.udm.yaml::a wrong expectation - host differs from expected: "
+        "1 missing, 1 extra (and 3 more)"
+    )
+    assert summary in run.stdout.splitlines()
+    assert summary in " ".join(PAGE.split())
 
 
 def test_a_fixture_under_another_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,10 +1,13 @@
 """Reading fixture results: the side-by-side diff (a multiset, times as the
-file wrote them), --plot when there is no output, and udm-cli test's refusal
-of a named file that is no fixture."""
+file wrote them), --plot when there is no output, the pytest summary line, and
+udm-cli test's refusal of a named file that is no fixture."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -264,3 +267,34 @@ def test_a_named_file_that_is_no_fixture_is_an_error(tmp_path: Path) -> None:
     searched = runner.invoke(app, ["test", str(tmp_path), "--no-pytest"], env=env)
     assert searched.exit_code == 0, searched.output
     assert searched.output.splitlines()[-1] == "1 passed, 0 failed"
+
+
+# ------------------------------------------------------------ pytest
+
+
+def test_the_pytest_summary_line_names_the_first_failure(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        """\
+        name: wrong mean
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {insert: a, start: 1, payload: 3}
+        expected:
+          - {start: 0, end: 10, payload: 4.0}
+        """,
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert (
+        "FAILED f.udm.yaml::wrong mean - host differs from expected: 1 missing, 1 extra "
+        "(and 3 more)"
+    ) in run.stdout.splitlines()
