@@ -224,12 +224,15 @@ def test(
     import shlex
 
     from udm.host.fixtures import FixtureError, fixture_files, load_fixture, run_fixture
-    from udm.host.fixtures.report import plot_result, render_failure, render_summary
+    from udm.host.fixtures.report import NoPlot, plot_result, render_failure, render_summary
 
     targets = paths or [Path(".")]
     missing = [p for p in targets if not p.exists()]
     if missing:
         raise _fail(f"no such file or directory: {', '.join(map(str, missing))}")
+    misnamed = [p for p in targets if p.is_file() and not _test_file(p)]
+    if misnamed:
+        raise _fail("\n".join(_not_a_fixture(p) for p in misnamed))
     if plot is not None:
         _check_plot_path(plot)
     try:
@@ -267,7 +270,10 @@ def test(
                 plot_result(chosen, plot)
             except OSError as exc:
                 raise _fail(f"cannot write --plot {plot}: {exc}") from None
-            console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
+            except NoPlot as exc:
+                console.print(f"no timeline of {chosen.fixture.title}: {exc}", markup=False)
+            else:
+                console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice
@@ -344,6 +350,26 @@ def new(
 
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
+def _test_file(path: Path) -> bool:
+    """A file ``udm-cli test`` runs: a fixture, or Python tests for pytest."""
+    return path.name.endswith(".udm.yaml") or path.suffix == ".py"
+
+
+def _not_a_fixture(path: Path) -> str:
+    """Why a file named on the command line is refused, and what to do: a
+    fixture under another name would otherwise be skipped without a word."""
+    if path.suffix in (".yaml", ".yml"):
+        stem = path.name.removesuffix(path.suffix).removesuffix(".udm")
+        return (
+            f"{path} is not a fixture file: fixture files are named *.udm.yaml; "
+            f"rename it to {stem}.udm.yaml"
+        )
+    return (
+        f"{path} is not a fixture or test file: udm-cli test takes fixture files "
+        "(*.udm.yaml), Python test files (*.py) and directories"
+    )
 
 
 def _check_plot_path(plot: Path) -> None:

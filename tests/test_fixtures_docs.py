@@ -3,6 +3,7 @@ what the page says; the failure reports it shows are the real output."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -145,9 +146,31 @@ def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "200"},
         check=False,
     )
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed, 1 passed" in run.stdout
     assert "FAIL wrong_expected.udm.yaml: a wrong expectation" in run.stdout
     assert "(missing)" in run.stdout
+    # the short test summary line the page quotes
+    summary = (
+        "FAILED wrong_expected.udm.yaml::a wrong expectation - host differs from expected: "
+        "1 missing, 1 extra (and 3 more)"
+    )
+    assert summary in run.stdout.splitlines()
+    assert summary in " ".join(PAGE.split())
+
+
+def test_a_fixture_under_another_name_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(EXAMPLES / "failing")
+    result = CliRunner().invoke(
+        app, ["test", "wrong_expected.yaml", "--no-pytest"], env={"COLUMNS": "200"}
+    )
+    assert result.exit_code == 1
+    shown = (
+        "error: wrong_expected.yaml is not a fixture file: fixture files are named "
+        "*.udm.yaml; rename it to wrong_expected.udm.yaml"
+    )
+    assert result.output.splitlines() == [shown]
+    assert shown in " ".join(PAGE.split())
