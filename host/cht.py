@@ -184,9 +184,9 @@ def _matching(expected: list[Any], actual: list[Any], close: Any) -> list[int | 
         return pair
     edges = [[j for j, a in enumerate(actual) if close(e, a)] for e in expected]
     owner: list[int | None] = [None] * len(actual)
-    for i, j in enumerate(pair):
-        if j is not None:
-            owner[j] = i
+    for i, paired in enumerate(pair):
+        if paired is not None:
+            owner[paired] = i
 
     def augment(i: int, seen: set[int]) -> bool:
         for j in edges[i]:
