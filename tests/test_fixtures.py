@@ -3,6 +3,7 @@ generator's dimensions, shrinking, the report, udm-cli test and the pytest plugi
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -224,6 +225,16 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
     [
         ("window: {kind: tumbling, size: 10}\n", ":1: (top level): give exactly one of input"),
         (
+            # every expected row commented out: not "no expectation"
+            "window: {kind: tumbling, size: 10}\ninput: []\nexpected:\n#  - {start: 0}\n",
+            ":4: expected: is empty (null); write 'expected: []' for none, or remove the key "
+            "to check against the reference evaluator",
+        ),
+        (
+            "window: {kind: tumbling, size: 10}\ninput:\nexpected: []\n",
+            ":3: input: is empty (null); write 'input: []' for none",
+        ),
+        (
             "window: {kind: tumbling, size: 10}\ninput: []\nexpected: []\nexpected_error: x\n",
             "give expected or expected_error, not both",
         ),
@@ -248,7 +259,7 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
     ],
 )
 def test_inconsistent_fixtures_are_refused(tmp_path: Path, body: str, message: str) -> None:
-    with pytest.raises(FixtureError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(FixtureError, match=re.escape(message)):
         load_fixture(write(tmp_path, "udm: stats.mean\n" + body))
 
 
