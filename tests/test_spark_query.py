@@ -437,6 +437,28 @@ def test_result_types_inferred_from_values(events: Any) -> None:
         assert mine == flat
 
 
+@aggregate
+def half_count(values: list[float]) -> int:
+    """Annotated int, but returns len / 2."""
+    return len(values) / 2  # type: ignore[return-value]
+
+
+def test_a_float_result_does_not_fit_an_integer_type(spark: Any) -> None:
+    """pyarrow truncates 21.5 into bigint as 21; udm refuses it as it does
+    any other result that does not fit the declared type."""
+    df = spark.createDataFrame([("a", 1, 20.0), ("a", 4, 23.0)], "k string, t long, v double")
+    mean = Stream.from_dataframe(df, start="t", key="k").tumbling_window(10)
+    with pytest.raises(Exception, match=r"returned 21\.5, which does not fit the result type"):
+        mean.aggregate("stats.mean", value="v", returns="bigint").to_dataframe().collect()
+    # a whole float fits an integer type exactly: two events give 1.0
+    rows = mean.aggregate(half_count, value="v").to_dataframe().collect()
+    assert [r.half_count for r in rows] == [1]
+    three = df.union(spark.createDataFrame([("a", 5, 1.0)], df.schema))
+    odd = Stream.from_dataframe(three, start="t", key="k").tumbling_window(10)
+    with pytest.raises(Exception, match=r"'half_count' on window \[0, 10\).* returned 1\.5"):
+        odd.aggregate(half_count, value="v").to_dataframe().collect()
+
+
 def test_in_memory_source_runs_on_spark_with_timestamps(spark: Any) -> None:
     stream = Stream.from_cht(READINGS, key="sensor", timestamps=True)
     query = stream.tumbling_window(10).aggregate(value_range, value="temp")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import itertools
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import pyarrow as pa
@@ -98,11 +98,17 @@ def to_arrow_column(
     if dtype is None:
         return pa.array([None if v is None else dumps(v) for v in values], pa.binary())
     try:
-        return pa.array(values, type=dtype)
+        array = pa.array(values, type=dtype)
+        if _holds_integers(dtype) and not _kept(array.to_pylist(), values):
+            # pyarrow truncates floats into integer types (21.5 -> 21)
+            raise ValueError("a float does not fit an integer type")
+        return array
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
         for i, v in enumerate(values):
             try:
-                pa.array([v], type=dtype)
+                one = pa.array([v], type=dtype)
+                if _holds_integers(dtype) and not _kept(one.to_pylist(), [v]):
+                    raise ValueError("truncated")
             except Exception:
                 raise TypeError(
                     f"{what(i)} returned {v!r:.80}, which does not fit the result type "
@@ -110,6 +116,32 @@ def to_arrow_column(
                     "(a Spark DDL type such as 'double')"
                 ) from None
         raise TypeError(f"results do not fit the result type {dtype}: {exc}") from None
+
+
+def _holds_integers(dtype: pa.DataType) -> bool:
+    """Whether a value of ``dtype`` has an integer part anywhere."""
+    if pa.types.is_integer(dtype):
+        return True
+    if pa.types.is_struct(dtype):
+        return any(_holds_integers(dtype.field(i).type) for i in range(dtype.num_fields))
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return _holds_integers(dtype.value_type)
+    if pa.types.is_map(dtype):
+        return _holds_integers(dtype.key_type) or _holds_integers(dtype.item_type)
+    return False
+
+
+def _kept(got: Any, given: Any) -> bool:
+    """Whether Arrow kept the values (NaN equal to NaN, 2.0 equal to 2)."""
+    if isinstance(got, float) and isinstance(given, float) and got != got and given != given:
+        return True
+    if isinstance(got, list) and isinstance(given, Mapping):  # a map: (key, value) pairs
+        got = dict(got)
+    if isinstance(got, dict) and isinstance(given, Mapping):
+        return got.keys() == given.keys() and all(_kept(got[k], given[k]) for k in got)
+    if isinstance(got, list) and isinstance(given, list | tuple):
+        return len(got) == len(given) and all(map(_kept, got, given))
+    return bool(got == given)
 
 
 def _wrap(udm: Udm, window: WindowDescriptor, key: list[Any], exc: BaseException) -> Exception:
