@@ -11,6 +11,7 @@ represented and is rejected instead of silently truncated.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Any
 
 from udm.sdk.events import INFINITY, MIN_TIME
@@ -28,6 +29,7 @@ __all__ = [
 
 TICKS_PER_SECOND = 1_000_000
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_SUB_MICROS = re.compile(r":\d{2}[.,](\d{7,})")  # seconds with over 6 fraction digits
 _US = _dt.timedelta(microseconds=1)
 
 
@@ -86,6 +88,13 @@ def to_ticks(value: Any) -> int:
     if isinstance(value, str):
         if value.strip().lower() in ("inf", "infinity"):
             return INFINITY
+        fraction = _SUB_MICROS.search(value)
+        if fraction and fraction.group(1)[6:].strip("0"):
+            # fromisoformat would drop the digits beyond microseconds
+            raise TimeConversionError(
+                f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
+                "Round the value to microseconds first (at most 6 fraction digits)."
+            )
         try:
             return to_ticks(_dt.datetime.fromisoformat(value))
         except ValueError:

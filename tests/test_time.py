@@ -93,6 +93,14 @@ class TestDatetimes:
         assert "sub-microsecond" in msg
         assert "floor('us')" in msg
 
+    def test_iso_string_sub_microsecond_rejected(self) -> None:
+        # fromisoformat drops digits beyond microseconds; two distinct
+        # nanosecond times would merge into one tick
+        with pytest.raises(TimeConversionError, match="sub-microsecond precision"):
+            to_ticks("2024-01-01T00:00:00.000000001Z")
+        assert to_ticks("2024-01-01T00:00:00.000005000Z") == NEW_YEAR_2024 + 5
+        assert to_ticks("2024-01-01 00:00:00,000005") == NEW_YEAR_2024 + 5
+
     def test_numpy_datetime64_any_unit(self) -> None:
         assert to_ticks(np.datetime64("2024-01-01T00:00:00.000001")) == NEW_YEAR_2024 + 1
         assert to_ticks(np.datetime64("2024-01-01", "D")) == NEW_YEAR_2024
