@@ -309,6 +309,8 @@ class Source:
     scalar: bool = False  # in-memory payloads were scalars, held in column "value"
     timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
     dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
+    # the metrics of the latest run of any query on this source (one entry)
+    latest: list[QueryMetrics] = field(default_factory=list, compare=False, repr=False)
 
     def describe(self) -> str:
         if self.df is not None:
@@ -495,8 +497,22 @@ class Stream:
         self._source = source
         self._nodes = nodes
         self._keys = keys
-        #: metrics of the latest run of this stream (``to_dataframe``/``to_cht``)
-        self.metrics = QueryMetrics({})
+        self._metrics: QueryMetrics | None = None
+
+    @property
+    def metrics(self) -> QueryMetrics:
+        """Metrics (rows dropped by ``on_invalid="drop"``, by reason) of the
+        latest run (``to_dataframe``/``to_cht``) of this stream, else of the
+        latest run of any query built on the same source: the stream where
+        ``on_invalid`` was passed reports what the query run from it dropped."""
+        if self._metrics is not None:
+            return self._metrics
+        return self._source.latest[0] if self._source.latest else QueryMetrics({})
+
+    @metrics.setter
+    def metrics(self, value: QueryMetrics) -> None:
+        self._metrics = value
+        self._source.latest[:] = [value]
 
     # ------------------------------------------------------------ sources
 

@@ -205,6 +205,9 @@ def test_string_times_and_counted_drops(spark: Any) -> None:
         "'t1' is not after 't0'": 1,
     }
     assert query.metrics.dropped == 3
+    # the stream on_invalid was passed to reports the run built on it
+    assert stream.metrics.invalid_rows() == query.metrics.invalid_rows()
+    assert stream.metrics.dropped == 3
 
 
 T0_TICKS = 1_704_067_200_000_000

@@ -60,8 +60,8 @@ __version__ = "0.1.0"
 def _null(udm: str) -> TypeError:
     """Nulls are refused, never skipped: a skipped value is a silent drop."""
     return TypeError(
-        f"{udm} got a null (None) value; filter nulls out before the aggregate, "
-        "e.g. .where('value IS NOT NULL')"
+        f"{udm} got a null (None) value; filter nulls out of its value column before "
+        "the aggregate, e.g. .where('<column> IS NOT NULL') on Spark"
     )
 
 
