@@ -342,7 +342,8 @@ def new(
             overwrite_if_exists=force,
         )
     except OutputDirExistsException as exc:
-        raise _fail(f"{exc}; pass --force to overwrite or pick another --output-dir") from None
+        reason = str(exc).removeprefix("Error: ")
+        raise _fail(f"{reason}; pass --force to overwrite or pick another --output-dir") from None
     typer.echo(out)
     _console(err=True).print(
         f"next: pip install -e {out} && udm-cli list && udm-cli test {out}", markup=False

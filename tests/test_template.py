@@ -105,3 +105,24 @@ def test_udm_cli_test_passes(package: tuple[Path, dict[str, str]]) -> None:
 def test_generated_code_is_ruff_clean(package: tuple[Path, dict[str, str]]) -> None:
     pkg, _ = package
     run([str(BIN / "ruff"), "check", "--no-cache", "."], pkg)
+
+
+def test_a_one_word_library_gets_a_project_folder_of_another_name(tmp_path: Path) -> None:
+    """Folder ``geo`` holding package ``geo`` would shadow the installed
+    library for code run next to it (a namespace package with no UDMs)."""
+    out = run([str(BIN / "udm-cli"), "new", "geo", "--no-input", "-o", str(tmp_path)], tmp_path)
+    assert Path(out.strip()) == tmp_path / "geo-udms"
+    assert (tmp_path / "geo-udms" / "geo" / "__init__.py").is_file()
+    text = (tmp_path / "geo-udms" / "pyproject.toml").read_text()
+    assert 'name = "geo-udms"' in text and 'geo = "geo"' in text
+    again = subprocess.run(
+        [str(BIN / "udm-cli"), "new", "geo", "--no-input", "-o", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode != 0
+    assert again.stderr.strip() == (
+        f'error: "{tmp_path / "geo-udms"}" directory already exists; pass --force to '
+        "overwrite or pick another --output-dir"
+    )
