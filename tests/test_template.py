@@ -94,7 +94,7 @@ def test_installed_package_is_discovered(package: tuple[Path, dict[str, str]]) -
 def test_generated_tests_pass(package: tuple[Path, dict[str, str]]) -> None:
     pkg, env = package
     out = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"], pkg, env)
-    assert "3 passed" in out
+    assert "4 passed" in out
 
 
 def test_udm_cli_test_passes(package: tuple[Path, dict[str, str]]) -> None:

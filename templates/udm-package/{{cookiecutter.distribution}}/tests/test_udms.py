@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import math
 
-from udm.host import Cht, IntervalEvent, Stream, TumblingWindow, evaluate
+from udm.host import (
+    Cht,
+    Host,
+    Insert,
+    IntervalEvent,
+    Retract,
+    Stream,
+    TumblingWindow,
+    evaluate,
+    output_cht,
+)
 from udm.host.registry import get_registry
 
 from {{ cookiecutter.library }} import Jumps, Rms
@@ -20,6 +30,16 @@ EVENTS = [
 def test_rms_per_tumbling_window() -> None:
     got = evaluate(EVENTS, TumblingWindow(10), Rms)
     assert got == Cht([(0, 10, math.sqrt((9 + 16 + 100) / 3)), (10, 20, 2.0)])
+
+
+def test_rms_retraction_is_exact() -> None:
+    """The incremental host removes a retracted value from the state: 1.0
+    stays exact next to 1e9 squared."""
+    host = Host(TumblingWindow(10), Rms)
+    out = host.process_many(
+        [Insert("a", 1, 2, 1.0), Insert("b", 2, 3, 1e9), Retract("b", 2, 3, 2)]
+    )
+    assert output_cht(out + host.flush()) == Cht([(0, 10, 1.0)])
 
 
 def test_jumps_are_point_events_at_the_jump() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 from itertools import pairwise
 
 from udm.sdk import (
@@ -27,24 +28,27 @@ class Rms(IncrementalAggregate):
 
     Incremental: the host adds and removes events as windows change instead
     of recomputing; ``remove`` makes it invertible and ``merge`` mergeable
-    (partial aggregation on Spark), both derived from the methods.
+    (partial aggregation on Spark), both derived from the methods. The sum
+    of squares is an exact ``Fraction``: ``remove`` must undo ``add``
+    exactly, and a float sum would not (1.0 added next to 1e9 squared is
+    lost, so removing 1e9 again would leave 0.0).
 
     Example: values 3 and 4 give sqrt((9 + 16) / 2) = 3.5355...
     """
 
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
+    def initial_state(self) -> tuple[Fraction, int]:
+        return (Fraction(0), 0)
 
-    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] + value * value, state[1] + 1)
+    def add(self, state: tuple[Fraction, int], value: float) -> tuple[Fraction, int]:
+        return (state[0] + Fraction(value) ** 2, state[1] + 1)
 
-    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] - value * value, state[1] - 1)
+    def remove(self, state: tuple[Fraction, int], value: float) -> tuple[Fraction, int]:
+        return (state[0] - Fraction(value) ** 2, state[1] - 1)
 
-    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+    def merge(self, a: tuple[Fraction, int], b: tuple[Fraction, int]) -> tuple[Fraction, int]:
         return (a[0] + b[0], a[1] + b[1])
 
-    def result(self, state: tuple[float, int]) -> float:
+    def result(self, state: tuple[Fraction, int]) -> float:
         return math.sqrt(state[0] / state[1])
 
 
