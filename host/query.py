@@ -59,6 +59,7 @@ __all__ = [
     "AggSpec",
     "InvalidEventError",
     "QueryMetrics",
+    "UdfError",
     "Stream",
     "WindowedStream",
     "agg",
@@ -355,6 +356,36 @@ def udf_input(fn: Callable[[Any], Any], scalar: bool) -> Callable[[Any], Any]:
         return fn(row[SCALAR_COL])
 
     return on_scalar
+
+
+def udf_of_payload(fn: Callable[[Any], Any], scalar: bool, where: str) -> Callable[[Any], Any]:
+    """A ``where``/``select`` UDF as called on each row: its failure names
+    the UDF and the payload, and says how the payload is passed, since a
+    UDF written for one column (``fahrenheit(celsius)``) gets the dict."""
+    call = udf_input(fn, scalar)
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None) or repr(fn)
+
+    def called(row: Any) -> Any:
+        try:
+            return call(row)
+        except Exception as exc:
+            shown = row[SCALAR_COL] if scalar else row
+            hint = (
+                ""
+                if scalar
+                else "; a UDF here is called with the event's payload dict (column -> value): "
+                f"for a UDF of one column write lambda p: {name}(p['<column>'])"
+            )
+            raise UdfError(
+                f"UDF {name!r} in {where} failed on payload {shown!r:.200}: "
+                f"{type(exc).__name__}: {exc}{hint}"
+            ) from exc
+
+    return called
+
+
+class UdfError(ValueError):
+    """A UDF in ``where`` or ``select`` raised."""
 
 
 def adapt_op(op: WindowOp, scalar: bool) -> WindowOp:
@@ -1227,7 +1258,7 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
                 raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
             keys = node.keys
         elif isinstance(node, WhereNode):
-            pred = udf_input(_python_udf(node.predicate, "where"), scalar)
+            pred = udf_of_payload(_python_udf(node.predicate, "where"), scalar, "where()")
             rows = [r for r in rows if pred(r[2])]
         elif isinstance(node, SelectNode):
             rows, columns = _select_rows(rows, columns, keys, node, scalar)
@@ -1269,7 +1300,10 @@ def _select_rows(
     if missing:
         raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
     keep = list(dict.fromkeys([*keys, *names]))
-    fns = [(n, udf_input(_python_udf(e, "select"), scalar)) for n, e, _ in node.named]
+    fns = [
+        (n, udf_of_payload(_python_udf(e, "select"), scalar, f"select({n}=...)"))
+        for n, e, _ in node.named
+    ]
     out_cols = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
     out = []
     for s, e, p in rows:

@@ -30,7 +30,7 @@ from udm.host import (
     evaluate_by_key,
     point,
 )
-from udm.host.query import InvalidEventError, Stream, agg, register_udm
+from udm.host.query import InvalidEventError, Stream, UdfError, agg, register_udm
 from udm.host.stream import Cti, Insert, Retract
 from udm.sdk import (
     IncrementalAggregate,
@@ -406,3 +406,26 @@ def test_importing_the_host_does_not_import_spark() -> None:
         "assert 'pyspark' not in sys.modules, 'pyspark imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_failing_udf_names_itself_and_how_the_payload_is_passed() -> None:
+    @function
+    def fahrenheit(celsius: float) -> float:
+        return celsius * 9 / 5 + 32
+
+    stream = Stream.from_cht([(0, 1, {"temp": 20.0})])
+    with pytest.raises(UdfError) as err:
+        stream.select("temp", f=fahrenheit).to_cht(engine="reference")
+    assert str(err.value) == (
+        "UDF 'fahrenheit' in select(f=...) failed on payload {'temp': 20.0}: TypeError: "
+        "unsupported operand type(s) for *: 'dict' and 'int'; a UDF here is called with the "
+        "event's payload dict (column -> value): for a UDF of one column write "
+        "lambda p: fahrenheit(p['<column>'])"
+    )
+    with pytest.raises(UdfError, match=r"UDF 'hot' in where\(\) failed on payload 20\.0"):
+        Stream.from_cht([(0, 1, 20.0)]).where(function(name="hot")(lambda v: v > "x")).to_cht(
+            engine="reference"
+        )
+    # as the hint says
+    got = stream.select("temp", f=lambda p: fahrenheit(p["temp"])).to_cht(engine="reference")
+    assert got == Cht([(0, 1, {"temp": 20.0, "f": 68.0})])

@@ -35,7 +35,7 @@ from udm.host.query import (
     WindowOp,
     _is_column,
     adapt_op,
-    udf_input,
+    udf_of_payload,
 )
 from udm.host.spark.evaluate import _pickled_field, decode_pickled, evaluate_op, to_arrow_column
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
@@ -181,7 +181,7 @@ def _where(frame: EventFrame, predicate: Any, scalar: bool) -> DataFrame:
     if _is_column(predicate):
         return df.where(predicate)
     payload = frame.columns
-    fn = udf_input(predicate, scalar)
+    fn = udf_of_payload(predicate, scalar, "where()")
 
     def filter_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -228,7 +228,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
     schema = T.StructType(fields)
     new_types = [f.type for f in arrow_schema(T.StructType(fields[len(df.schema.fields) :]))]
     pickled_flags = [t is None for t in types]
-    fns = [udf_input(e, scalar) for _, e, _ in udfs]
+    fns = [udf_of_payload(e, scalar, f"select({n}=...)") for n, e, _ in udfs]
     labels = [n for n, _, _ in udfs]
 
     def project_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
