@@ -195,7 +195,17 @@ def check_query_file(path: Path) -> None:
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
-        _spec(path)
+        spec, data = _spec(path)
+        # the UDM name needs only the registry: report it before Spark starts
+        field = "aggregate" if spec.aggregate is not None else "apply"
+        name = spec.aggregate if spec.aggregate is not None else spec.apply
+        from udm.host.registry import UnknownUdmError, get_registry
+
+        try:
+            get_registry().resolve(name)
+        except UnknownUdmError as exc:
+            line = getattr(data, "lines", {}).get(field, 1)
+            raise QueryFileError(f"{path}:{line}: {field}: {_first_line(exc)}") from None
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
 

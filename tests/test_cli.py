@@ -348,3 +348,16 @@ def test_csv_sources_infer_types_unless_the_options_say_otherwise(tmp_path: Path
         with pytest.raises(Stop):
             query.stream(spark, tmp_path)
         assert spark.read.options_seen == want
+
+
+def test_an_unknown_udm_in_a_spec_is_reported_before_spark_starts(tmp_path: Path) -> None:
+    """The registry needs no Spark: the name is checked with the spec's
+    fields, not after a Spark session has been started and the data read."""
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    unknown = spec(tmp_path, MEDIAN.replace("stats.median", "stats.meadian"), "unk.yaml")
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(unknown)
+    assert str(err.value).startswith(
+        f"{unknown}:3: aggregate: no UDM is registered as 'stats.meadian'; did you mean "
+    )
