@@ -59,8 +59,8 @@ __all__ = [
     "AggSpec",
     "InvalidEventError",
     "QueryMetrics",
-    "UdfError",
     "Stream",
+    "UdfError",
     "WindowedStream",
     "agg",
     "register_udm",
@@ -176,7 +176,18 @@ class UdmCall:
             v = getattr(self.value, "__name__", "fn")
         else:
             v = repr(list(self.value))
-        return f"{self.udm.name}({v}) [{self.udm.flavor()}]"
+        args = _udm_arguments(self.udm)
+        shown = "".join(f", {k}={a!r}" for k, a in args.items())
+        return f"{self.udm.name}({v}{shown}) [{self.udm.flavor()}]"
+
+
+def _udm_arguments(udm: Udm) -> dict[str, Any]:
+    """The arguments a UDM was created with, for ``explain``: a decorated
+    function's ``args``, else the instance's public attributes."""
+    state = vars(udm) if hasattr(udm, "__dict__") else {}
+    if isinstance(state.get("args"), dict):
+        return dict(state["args"])
+    return {k: a for k, a in state.items() if not k.startswith("_") and not callable(a)}
 
 
 @dataclass(frozen=True)

@@ -429,3 +429,11 @@ def test_a_failing_udf_names_itself_and_how_the_payload_is_passed() -> None:
     # as the hint says
     got = stream.select("temp", f=lambda p: fahrenheit(p["temp"])).to_cht(engine="reference")
     assert got == Cht([(0, 1, {"temp": 20.0, "f": 68.0})])
+
+
+def test_explain_shows_the_udms_arguments() -> None:
+    windowed = Stream.from_cht(READINGS, key="sensor").tumbling_window(10)
+    text = windowed.aggregate("stats.quantile", value="temp", q=0.9).explain()
+    assert "aggregate quantile = quantile('temp', q=0.9) [" in text
+    text = windowed.aggregate("stats.quantile", value="temp", q=0.5).explain()
+    assert "aggregate quantile = quantile('temp', q=0.5) [" in text
