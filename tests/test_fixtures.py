@@ -346,22 +346,6 @@ def test_an_event_that_never_ends_under_grid_windows_is_explained(tmp_path: Path
     assert run_fixture(g).failures[0].startswith("input: event 'a' never ends")
 
 
-def test_retracting_an_unknown_event_names_the_line(tmp_path: Path) -> None:
-    path = write(
-        tmp_path,
-        """\
-        udm: stats.mean
-        window: {kind: tumbling, size: 10}
-        input:
-          - {insert: a, start: 1, payload: 1}
-          - {retract: b, new_end: 4}
-        """,
-    )
-    (f,) = load_fixture(path)
-    with pytest.raises(FixtureError, match=rf"{path}:5: input\.1: retract 'b' of an event not"):
-        f.elements()
-
-
 def test_an_element_the_stream_refuses_is_reported_once_at_its_line(tmp_path: Path) -> None:
     path = write(
         tmp_path,
