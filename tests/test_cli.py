@@ -94,9 +94,9 @@ def test_new_asks_only_for_what_the_arguments_do_not_say(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert "Library" not in result.output and "Author" not in result.output
     assert "Description [User-defined temporal modules for udm]: " in result.output
-    pyproject = (tmp_path / "sensors" / "pyproject.toml").read_text()
+    pyproject = (tmp_path / "sensors-udms" / "pyproject.toml").read_text()
     assert 'version = "0.2.0"' in pyproject and 'name = "Ada"' in pyproject
-    assert f"udm-cli test {tmp_path / 'sensors'}\n" in result.output
+    assert f"udm-cli test {tmp_path / 'sensors-udms'}\n" in result.output
 
 
 # ------------------------------------------------------------ run and explain
