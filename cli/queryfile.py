@@ -67,6 +67,13 @@ class QuerySpec(BaseModel):
     output_policy: Literal["align", "point_end", "clip", "keep", "time_bound"] | None = None
     returns: str | None = None
 
+    def udm_field(self) -> tuple[str, str]:
+        """The field naming the UDM (``aggregate`` or ``apply``) and the name."""
+        if self.aggregate is not None:
+            return "aggregate", self.aggregate
+        assert self.apply is not None  # _one_udm
+        return "apply", self.apply
+
     @model_validator(mode="after")
     def _one_udm(self) -> QuerySpec:
         if (self.aggregate is None) == (self.apply is None):
@@ -127,7 +134,7 @@ def _spec(path: Path) -> tuple[QuerySpec, Any]:
 def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
     spec, data = _spec(path)
     name = spec.name or path.name.split(".")[0]
-    field = "aggregate" if spec.aggregate is not None else "apply"
+    field, _ = spec.udm_field()
     try:
         return {name: spec.stream(spark, path.parent)}
     except QueryFileError:
@@ -197,8 +204,7 @@ def check_query_file(path: Path) -> None:
     if path.suffix in (".yaml", ".yml"):
         spec, data = _spec(path)
         # the UDM name needs only the registry: report it before Spark starts
-        field = "aggregate" if spec.aggregate is not None else "apply"
-        name = spec.aggregate if spec.aggregate is not None else spec.apply
+        field, name = spec.udm_field()
         from udm.host.registry import UnknownUdmError, get_registry
 
         try:

@@ -22,7 +22,7 @@ from udm.host.time import TimeConversionError, to_ticks
 from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["Cht", "cht_diff", "cht_equal", "derive_cht", "freeze"]
+__all__ = ["Cht", "cht_diff", "cht_equal", "cht_match", "derive_cht", "freeze"]
 
 
 def freeze(value: Any) -> Any:
@@ -205,13 +205,19 @@ def _matching(expected: list[Any], actual: list[Any], close: Any) -> list[int | 
     return pair
 
 
-def cht_diff(
+def cht_match(
     expected: Iterable[IntervalEvent[Any]],
     actual: Iterable[IntervalEvent[Any]],
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
-) -> tuple[list[IntervalEvent[Any]], list[IntervalEvent[Any]]]:
-    """Rows only in ``expected`` and rows only in ``actual``.
+) -> tuple[
+    list[tuple[IntervalEvent[Any], IntervalEvent[Any]]],
+    list[IntervalEvent[Any]],
+    list[IntervalEvent[Any]],
+]:
+    """The rows of ``expected`` paired with rows of ``actual`` (in
+    ``expected``'s canonical order), the rows only in ``expected`` and the
+    rows only in ``actual``.
 
     Rows pair up when their lifetimes are equal and their payloads are
     close (float numbers within the tolerances, everything else equal);
@@ -227,14 +233,32 @@ def cht_diff(
     def close(e: IntervalEvent[Any], a: IntervalEvent[Any]) -> bool:
         return _payload_close(e.payload, a.payload, rel_tol, abs_tol)
 
+    pairs: list[tuple[IntervalEvent[Any], IntervalEvent[Any]]] = []
     missing: list[IntervalEvent[Any]] = []
     extra: list[IntervalEvent[Any]] = []
     for exp, act in by_lifetime.values():
         pair = _matching(exp, act, close)
-        missing += [e for e, j in zip(exp, pair, strict=True) if j is None]
+        for e, j in zip(exp, pair, strict=True):
+            if j is None:
+                missing.append(e)
+            else:
+                pairs.append((e, act[j]))
         paired = {j for j in pair if j is not None}
         extra += [a for j, a in enumerate(act) if j not in paired]
-    return sorted(missing, key=_sort_key), sorted(extra, key=_sort_key)
+    pairs.sort(key=lambda ea: _sort_key(ea[0]))
+    return pairs, sorted(missing, key=_sort_key), sorted(extra, key=_sort_key)
+
+
+def cht_diff(
+    expected: Iterable[IntervalEvent[Any]],
+    actual: Iterable[IntervalEvent[Any]],
+    rel_tol: float = 0.0,
+    abs_tol: float = 0.0,
+) -> tuple[list[IntervalEvent[Any]], list[IntervalEvent[Any]]]:
+    """Rows only in ``expected`` and rows only in ``actual``, as paired by
+    :func:`cht_match`."""
+    _, missing, extra = cht_match(expected, actual, rel_tol, abs_tol)
+    return missing, extra
 
 
 def cht_equal(
