@@ -226,17 +226,6 @@ def test_count_windows_point_end_output_cti(window: Any, stream: list[Any], cti:
     assert [e.time for e in out if isinstance(e, Cti)] == [cti]
 
 
-def test_time_bound_output_cti_equals_input_cti() -> None:
-    host = Host(TumblingWindow(10), at_starts, output_policy="time_bound")
-    out = host.process_many([point("a", 1, 5), Cti(3), point("b", 4, 6), Cti(7)])
-    assert out == [
-        Insert(host_id(0), 1, 2, 5),
-        Cti(3),
-        Insert(host_id(1), 4, 5, 6),
-        Cti(7),
-    ]
-
-
 @operator(time_sensitive=True, time_bound=True)
 def declared_at_starts(events: list[IntervalEvent[int]], window: Any) -> list[IntervalEvent[int]]:
     """``at_starts`` declaring the paper's TimeBoundOutputInterval itself."""
@@ -249,14 +238,19 @@ def at_window_start(events: list[IntervalEvent[int]], window: Any) -> list[Inter
     return [IntervalEvent(window.start, window.start + 1, len(events))]
 
 
-@pytest.mark.parametrize("policy", [None, "clip", "keep"])
-def test_a_declared_time_bound_operator_lets_output_ctis_follow_at_once(
-    policy: str | None,
-) -> None:
-    """The property, not only the policy of that name: output CTIs follow
-    input CTIs under the default (clip, which only moves starts later) and
-    keep."""
-    host = Host(TumblingWindow(10), declared_at_starts, output_policy=policy)
+@pytest.mark.parametrize(
+    ("udm", "policy"),
+    [
+        (at_starts, "time_bound"),  # the policy
+        # the declared property, under the default (clip, which only moves
+        # starts later) and keep
+        (declared_at_starts, None),
+        (declared_at_starts, "clip"),
+        (declared_at_starts, "keep"),
+    ],
+)
+def test_time_bound_output_cti_equals_input_cti(udm: Any, policy: str | None) -> None:
+    host = Host(TumblingWindow(10), udm, output_policy=policy)
     out = host.process_many([point("a", 1, 5), Cti(3), point("b", 4, 6), Cti(7)])
     assert out == [
         Insert(host_id(0), 1, 2, 5),
@@ -264,6 +258,9 @@ def test_a_declared_time_bound_operator_lets_output_ctis_follow_at_once(
         Insert(host_id(1), 4, 5, 6),
         Cti(7),
     ]
+
+
+def test_a_declared_time_bound_operator_under_align_waits_for_its_windows() -> None:
     # under align the UDM's timestamps are replaced by the window's
     aligned = Host(TumblingWindow(10), declared_at_starts, output_policy="align")
     assert Cti(3) not in aligned.process_many([point("a", 1, 5), Cti(3)])
