@@ -11,12 +11,15 @@ readings = [  # (start, end, payload): a thermostat's readings, each valid until
 ]
 windows = Stream.from_cht(readings).tumbling_window(10)
 
-summary = windows.aggregate(
+query = windows.aggregate(
     median=("stats.median", "temp"),
     mean=("stats.mean", "temp"),
     p90=("stats.quantile", "temp", {"q": 0.9, "method": "inclusive"}),
     spread=("stats.variance", "temp"),
-).to_cht()
+)
+# the plan names each UDM with its value column and arguments
+assert "p90 = quantile('temp', q=0.9, method='inclusive')" in query.explain()
+summary = query.to_cht()
 expected = Cht(
     [  # [0, 10) holds 20, 26 and 21; [10, 20) holds 22
         (0, 10, {"median": 21.0, "mean": 67 / 3, "p90": 25.0, "spread": 62 / 9}),

@@ -35,3 +35,18 @@ assert rows == [
     (t0 - 5 * m, t0 + 5 * m, "b", 18.0),
     (t0, t0 + 10 * m, "b", 18.0),
 ], rows
+
+# A result that does not fit its declared type fails, naming the UDM and its
+# window: under returns="bigint" a mean of 21.5 is refused, not cut to 21.
+pair = spark.createDataFrame([(t0, 20.0), (t0 + m, 23.0)], "ts timestamp, temp double")
+means = (
+    Stream.from_dataframe(pair, start="ts")
+    .tumbling_window(timedelta(minutes=5))
+    .aggregate("stats.mean", value="temp", returns="bigint")
+)
+try:
+    means.to_dataframe().collect()
+except Exception as exc:  # Spark reports the worker's TypeError
+    assert "returned 21.5, which does not fit the result type" in str(exc)
+else:
+    raise AssertionError("expected a result type error")

@@ -27,3 +27,18 @@ except TypeError as exc:
     assert "use it in a filter or projection" in str(exc)
 else:
     raise AssertionError("expected TypeError")
+
+# In a query, where() and select() pass each event's payload: a dict of its
+# columns. A UDF of one value is applied to a column with a lambda.
+from udm.host.query import Stream, UdfError  # noqa: E402
+
+readings = Stream.from_cht([(0, 5, {"temp": 20.0}), (5, 10, {"temp": 35.0})])
+hot_f = readings.where(lambda p: is_hot(p["temp"])).select(f=lambda p: fahrenheit(p["temp"]))
+assert hot_f.to_cht(engine="reference") == Cht([(5, 10, {"f": 95.0})])
+try:
+    readings.select(f=fahrenheit).to_cht(engine="reference")  # gets the dict
+except UdfError as exc:
+    assert "UDF 'fahrenheit' in select(f=...) failed on payload {'temp': 20.0}" in str(exc)
+    assert "lambda p: fahrenheit(p['<column>'])" in str(exc)
+else:
+    raise AssertionError("expected UdfError")
