@@ -286,6 +286,8 @@ class Host:
         checked = self.validator.check(element)
         if checked is None:
             return []
+        if self._grid and type(checked) is not Cti:
+            self._check_range(element, checked, saved)
         out: list[Element] = []
         next_out, seq, cti, output_cti = self._next_out, self._seq, self.cti, self.output_cti
         self._current = element
@@ -332,6 +334,19 @@ class Host:
         finally:
             self._current = None
         return out
+
+    def _check_range(self, element: Element, checked: Element, saved: tuple[Any, ...]) -> None:
+        """Refuse an event that grid windows outside the tick range would hold."""
+        assert isinstance(self.window, HoppingWindow)
+        if isinstance(checked, Insert):
+            start, end = checked.start, checked.end
+        else:
+            assert isinstance(checked, Retract)
+            start, end = checked.start, max(checked.new_end, checked.start + 1)
+        problem = self.window.range_problem(start, end)
+        if problem is not None:
+            self._restore_validator(saved)
+            raise InvalidElementError(element, self.validator.position, problem)
 
     def process_many(self, elements: Iterable[Element]) -> list[Element]:
         """Consume elements in order; return all outputs.

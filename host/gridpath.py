@@ -91,6 +91,8 @@ class GridPath:
         keep_events: bool = True,
     ) -> None:
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
+        # events outside these bounds go to the general path, which refuses them
+        self.min_start, self.max_end = window.time_bounds
         self.udm: Any = udm
         self.point_end = policy is OutputPolicy.POINT_END
         self.conservative = conservative
@@ -236,6 +238,8 @@ class GridPath:
         when an error message needs it (``current`` is None then)."""
         if end <= start or start < self.cti or type(ident) not in (str, int):
             return False
+        if start < self.min_start or end > self.max_end:
+            return False  # the general path refuses it, or an open event
         keep = self.keep_events
         if keep and (ident in live or ident in self.events):
             return False  # a duplicate, or the reused id of an expired event
@@ -326,6 +330,7 @@ class GridPath:
         if self.key_fn is not None or ks is None or ks.long or emitted is None:
             return i
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
+        min_start, max_end = self.min_start, self.max_end
         keep = self.keep_events
         conservative = self.conservative
         value_fn = self.value_fn
@@ -338,6 +343,8 @@ class GridPath:
             if (
                 end <= start
                 or start < cti
+                or start < min_start
+                or end > max_end
                 or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
             ):
                 break

@@ -18,10 +18,11 @@ import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import pairwise
 from typing import Any, ClassVar
 
-from udm.host.time import INFINITY, format_time, to_duration_ticks
+from udm.host.time import INFINITY, MIN_TIME, format_time, to_duration_ticks
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = [
@@ -101,6 +102,51 @@ class HoppingWindow(WindowSpec):
         """The largest k whose window ends at or before ``watermark``."""
         return (watermark - self.size - self.offset) // self.hop
 
+    @cached_property
+    def index_bounds(self) -> tuple[int, int]:
+        """The indexes of the first and last windows inside the tick range
+        (starting at or after ``MIN_TIME``, ending by ``INFINITY``)."""
+        first = -((self.offset - MIN_TIME) // self.hop)  # ceil((MIN_TIME - offset) / hop)
+        return first, (INFINITY - self.offset - self.size) // self.hop
+
+    @cached_property
+    def time_bounds(self) -> tuple[int, int]:
+        """``(min_start, max_end)``: an event starting before ``min_start``, or
+        ending after ``max_end`` (and before the end of time), overlaps a
+        window outside the tick range. Both lie in ``[MIN_TIME, INFINITY]``,
+        so engines compare int64 times with them without overflow."""
+        first, last = self.index_bounds
+        min_start = (first - 1) * self.hop + self.offset + self.size
+        max_end = (last + 1) * self.hop + self.offset
+        return max(min_start, MIN_TIME), min(max_end, INFINITY)
+
+    def range_problem(self, start: int, end: int) -> str | None:
+        """Why an event ``[start, end)`` cannot be windowed, or None.
+
+        Grid windows exist at every hop, so an event starting at the
+        beginning of time overlaps infinitely many, and one within a window
+        of either end of the tick range overlaps a window whose lifetime
+        int64 ticks cannot hold. Every engine refuses such an event instead
+        of wrapping, clamping or dropping the window (docs/concepts.md)."""
+        min_start, max_end = self.time_bounds
+        if start >= min_start and (end <= max_end or end >= INFINITY):
+            return None
+        return self.range_message(format_time(start), format_time(end), start <= MIN_TIME)
+
+    def range_message(self, start: str, end: str, from_min: bool) -> str:
+        """:meth:`range_problem`'s text for an event whose times are given as
+        text (the Spark engine passes SQL placeholders)."""
+        min_start, max_end = self.time_bounds
+        if from_min:
+            what = "it starts at the beginning of time (MIN_TIME), so infinitely many hold it"
+        else:
+            what = "some of them would begin before MIN_TIME or end after INFINITY"
+        return (
+            f"event [{start}, {end}) cannot be windowed by {self!r}: {what}. Grid windows "
+            f"take events starting at or after {min_start} and ending by {max_end} (or open, "
+            "at INFINITY); use snapshot or count windows for events at the ends of time"
+        )
+
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
     ) -> list[WindowDescriptor]:
@@ -112,6 +158,9 @@ class HoppingWindow(WindowSpec):
         k_last = self.last_index_before(watermark) if watermark < INFINITY else None
         ks: set[int] = set()
         for e in events:
+            problem = self.range_problem(e.start, e.end)
+            if problem is not None:
+                raise ValueError(problem)
             lo, hi = self.index_range(e.start, e.end)
             if k_last is not None:
                 hi = min(hi, k_last)

@@ -643,3 +643,32 @@ def test_an_expired_events_id_is_reused_while_its_windows_are_open(window: Any, 
     resumed.restore(first.snapshot())
     got += resumed.process_many(stream[4:]) + resumed.flush()
     assert output_cht(got) == expected
+
+
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        Insert("low", -(2**63) + 1, 5, 100),  # from the beginning of time
+        point("high", INFINITY - 5, 100),  # its window would end after INFINITY
+        Retract("a", 1, 2, INFINITY - 1),  # an expansion into that window
+    ],
+)
+def test_events_grid_windows_cannot_hold_are_refused(fast_path: bool, bad: Any) -> None:
+    """Before, an event starting at MIN_TIME made the host enumerate 9.2e16
+    tumbling windows (it hung), and one near INFINITY got a window ending
+    past it. Now it is refused like any invalid element: the host is left
+    as it was, and the rest of the stream gives what it gives without it."""
+    before, after = [point("a", 1, 5), point("b", 4, 7)], [Cti(10), point("c", 12, 1), Cti(20)]
+    expected = Host(TumblingWindow(10), Sum).process_many(before + after)
+    for feed in ("process", "process_many", "process_inserts"):
+        host = Host(TumblingWindow(10), Sum, fast_path=fast_path)
+        out = host.process_many(before)
+        with pytest.raises(InvalidElementError, match=r"cannot be windowed by TumblingWindow"):
+            if feed == "process" or type(bad) is not Insert:
+                host.process(bad)
+            elif feed == "process_many":
+                host.process_many([bad])
+            else:
+                host.process_inserts([bad.id], [bad.start], [bad.end], [bad.payload])
+        assert out + host.process_many(after) == expected, feed

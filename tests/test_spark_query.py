@@ -372,6 +372,28 @@ def test_edge_events_need_a_watermark_for_grid_windows(spark: Any) -> None:
     assert snap.where(F.col("end") == 2**63 - 1).collect()[0]["mean"] == 4.0
 
 
+@pytest.mark.parametrize(("keys", "partial"), [((), False), (("k",), False), (("k",), True)])
+@pytest.mark.parametrize("bad", [-(2**63) + 1, INFINITY - 5])
+def test_grid_windows_refuse_events_at_the_ends_of_time(
+    spark: Any, keys: tuple[str, ...], partial: bool, bad: int
+) -> None:
+    """Before, an event at tick INFINITY - 5 vanished from tumbling windows
+    (its window's end overflowed int64) or got windows wrapping to negative
+    ends, and one at MIN_TIME vanished. The host refuses such an event
+    (test_engine); Spark fails the query with the same text."""
+    rows = [("a", 5, 1.0), ("a", bad, 2.0), ("b", 7, 3.0)]
+    df = spark.createDataFrame(rows, "k string, ts long, v double")
+    stream = Stream.from_dataframe(df, start="ts")
+    if keys:
+        stream = stream.group_apply(*keys)
+    query = stream.hopping_window(size=100, hop=10).aggregate(Mean, value="v", partial=partial)
+    with pytest.raises(Exception) as err:
+        query.to_dataframe().collect()
+    assert f"event [{bad}, {bad + 1}) cannot be windowed by HoppingWindow(size=100, hop=10)" in (
+        str(err.value)
+    )
+
+
 def test_udfs_columns_and_chaining_match_the_reference_engine(events: Any) -> None:
     query = (
         keyed(events)

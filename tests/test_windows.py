@@ -280,6 +280,71 @@ class TestInfiniteEvents:
         assert SnapshotWindow().windows(events, watermark=100) == [W(0, 3), W(3, 5)]
 
 
+class TestEndsOfTheTickRange:
+    """Grid windows exist at every hop, so an event at either end of the
+    int64 tick range would need windows whose lifetimes ticks cannot hold;
+    every engine refuses it (the reference here, the host and Spark in
+    their own tests). The bounds below are computed by hand."""
+
+    LOW = -(2**63) + 1  # MIN_TIME
+    OUTSIDE = "some of them would begin before MIN_TIME or end after INFINITY"
+
+    def test_time_bounds_of_a_tumbling_window(self) -> None:
+        # the first window inside the range starts at the first multiple of
+        # 100 at or after MIN_TIME, ...800; the last one ends at ...800
+        assert TumblingWindow(100).time_bounds == (-9223372036854775800, 9223372036854775800)
+
+    def test_time_bounds_of_a_hopping_window_with_an_offset(self) -> None:
+        # starts are 30k + 7: the first at or after MIN_TIME is
+        # -9223372036854775793 (30 * -307445734561825860 + 7); the window
+        # before it, [-...823, -...723), must not hold the event
+        w = HoppingWindow(100, 30, offset=7)
+        assert w.index_bounds[0] == -307445734561825860
+        assert w.time_bounds[0] == -9223372036854775723
+        # the last window ending by INFINITY has index (INFINITY - 107) // 30
+        k1 = (INFINITY - 107) // 30
+        assert w.index_bounds[1] == k1 == 307445734561825856
+        assert w.time_bounds[1] == (k1 + 1) * 30 + 7 == 9223372036854775717
+
+    def test_hop_beyond_the_size_leaves_no_end_bound(self) -> None:
+        # a gap after the last window: every event before INFINITY fits
+        assert HoppingWindow(10, 2**62).time_bounds[1] == INFINITY
+
+    def test_events_just_inside_are_windowed(self) -> None:
+        spec = TumblingWindow(100)
+        low, high = spec.time_bounds
+        assert spec.windows([E(low, low + 1, "a"), E(high - 1, high, "b")]) == [
+            W(low, low + 100),
+            W(high - 100, high),
+        ]
+
+    @pytest.mark.parametrize(
+        ("start", "end", "what"),
+        [
+            (LOW, 5, "it starts at the beginning of time (MIN_TIME), so infinitely many hold it"),
+            (-9223372036854775801, -9223372036854775800, OUTSIDE),
+            (9223372036854775800, 9223372036854775801, OUTSIDE),
+        ],
+    )
+    def test_events_outside_are_refused(self, start: int, end: int, what: str) -> None:
+        with pytest.raises(ValueError) as err:
+            TumblingWindow(100).windows([E(0, 1, "ok"), E(start, end, "x")])
+        assert str(err.value).startswith(
+            f"event [{start}, {end}) cannot be windowed by TumblingWindow(size=100): {what}. "
+        )
+        assert (
+            "Grid windows take events starting at or after -9223372036854775800 and ending by "
+            "9223372036854775800 (or open, at INFINITY); use snapshot or count windows"
+        ) in str(err.value)
+
+    def test_snapshot_windows_take_events_from_the_beginning_of_time(self) -> None:
+        assert layout(SnapshotWindow(), [E(self.LOW, 5, "x"), E(3, INFINITY - 1, "y")]) == {
+            (self.LOW, 3): ["x"],
+            (3, 5): ["x", "y"],
+            (5, INFINITY - 1): ["y"],
+        }
+
+
 class TestFromDict:
     @pytest.mark.parametrize(
         ("spec", "expected"),

@@ -80,6 +80,15 @@ def _window_range(
 
 
 def _check_ends(s: np.ndarray, e: np.ndarray, w: HoppingWindow, watermark: int) -> None:
+    """Fail on an event the grid cannot window (as the host does), before
+    its window arithmetic could overflow int64."""
+    min_start, max_end = w.time_bounds
+    outside = (s < min_start) | ((e < INFINITY) & (e > max_end))
+    if bool(outside.any()):
+        i = int(np.argmax(outside))
+        problem = w.range_problem(int(s[i]), int(e[i]))
+        assert problem is not None
+        raise ValueError(problem)
     if watermark >= INFINITY and bool((e >= INFINITY).any()):
         before, after = never_ends_message(w)
         raise ValueError(f"{before}{int(s[np.argmax(e >= INFINITY)])}{after}")

@@ -26,8 +26,8 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from udm.host.query import E_COL, S_COL
-from udm.host.spark.frame import q
-from udm.host.time import INFINITY
+from udm.host.spark.frame import q, sql_string
+from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (
     CountByEndWindow,
     CountByStartWindow,
@@ -102,7 +102,22 @@ def hopping_range(w: HoppingWindow, watermark: int) -> tuple[Column, Column]:
     """The inclusive range of window indexes ``k`` holding each event; an
     event that never ends fails the query unless the watermark is finite."""
     size, hop, offset = w.size, w.hop, w.offset
-    k_min = F.expr(f"{_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1")
+    # an event outside the grid's time bounds fails the query (as it does in
+    # the host) before its window arithmetic could overflow int64
+    min_start, max_end = w.time_bounds
+    mark = "\x00"
+    texts = [w.range_message(mark, mark, from_min).split(mark) for from_min in (True, False)]
+    messages = [
+        f"concat({sql_string(a)}, CAST({S_COL} AS STRING), {sql_string(b)}, "
+        f"CAST({E_COL} AS STRING), {sql_string(c)})"
+        for a, b, c in texts
+    ]
+    k_min = F.expr(
+        f"CASE WHEN {S_COL} < {min_start}L OR ({E_COL} < {INFINITY}L AND {E_COL} > {max_end}L) "
+        f"THEN raise_error(CASE WHEN {S_COL} <= {MIN_TIME}L THEN {messages[0]} "
+        f"ELSE {messages[1]} END) "
+        f"ELSE {_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1 END"
+    )
     # windows must end by the watermark, so an end beyond it counts as the
     # watermark (which also keeps the int64 arithmetic from overflowing)
     cap = min(watermark, INFINITY - 2 * hop)
