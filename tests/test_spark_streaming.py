@@ -506,3 +506,23 @@ def test_the_payload_is_the_batch_payload_key_columns_included(spark: Any, tmp_p
         stream.aggregate("stats.mean", value="id").to_stream(advance=advance), tmp_path, "o2"
     )
     assert [r["mean"] for r in log.where("kind = 'insert'").collect()] == [7.0]
+
+
+@aggregate(name="tests.half_count")
+def half_count(values: list[float]) -> float:
+    return len(values) / 2
+
+
+def test_a_float_result_does_not_fit_an_integer_type(spark: Any, tmp_path: Path) -> None:
+    """As in batch (test_spark_query): Spark's pandas conversion truncated a
+    streaming 1.5 into the bigint 1. A whole float (1.0) still fits."""
+    _write(tmp_path / "in", [[_ins(0, 1, "a", 1.0), _ins(1, 2, "a", 1.0)], [_cti(30, "a")]])
+    log = _run(_changelog(spark, tmp_path / "in", half_count, returns="bigint"), tmp_path, "even")
+    assert [r["tests_half_count"] for r in log.where("kind = 'insert'").collect()] == [1]
+    _write(tmp_path / "odd", [[_ins(0, 1, "a", 1.0)], [_cti(30, "a")]])
+    with pytest.raises(Exception) as failure:
+        _run(_changelog(spark, tmp_path / "odd", half_count, returns="bigint"), tmp_path, "odd")
+    assert (
+        "UDM 'tests.half_count' on window [0, 10000000) of key 'a' returned 0.5, which does not "
+        "fit the result type int64"
+    ) in str(failure.value)

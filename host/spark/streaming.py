@@ -58,14 +58,15 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from udm.host.engine import Host
 from udm.host.errors import InvalidElementError
-from udm.host.invoke import instantiate
+from udm.host.invoke import instantiate, udm_label
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
-from udm.host.spark.evaluate import call_type
+from udm.host.spark.evaluate import _holds_integers, call_type, to_arrow_column
 from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import _n
 from udm.host.spark.session import share_driver_python
+from udm.host.spark.types import arrow_schema
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, to_duration_ticks
 from udm.host.validation import CtiPolicy
@@ -172,8 +173,12 @@ class _HostProcessor(StatefulProcessor):
         timers: bool,
         events: bool = False,
         buckets: int = 32,
+        integer_fields: dict[str, pa.DataType] | None = None,
     ) -> None:
         self.buckets = buckets
+        # result fields with integer parts, whose values are checked as batch
+        # output is: Spark's pandas conversion would truncate 21.5 to 21
+        self.integer_fields = integer_fields or {}
         self.window = window
         self.call = call
         self.options = options
@@ -625,9 +630,18 @@ class _HostProcessor(StatefulProcessor):
         else:
             for f in self.result_fields:
                 row[f] = None if value is None else value[f]
+        for f, dtype in self.integer_fields.items():
+            if row[f] is not None:
+                to_arrow_column([row[f]], dtype, lambda _: self._result_label(row, key_values))
         for c in _COUNTS:
             row.setdefault(c, None)
         return row
+
+    def _result_label(self, row: dict[str, Any], key_values: list[Any]) -> str:
+        where = f"UDM {udm_label(self.call.udm)!r} on window [{row[_S]}, {row[_E]})"
+        if key_values:
+            where += f" of key {key_values[0] if len(key_values) == 1 else tuple(key_values)!r}"
+        return where
 
 
 def _applied(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -962,6 +976,11 @@ def stream_changelog(
         timers=input == "elements",  # only element streams carry broadcast CTIs
         events=input == "events",
         buckets=state_buckets,
+        integer_fields={
+            f.name: arrow_schema(T.StructType([f])).field(0).type
+            for f in result_struct
+            if _holds_integers(arrow_schema(T.StructType([f])).field(0).type)
+        },
     )
     share_driver_python(packed.sparkSession)
     result = packed.groupBy(F.col(_GROUP)).transformWithStateInPandas(
