@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from udm.host.cht import Cht, derive_cht
 from udm.host.invoke import PLAIN_TYPES, ValueFn, instantiate, make_value_fn
@@ -530,6 +530,13 @@ def _keys(key: str | Sequence[str] | None) -> tuple[str, ...]:
     return keys
 
 
+_NEEDS_WINDOW = (
+    "{method}() runs a UDM once per window: window the stream first, e.g. "
+    "stream.tumbling_window(size).{method}(...), or hopping_window, snapshot_window, "
+    "count_window, window(spec)"
+)
+
+
 class Stream:
     """A lazy query over events; every method returns a new stream."""
 
@@ -716,6 +723,16 @@ class Stream:
         ks = _keys(list(keys))
         return self._with(GroupNode(ks), ks)
 
+    def aggregate(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Not on a stream: UDAs run per window, so window the stream first
+        (``stream.tumbling_window(size).aggregate(...)``)."""
+        raise TypeError(_NEEDS_WINDOW.format(method="aggregate"))
+
+    def apply(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """Not on a stream: UDOs run per window, so window the stream first
+        (``stream.snapshot_window().apply(...)``)."""
+        raise TypeError(_NEEDS_WINDOW.format(method="apply"))
+
     def window(self, spec: WindowSpec) -> WindowedStream:
         """Window the stream by any :class:`~udm.host.WindowSpec`."""
         if not isinstance(spec, WindowSpec):
@@ -873,9 +890,19 @@ class Stream:
         into one column per field."""
         from udm.host.spark.execute import run_spark, to_output
 
+        self._batch_only("to_dataframe")
         frame, _layout, metrics = run_spark(self, spark)
         self.metrics = metrics
         return to_output(frame)
+
+    def _batch_only(self, method: str) -> None:
+        df = self._source.df
+        if df is not None and df.isStreaming:
+            raise ValueError(
+                f"{method}() runs a batch query, and this stream's source is a streaming "
+                "DataFrame (spark.readStream): call to_stream() for the output changelog "
+                "and start it with udm.host.spark.streaming.start_stream (docs/streaming.md)"
+            )
 
     def to_stream(self, **options: Any) -> DataFrame:
         """Run continuously: the output changelog of this query over a
@@ -937,6 +964,7 @@ class Stream:
         in-process; ``"reference"`` collects a DataFrame source and runs the
         reference evaluator, for small data.
         """
+        self._batch_only("to_cht")
         if engine == "auto":
             engine = "spark" if self._source.df is not None else "reference"
         if engine == "spark":

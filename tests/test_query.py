@@ -288,6 +288,15 @@ def test_wrong_udm_kinds_and_options_are_rejected_when_building() -> None:
         Stream.from_cht([(0, 1, 1.0)]).snapshot_window().aggregate(median, emit_empty=True)
     with pytest.raises(ValueError, match="'clip' keeps timestamps chosen by the UDM"):
         w.aggregate(median, output_policy="clip")
+    # a UDM before a window: named, with the fix (was a bare AttributeError)
+    for method in ("aggregate", "apply"):
+        with pytest.raises(TypeError) as err:
+            getattr(Stream.from_cht([(0, 1, 1.0)]), method)(median)
+        assert str(err.value) == (
+            f"{method}() runs a UDM once per window: window the stream first, e.g. "
+            f"stream.tumbling_window(size).{method}(...), or hopping_window, snapshot_window, "
+            "count_window, window(spec)"
+        )
 
 
 def test_durations_accept_timedelta() -> None:

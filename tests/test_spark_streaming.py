@@ -403,6 +403,16 @@ def test_batch_only_options_are_refused_by_to_stream(spark: Any) -> None:
         windowed.aggregate("stats.mean", value="v", emit_empty=True).to_stream()
     with pytest.raises(ValueError, match="watermark= bounds a batch query"):
         windowed.aggregate("stats.mean", value="v", watermark=100).to_stream()
+    # and the batch runners, on a streaming source, point at to_stream()
+    query = windowed.aggregate("stats.mean", value="v")
+    for run in (query.to_dataframe, query.to_cht):
+        with pytest.raises(ValueError) as err:
+            run()
+        assert str(err.value) == (
+            f"{run.__name__}() runs a batch query, and this stream's source is a streaming "
+            "DataFrame (spark.readStream): call to_stream() for the output changelog and "
+            "start it with udm.host.spark.streaming.start_stream (docs/streaming.md)"
+        )
     from udm.host.spark.streaming import stream_changelog
 
     def changelog(**options: Any) -> Any:
