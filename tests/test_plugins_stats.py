@@ -336,3 +336,20 @@ def test_bad_parameters_fail_when_the_udm_is_created(make: Any, message: str) ->
     # not at the first window, which an empty stream never reaches
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_decimal_values_are_numbers() -> None:
+    """Spark's decimal columns arrive as ``Decimal``, which is no
+    ``numbers.Real``: mean, variance, the time-weighted average and ewma
+    refused it ("takes numbers"; ewma with a bare operand error). They now
+    take it as the float it is closest to; order statistics keep it."""
+    from decimal import Decimal
+
+    events = [IntervalEvent(e.start, e.end, Decimal(str(e.payload))) for e in SCALARS]
+    # window [0, 10): 1, 5, 2, 8; window [10, 20): 3
+    assert run("stats.mean", events) == Cht([(0, 10, 4.0), (10, 20, 3.0)])
+    assert run("stats.variance", events) == Cht([(0, 10, 7.5), (10, 20, 0.0)])
+    assert run("stats.time_weighted_average", events) == Cht([(0, 10, 4.0), (10, 20, 3.0)])
+    # 1, then .5*5 + .5*1 = 3, .5*2 + .5*3 = 2.5, .5*8 + .5*2.5 = 5.25
+    assert run("stats.ewma", events) == Cht([(0, 10, 5.25), (10, 20, 3.0)])
+    assert run("stats.median", events) == Cht([(0, 10, Decimal("3.5")), (10, 20, Decimal("3.0"))])

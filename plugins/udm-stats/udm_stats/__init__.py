@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -80,7 +81,7 @@ def _number(x: Any, udm: str) -> int | float:
         return x
     if isinstance(x, numbers.Integral):
         return int(x)
-    if isinstance(x, numbers.Real):
+    if isinstance(x, numbers.Real | Decimal):  # Spark's decimal columns arrive as Decimal
         return float(x)
     if x is None:
         raise _null(udm)
@@ -209,7 +210,7 @@ def ewma(payloads: Sequence[Any], alpha: float = 0.5, field: str | None = None) 
     """
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha <= 1:
         raise ValueError(f"ewma alpha must be in (0, 1], got {alpha!r}")
-    values = _values(payloads, field, "stats.ewma")
+    values = [_number(x, "stats.ewma") for x in _values(payloads, field, "stats.ewma")]
     if not values:
         return None
     s = values[0]
