@@ -66,7 +66,8 @@ def to_ticks(value: Any) -> int:
 
     Accepts ``int`` ticks, ``datetime`` (naive values are taken as UTC),
     ``date``, ``pandas.Timestamp``, ``numpy.datetime64`` and Arrow timestamp
-    scalars. ``float('inf')`` and the string ``"inf"`` mean :data:`INFINITY`.
+    scalars. ``float('inf')`` and the string ``"inf"`` mean :data:`INFINITY`;
+    ``float('-inf')`` and ``"-inf"`` mean :data:`MIN_TIME`.
     """
     if isinstance(value, bool):
         raise TimeConversionError(f"{value!r} is a bool, not a time; pass int ticks or a datetime")
@@ -80,14 +81,19 @@ def to_ticks(value: Any) -> int:
     if isinstance(value, float):
         if value == float("inf"):
             return INFINITY
+        if value == float("-inf"):
+            return MIN_TIME
         if value.is_integer():
             return to_ticks(int(value))
         raise TimeConversionError(
             f"{value!r} is not a whole number of ticks; round it to an int (1 tick = 1 microsecond)"
         )
     if isinstance(value, str):
-        if value.strip().lower() in ("inf", "infinity"):
+        word = value.strip().lower()
+        if word in ("inf", "infinity", "+inf", "+infinity"):
             return INFINITY
+        if word in ("-inf", "-infinity"):
+            return MIN_TIME
         fraction = _SUB_MICROS.search(value)
         if fraction and fraction.group(1)[6:].strip("0"):
             # fromisoformat would drop the digits beyond microseconds
@@ -172,12 +178,18 @@ def to_duration_ticks(value: Any) -> int:
 
 
 def from_ticks(ticks: int) -> _dt.datetime:
-    """The UTC datetime of a tick value (:data:`INFINITY` maps to ``datetime.max``)."""
+    """The UTC datetime of a tick value (:data:`INFINITY` maps to
+    ``datetime.max``, :data:`MIN_TIME` to ``datetime.min``)."""
     if ticks >= INFINITY:
         return _dt.datetime.max.replace(tzinfo=_dt.UTC)
+    if ticks <= MIN_TIME:
+        return _dt.datetime.min.replace(tzinfo=_dt.UTC)
     return _EPOCH + _dt.timedelta(microseconds=ticks)
 
 
 def format_time(ticks: int) -> str:
-    """Render ticks for messages: ``inf`` for the end of time."""
-    return "inf" if ticks >= INFINITY else str(ticks)
+    """Render ticks for messages: ``inf`` for the end of time, ``-inf``
+    for the beginning (both read back by :func:`to_ticks`)."""
+    if ticks >= INFINITY:
+        return "inf"
+    return "-inf" if ticks <= MIN_TIME else str(ticks)

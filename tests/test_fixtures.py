@@ -16,11 +16,15 @@ from typer.testing import CliRunner
 from udm.cli.main import app
 from udm.host import (
     INFINITY,
+    MIN_TIME,
     Cht,
+    CountByStartWindow,
     Cti,
     HoppingWindow,
     Insert,
     Retract,
+    SnapshotWindow,
+    TumblingWindow,
     derive_cht,
 )
 from udm.host.fixtures import (
@@ -584,6 +588,44 @@ def test_open_events_are_closed_for_grid_windows_only() -> None:
     assert any(e.end == INFINITY for e in events_of(scenario(s)))
 
 
+def test_infinite_events_may_start_at_the_beginning_of_time_except_on_grids() -> None:
+    """The paper's infinite events span the whole time line (LE = -inf and
+    RE = inf): over snapshot and count windows about half the scenarios open
+    with an event from MIN_TIME; over grid windows, which refuse such an
+    event, none does."""
+    for window in (None, SnapshotWindow(), CountByStartWindow(3)):
+        firsts = [
+            min(
+                e.start
+                for e in events_of(scenario(spec(duration="infinite", seed=k), window=window))
+            )
+            for k in range(20)
+        ]
+        assert 4 <= firsts.count(MIN_TIME) <= 16, window
+        assert all(f == MIN_TIME or f >= 0 for f in firsts)
+    grid = [
+        scenario(spec(duration="infinite", seed=k), window=HoppingWindow(10, 5)) for k in range(20)
+    ]
+    assert all(e.start > MIN_TIME for s in grid for e in events_of(s))
+
+
+def test_durations_and_gaps_scale_with_the_grid_window() -> None:
+    """Durations and gaps are in tenths of a grid window's size: the same
+    seed over hour windows gives the stream over 10-tick windows, times
+    scaled by 360,000,000 ticks (6 minutes); before, "short" events lasted
+    5 ticks under hour windows, so every event fell in one window."""
+    hour = 3_600_000_000
+    small = events_of(scenario(spec(cti_every=0, disorder="none"), window=TumblingWindow(10)))
+    large = events_of(scenario(spec(cti_every=0, disorder="none"), window=TumblingWindow(hour)))
+    spans = [e.end - e.start for e in large]
+    assert sum(spans) / len(spans) > hour / 4  # short: about half a window
+    assert len({e.start // hour for e in large}) > 10  # the 60 events spread over windows
+    assert len(small) == len(large) == 60
+    assert events_of(scenario(spec(), window=TumblingWindow(10))) == events_of(
+        scenario(spec(), window=TumblingWindow(5))
+    )  # a tick is the least unit: windows of 10 ticks or fewer see the streams as before
+
+
 def test_composition_unions_scenarios_with_keys_and_shift(tmp_path: Path) -> None:
     (f,) = load_fixture(
         write(
@@ -749,3 +791,32 @@ def test_a_saved_minimal_stream_keeps_the_comparison_settings(tmp_path: Path) ->
     saved.write_text(text)
     (again,) = load_fixture(saved)
     assert (again.tolerance, again.abs_tolerance, again.check_properties) == (0.01, 0.5, False)
+
+
+def test_a_saved_minimal_stream_keeps_the_ends_of_time(tmp_path: Path) -> None:
+    """An event from MIN_TIME to INFINITY is written -inf and inf, read
+    back as the same ticks, and the saved fixture passes."""
+    from udm.host.fixtures.runner import stream_to_yaml
+
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.max
+        window: {kind: snapshot}
+        generate: {events: 4, duration: infinite}
+        """,
+    )
+    (f,) = load_fixture(path)
+    stream = [Insert("e0", MIN_TIME, INFINITY, 3.0), Insert("e1", 5, 9, 4.0)]
+    text = stream_to_yaml(f, stream)
+    assert "start: -inf" in text and "end: inf" in text
+    saved = tmp_path / "saved.udm.yaml"
+    saved.write_text(text)
+    (again,) = load_fixture(saved)
+    assert again.expected is not None
+    assert [(e.start, e.end, e.payload) for e in again.expected] == [
+        (MIN_TIME, 5, 3.0),
+        (5, 9, 4.0),
+        (9, INFINITY, 3.0),
+    ]
+    assert run_fixture(again).passed

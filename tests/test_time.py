@@ -171,6 +171,13 @@ class TestStrings:
     def test_infinity_spellings(self, text: str) -> None:
         assert to_ticks(text) == INFINITY
 
+    @pytest.mark.parametrize("text", ["-inf", "-INF", " -Infinity ", "+inf"])
+    def test_minus_infinity_is_the_beginning_of_time(self, text: str) -> None:
+        want = INFINITY if text.startswith("+") else MIN_TIME
+        assert to_ticks(text) == want
+        assert to_ticks(float(text)) == want
+        assert format_time(want) == text.strip().lower().lstrip("+").replace("infinity", "inf")
+
     def test_garbage_string_rejected(self) -> None:
         with pytest.raises(TimeConversionError) as err:
             to_ticks("yesterday")
@@ -193,6 +200,7 @@ class TestFromTicks:
 
     def test_infinity_is_datetime_max(self) -> None:
         assert from_ticks(INFINITY) == dt.datetime.max.replace(tzinfo=dt.UTC)
+        assert from_ticks(MIN_TIME) == dt.datetime.min.replace(tzinfo=dt.UTC)
 
     @pytest.mark.parametrize(
         "ticks", [0, 1, -1, NEW_YEAR_2024, NEW_YEAR_2024 + 999_999, -86_400_000_001]

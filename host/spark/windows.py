@@ -107,9 +107,11 @@ def hopping_range(w: HoppingWindow, watermark: int) -> tuple[Column, Column]:
     min_start, max_end = w.time_bounds
     mark = "\x00"
     texts = [w.range_message(mark, mark, from_min).split(mark) for from_min in (True, False)]
+    # times as format_time shows them: -inf and inf for the ends of time
+    start_text = f"CASE WHEN {S_COL} <= {MIN_TIME}L THEN '-inf' ELSE CAST({S_COL} AS STRING) END"
+    end_text = f"CASE WHEN {E_COL} >= {INFINITY}L THEN 'inf' ELSE CAST({E_COL} AS STRING) END"
     messages = [
-        f"concat({sql_string(a)}, CAST({S_COL} AS STRING), {sql_string(b)}, "
-        f"CAST({E_COL} AS STRING), {sql_string(c)})"
+        f"concat({sql_string(a)}, {start_text}, {sql_string(b)}, {end_text}, {sql_string(c)})"
         for a, b, c in texts
     ]
     k_min = F.expr(
