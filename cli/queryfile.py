@@ -80,13 +80,27 @@ class QuerySpec(BaseModel):
             raise ValueError("give exactly one of aggregate (a UDA name) or apply (a UDO name)")
         return self
 
+    def source_path(self, base: Path) -> Path:
+        """The source's path, relative to the spec's folder."""
+        path = Path(self.source.path)
+        return path if path.is_absolute() else base / path
+
+    def named_columns(self) -> list[tuple[str, str]]:
+        """``(field, column)`` for every column the spec names, the fields
+        as dotted paths into the spec (``source.start``, ``value``)."""
+        src = self.source
+        named = [("source.start", src.start)]
+        if src.end is not None:
+            named.append(("source.end", src.end))
+        for field, cols in (("source.key", src.key), ("value", self.value)):
+            named += [(field, c) for c in ([cols] if isinstance(cols, str) else cols or [])]
+        return named
+
     def stream(self, spark: Any, base: Path) -> Any:
         from udm.host.query import Stream
 
         src = self.source
-        path = Path(src.path)
-        if not path.is_absolute():
-            path = base / path
+        path = self.source_path(base)
         if not path.exists():
             raise QueryFileError(f"source path {path} does not exist")
         # CSV: a header and inferred types unless the options say otherwise
@@ -144,10 +158,25 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
         # the Python API's advice, in the spec's words
         message = message.replace("use .apply() for it", "use apply: for it")
         message = message.replace("use .aggregate() for it", "use aggregate: for it")
-        if any(w in message for w in ("column", "where", "cannot resolve", "PARSE")):
-            field = "source"
-        line = getattr(data, "lines", {}).get(field, 1)
-        raise QueryFileError(f"{path}:{line}: {field}: {message}") from None
+        field = _field_of(message, field)
+        raise QueryFileError(f"{path}:{_line(data, field)}: {field}: {message}") from None
+
+
+def _field_of(message: str, udm_field: str) -> str:
+    """The spec field a Spark-time error is about (the UDM's by default)."""
+    for prefix, field in (
+        ("value column", "value"),
+        ("start column", "source.start"),
+        ("end column", "source.end"),
+        ("key column", "source.key"),
+    ):
+        if message.startswith(prefix):
+            return field
+    if any(w in message for w in ("where", "cannot resolve", "PARSE", "UNRESOLVED")):
+        return "source.where"
+    if "column" in message:
+        return "source"
+    return udm_field
 
 
 def _first_line(exc: BaseException) -> str:
@@ -196,9 +225,55 @@ def worker_path(path: Path) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
 
 
+def _line(data: Any, field: str) -> int:
+    """The line of a dotted field (``source.start``) of a loaded spec; for a
+    field that is a list, the line of the list."""
+    line = 1
+    for part in field.split("."):
+        lines = getattr(data, "lines", None)
+        if not isinstance(lines, dict) or part not in lines:
+            break
+        line, data = lines[part], data[part]
+    return line
+
+
+def _parquet_columns(path: Path) -> list[str] | None:
+    """A Parquet source's column names, read from its footers (no Spark);
+    None when they cannot be read here (Spark will say why)."""
+    import pyarrow.dataset as ds
+
+    try:
+        return list(ds.dataset(str(path), format="parquet").schema.names)
+    except Exception:
+        return None
+
+
+def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
+    """The source's path and, for Parquet, every column the spec names:
+    all problems at once, each at its line, before Spark starts."""
+    source = spec.source_path(path.parent)
+    if not source.exists():
+        line = _line(data, "source.path")
+        raise QueryFileError(f"{path}:{line}: source.path: {source} does not exist")
+    if spec.source.format != "parquet":
+        return  # CSV and JSON columns depend on Spark's reader options
+    columns = _parquet_columns(source)
+    if columns is None:
+        return
+    problems = [
+        f"{path}:{_line(data, field)}: {field}: column {col!r} is not in {source.name}; "
+        f"its columns are {columns}"
+        for field, col in spec.named_columns()
+        if col not in columns
+    ]
+    if problems:
+        raise QueryFileError("\n".join(problems))
+
+
 def check_query_file(path: Path) -> None:
     """Everything that can be checked without Spark: the file exists, is a
-    Python file or a YAML spec, and a spec is valid."""
+    Python file or a YAML spec, and a spec is valid, names an installed UDM,
+    a source that exists and (for Parquet) columns the source has."""
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
@@ -212,6 +287,7 @@ def check_query_file(path: Path) -> None:
         except UnknownUdmError as exc:
             line = getattr(data, "lines", {}).get(field, 1)
             raise QueryFileError(f"{path}:{line}: {field}: {_first_line(exc)}") from None
+        _check_source(path, spec, data)
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
 

@@ -216,7 +216,10 @@ def test_run_names_query_mistakes_without_a_traceback(
     nokey = spec(tmp_path, MEDIAN.replace("key: sensor", "key: sensr"), "nokey.yaml")
     result = invoke("run", str(nokey), "-o", str(tmp_path / "out"))
     assert result.exit_code == 1
-    assert f"{nokey}:1: source: key column 'sensr' is not in the DataFrame" in result.output
+    assert (
+        f"{nokey}:1: source.key: column 'sensr' is not in readings.parquet; its columns are "
+        "['sensor', 'ts', 'temp']"
+    ) in result.output.replace("\n", "")
     query = tmp_path / "pyunk.py"
     query.write_text(
         textwrap.dedent(
@@ -360,4 +363,54 @@ def test_an_unknown_udm_in_a_spec_is_reported_before_spark_starts(tmp_path: Path
         check_query_file(unknown)
     assert str(err.value).startswith(
         f"{unknown}:3: aggregate: no UDM is registered as 'stats.meadian'; did you mean "
+    )
+
+
+def test_source_mistakes_in_a_spec_are_all_reported_before_spark_starts(tmp_path: Path) -> None:
+    """A Parquet source's columns are read from its footer: every column the
+    spec names that the data lacks is reported at its own line, at once
+    (before, Spark started and the first mistake was blamed on source:)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    pq.write_table(
+        pa.table({"sensor": ["a"], "ts": [1], "temp": [2.0]}), tmp_path / "readings.parquet"
+    )
+    body = """\
+        source:
+          path: readings.parquet
+          start: tss
+          end: te
+          key: [sensor, line]
+        window: {kind: tumbling, size: 10}
+        aggregate: stats.median
+        value: tmp
+        """
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(spec(tmp_path, body, "cols.yaml"))
+    where = tmp_path / "cols.yaml"
+    have = "is not in readings.parquet; its columns are ['sensor', 'ts', 'temp']"
+    assert str(err.value).splitlines() == [
+        f"{where}:3: source.start: column 'tss' {have}",
+        f"{where}:4: source.end: column 'te' {have}",
+        f"{where}:5: source.key: column 'line' {have}",
+        f"{where}:8: value: column 'tmp' {have}",
+    ]
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(spec(tmp_path, body.replace("readings.parquet", "nope.parquet"), "p.yaml"))
+    assert str(err.value) == (
+        f"{tmp_path / 'p.yaml'}:2: source.path: {tmp_path / 'nope.parquet'} does not exist"
+    )
+    # a CSV's columns depend on Spark's reader options: left to Spark
+    (tmp_path / "r.csv").write_text("sensor,ts,temp\na,1,2.0\n")
+    check_query_file(
+        spec(
+            tmp_path,
+            body.replace("readings.parquet", "r.csv").replace(
+                "  start: tss", "  format: csv\n          start: tss"
+            ),
+            "csv.yaml",
+        )
     )
