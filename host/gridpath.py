@@ -91,7 +91,9 @@ class GridPath:
         keep_events: bool = True,
     ) -> None:
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
-        # events outside these bounds go to the general path, which refuses them
+        # events outside these bounds go to the general path, which refuses
+        # them; ``floor`` (the CTI or min_start, whichever is later) makes the
+        # start's check the one the CTI needs anyway
         self.min_start, self.max_end = window.time_bounds
         self.udm: Any = udm
         self.point_end = policy is OutputPolicy.POINT_END
@@ -102,7 +104,7 @@ class GridPath:
         self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
         self.keys: dict[Hashable, _Key] = {}
         self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
-        self.cti = MIN_TIME
+        self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
         self._swept = 0
         self._undo: list[tuple[_Key, int, list[Any] | None]] | None = None
         self._key_saves: dict[Hashable, Any] | None = None
@@ -211,6 +213,10 @@ class GridPath:
 
     # -- elements ---------------------------------------------------------
 
+    def _set_cti(self, c: int) -> None:
+        self.cti = c
+        self.floor = max(c, self.min_start)
+
     def insert_quick(
         self, e: Insert, live: dict[Hashable, Any], make_live: Any, out: list[Element]
     ) -> bool:
@@ -236,10 +242,13 @@ class GridPath:
         """:meth:`insert_quick` of an insert given by its fields, for callers
         that hold columns rather than elements: the element is built only
         when an error message needs it (``current`` is None then)."""
-        if end <= start or start < self.cti or type(ident) not in (str, int):
-            return False
-        if start < self.min_start or end > self.max_end:
-            return False  # the general path refuses it, or an open event
+        if (
+            end <= start
+            or start < self.floor
+            or end > self.max_end
+            or type(ident) not in (str, int)
+        ):
+            return False  # late, outside the grid's time bounds, open, or an odd id
         keep = self.keep_events
         if keep and (ident in live or ident in self.events):
             return False  # a duplicate, or the reused id of an expired event
@@ -330,7 +339,7 @@ class GridPath:
         if self.key_fn is not None or ks is None or ks.long or emitted is None:
             return i
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
-        min_start, max_end = self.min_start, self.max_end
+        floor, max_end = self.floor, self.max_end
         keep = self.keep_events
         conservative = self.conservative
         value_fn = self.value_fn
@@ -342,8 +351,7 @@ class GridPath:
             ident, start, end = ids[i], starts[i], ends[i]
             if (
                 end <= start
-                or start < cti
-                or start < min_start
+                or start < floor
                 or end > max_end
                 or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
             ):
@@ -516,7 +524,7 @@ class GridPath:
                 "or send a finite CTI"
             )
         previous = self.cti
-        self.cti = c
+        self._set_cti(c)
         k_final = (c - self.size - self.offset) // self.hop if c < INFINITY else None
         for key, ks in self.keys.items():
             self._save_key(key, ks)
@@ -572,7 +580,7 @@ class GridPath:
             else:
                 ks.wins[k] = saved
             touched[(id(ks), k)] = (ks, k)
-        self.cti = self._saved_cti
+        self._set_cti(self._saved_cti)
         for key, saved_key in (self._key_saves or {}).items():
             if saved_key is None:
                 self.keys.pop(key, None)
@@ -633,7 +641,8 @@ class GridPath:
     def load(self, data: dict[str, Any]) -> None:
         from udm.host.engine import OutputId
 
-        self.cti, self._swept = data["cti"], data["swept"]
+        self._set_cti(data["cti"])
+        self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.keys = {}
         for key, max_start, emitted_k, long_ids, wins in data["keys"]:
