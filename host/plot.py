@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udm.host.time import INFINITY
+from udm.host.time import INFINITY, from_ticks
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["Lane", "TimelinePlotError", "lanes_for", "plot_timeline"]
@@ -60,6 +60,15 @@ def _rows(events: Sequence[IntervalEvent[Any]]) -> list[int]:
     return rows
 
 
+def _datetime_label(ticks: float) -> str:
+    """A tick as a compact UTC datetime for an axis or a CTI label."""
+    try:
+        text = from_ticks(round(ticks)).isoformat(sep=" ")
+    except (OverflowError, ValueError):
+        return str(round(ticks))
+    return text.removesuffix("+00:00").removesuffix(":00").removesuffix(" 00:00")
+
+
 def _fmt(payload: Any) -> str:
     if isinstance(payload, float):
         return f"{payload:.4g}"
@@ -92,13 +101,15 @@ def plot_timeline(
     label: Callable[[Any], str] = _fmt,
     time_range: tuple[int, int] | None = None,
     max_events: int = 400,
+    datetimes: bool = False,
 ) -> Any:
     """Draw lanes of lifetimes on a shared time axis and return the figure.
 
     Each event is a bar from its start to its end (an end at infinity is drawn
     as an arrow past the right edge); one-tick point events are drawn as
     markers. Vertical dashed lines are a lane's ``marks`` (CTIs). ``path``
-    saves the figure (PNG, SVG or PDF by its suffix).
+    saves the figure (PNG, SVG or PDF by its suffix). ``datetimes`` labels
+    the time axis and the CTIs with UTC datetimes instead of ticks.
     """
     total = sum(len(lane.events) for lane in lanes)
     if total > max_events:
@@ -164,7 +175,8 @@ def plot_timeline(
                 )
         for m in lane.marks:
             ax.axvline(m, color="#D55E00", linestyle="--", linewidth=1)
-            ax.text(m, height - 0.4, f"CTI {m}", color="#D55E00", fontsize=7, ha="left")
+            shown = _datetime_label(m) if datetimes else str(m)
+            ax.text(m, height - 0.4, f"CTI {shown}", color="#D55E00", fontsize=7, ha="left")
         ax.set_ylim(-0.6, height + 0.1)
         ax.set_yticks([])
         ax.set_ylabel(lane.title, rotation=0, ha="right", va="center", fontsize=9)
@@ -172,7 +184,13 @@ def plot_timeline(
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)
     axes[-1, 0].set_xlim(lo, hi)
-    axes[-1, 0].set_xlabel("application time (ticks)")
+    if datetimes:
+        from matplotlib.ticker import FuncFormatter
+
+        axes[-1, 0].xaxis.set_major_formatter(FuncFormatter(lambda x, _: _datetime_label(x)))
+        axes[-1, 0].set_xlabel("application time (UTC)")
+    else:
+        axes[-1, 0].set_xlabel("application time (ticks)")
     if title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()

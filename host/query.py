@@ -38,7 +38,7 @@ from udm.host.invoke import PLAIN_TYPES, ValueFn, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.reference import evaluate
 from udm.host.stream import Element
-from udm.host.time import INFINITY, format_time, to_ticks
+from udm.host.time import INFINITY, format_time, iso_time, to_ticks
 from udm.host.validation import CtiPolicy
 from udm.host.windows import (
     CountByEndWindow,
@@ -279,9 +279,14 @@ class WindowOp:
             return "assigned" if self.emit_empty else "grid"
         return "assigned" if self.use_partial() else "endpoints"
 
-    def describe(self) -> str:
-        wm = "" if self.watermark >= INFINITY else f", watermark={format_time(self.watermark)}"
-        lines = [f"window {self.window!r}{wm}"]
+    def describe(self, datetimes: bool = False) -> str:
+        """The operation; ``datetimes`` (a query over datetimes) shows window
+        sizes in units (``1h``) and the watermark as a UTC datetime."""
+        wm = ""
+        if self.watermark < INFINITY:
+            shown = iso_time(self.watermark) if datetimes else format_time(self.watermark)
+            wm = f", watermark={shown}"
+        lines = [f"window {self.window.describe(durations=datetimes)}{wm}"]
         for c in self.calls:
             lines.append(f"  {self.kind} {c.name} = {c.describe()}")
         opts = f"input_clipping={self.clipping.value}, output_policy={self.policy.value}"
@@ -323,6 +328,14 @@ class Source:
     dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
     # the metrics of the latest run of any query on this source (one entry)
     latest: list[QueryMetrics] = field(default_factory=list, compare=False, repr=False)
+
+    def datetimes(self) -> bool:
+        """Whether the events' times are datetimes (timestamps, dates or
+        strings) rather than int ticks: plans and plots then show them so."""
+        if self.df is None:
+            return self.timestamps
+        types = {f.name: f.dataType.typeName() for f in self.df.schema.fields}
+        return types.get(self.start) in ("timestamp", "timestamp_ntz", "date", "string")
 
     def describe(self) -> str:
         if self.df is not None:
@@ -765,8 +778,10 @@ class Stream:
     def explain(self) -> str:
         """A readable plan: source, operations, and how Spark runs them."""
         lines = ["Stream plan", f"  source: {self._source.describe()}"]
+        datetimes = self._source.datetimes()
         for node in self._nodes:
-            for i, line in enumerate(node.describe().splitlines()):
+            text = node.describe(datetimes) if isinstance(node, WindowOp) else node.describe()
+            for i, line in enumerate(text.splitlines()):
                 lines.append(("  - " if i == 0 else "    ") + line)
             if isinstance(node, WindowOp):
                 lines.append("    spark: " + _spark_strategy(node, self._keys_at(node)))
@@ -853,13 +868,16 @@ class Stream:
             lanes = lanes_for(inputs, windows, outputs, ctis=ctis)
         if title is None:
             title = self._plot_title(op, key if keys else None)
-        return plot_timeline(lanes, title=title, path=path, max_events=max_events)
+        return plot_timeline(
+            lanes, title=title, path=path, max_events=max_events, datetimes=self._source.datetimes()
+        )
 
     def _plot_title(self, op: WindowOp | None, key: Any) -> str:
         parts = []
         if op is not None:
             names = ", ".join(c.name for c in op.calls)
-            parts.append(f"{op.kind} {names} over {op.window!r}")
+            window = op.window.describe(durations=self._source.datetimes())
+            parts.append(f"{op.kind} {names} over {window}")
             parts.append(f"clipping={op.clipping.value}, output={op.policy.value}")
         if key is not None:
             parts.append(f"key={key!r}")

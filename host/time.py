@@ -21,8 +21,10 @@ __all__ = [
     "MIN_TIME",
     "TICKS_PER_SECOND",
     "TimeConversionError",
+    "format_duration",
     "format_time",
     "from_ticks",
+    "iso_time",
     "to_duration_ticks",
     "to_ticks",
 ]
@@ -193,3 +195,32 @@ def format_time(ticks: int) -> str:
     if ticks >= INFINITY:
         return "inf"
     return "-inf" if ticks <= MIN_TIME else str(ticks)
+
+
+_DURATION_UNITS = (
+    ("d", 86_400_000_000),
+    ("h", 3_600_000_000),
+    ("m", 60_000_000),
+    ("s", 1_000_000),
+    ("ms", 1_000),
+)
+
+
+def format_duration(ticks: int) -> str:
+    """A duration in the largest unit that divides it (``1h``, ``15m``,
+    ``250ms``; the spellings YAML specs and fixtures accept), else ticks."""
+    for unit, size in _DURATION_UNITS:
+        if ticks and ticks % size == 0:
+            return f"{ticks // size}{unit}"
+    return str(ticks)
+
+
+def iso_time(ticks: int) -> str:
+    """Ticks as an ISO 8601 UTC datetime (``inf`` and ``-inf`` for the
+    ends of time; ticks beyond the years ``datetime`` can show as ticks)."""
+    if ticks >= INFINITY or ticks <= MIN_TIME:
+        return format_time(ticks)
+    try:
+        return from_ticks(ticks).isoformat().replace("+00:00", "Z")
+    except OverflowError:
+        return str(ticks)

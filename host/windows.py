@@ -22,7 +22,7 @@ from functools import cached_property
 from itertools import pairwise
 from typing import Any, ClassVar
 
-from udm.host.time import INFINITY, MIN_TIME, format_time, to_duration_ticks
+from udm.host.time import INFINITY, MIN_TIME, format_duration, format_time, to_duration_ticks
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = [
@@ -58,8 +58,17 @@ class WindowSpec(ABC):
     ) -> list[IntervalEvent[Any]]:
         return [e for e in events if self.belongs(e, window)]
 
-    def describe(self) -> str:
-        return repr(self)
+    def describe(self, durations: bool = False) -> str:
+        """The spec as its repr, or with ``durations`` (for queries over
+        datetimes) its sizes in units: ``HoppingWindow(size=1h, hop=15m)``."""
+        if not durations or not isinstance(self, HoppingWindow):
+            return repr(self)
+        parts = [f"size={format_duration(self.size)}"]
+        if type(self) is HoppingWindow:
+            parts.append(f"hop={format_duration(self.hop)}")
+        if self.offset:
+            parts.append(f"offset={format_duration(self.offset)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
 
 def _positive(name: str, value: Any) -> int:

@@ -101,3 +101,30 @@ def test_stream_plot_defaults_to_the_first_group_and_rejects_unknown_ones() -> N
     message = r"plot\(key='attic'\): no such group; groups: \['hall', 'lab'\]"
     with pytest.raises(KeyError, match=message):
         query.plot(key="attic")
+
+
+def test_a_query_over_datetimes_is_drawn_and_explained_in_datetimes() -> None:
+    """Before, the axis, the CTI mark and the window read in ticks
+    (HoppingWindow(size=3600000000, ...)) for a query written in datetimes."""
+    import datetime as dt
+
+    noon = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
+    rows = [(noon + dt.timedelta(minutes=m), None, float(m)) for m in (0, 20, 50)]
+    stream = Stream.from_cht(
+        [(s, s + dt.timedelta(microseconds=1), v) for s, _, v in rows], timestamps=True
+    )
+    query = stream.hopping_window(dt.timedelta(hours=1), dt.timedelta(minutes=30)).aggregate(
+        median, watermark=noon + dt.timedelta(hours=2)
+    )
+    assert "  - window HoppingWindow(size=1h, hop=30m), watermark=2026-01-01T14:00:00Z" in (
+        query.explain().splitlines()
+    )
+    fig = query.plot()
+    assert "over HoppingWindow(size=1h, hop=30m)" in fig.texts[0].get_text()
+    axis = fig.axes[-1]
+    assert axis.get_xlabel() == "application time (UTC)"
+    assert axis.xaxis.get_major_formatter()(1_767_268_800_000_000, 0) == "2026-01-01 12:00"
+    assert any(t.get_text() == "CTI 2026-01-01 14:00" for ax in fig.axes for t in ax.texts)
+    ticks = Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10).aggregate(median)
+    assert ticks.plot().axes[-1].get_xlabel() == "application time (ticks)"
+    assert "  - window TumblingWindow(size=10)" in ticks.explain().splitlines()

@@ -19,7 +19,7 @@ from udm.host import (
     to_duration_ticks,
     to_ticks,
 )
-from udm.host.time import format_time
+from udm.host.time import format_duration, format_time
 
 # 2024-01-01T00:00:00Z in microseconds since the epoch.
 NEW_YEAR_2024 = 1_704_067_200 * TICKS_PER_SECOND
@@ -250,3 +250,20 @@ class TestDurations:
             to_duration_ticks("1s")
         assert "'1s' (str)" in str(err.value)
         assert "use int ticks or datetime.timedelta" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("ticks", "text"),
+    [
+        (3_600_000_000, "1h"),
+        (900_000_000, "15m"),
+        (86_400_000_000 * 7, "7d"),
+        (90_000_000, "90s"),
+        (250_000, "250ms"),
+        (10, "10"),
+        (1_500, "1500"),
+        (0, "0"),
+    ],
+)
+def test_durations_are_shown_in_the_largest_unit_dividing_them(ticks: int, text: str) -> None:
+    assert format_duration(ticks) == text
