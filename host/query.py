@@ -27,6 +27,7 @@ first use.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -522,6 +523,20 @@ def check_row(
     return s, e
 
 
+def _start_of(event: Any) -> Any:
+    if isinstance(event, IntervalEvent):
+        return event.start
+    try:
+        return event[0]
+    except (TypeError, IndexError, KeyError):
+        return None  # from_cht reports the malformed event
+
+
+def _is_datetime(value: Any) -> bool:
+    """Whether an in-memory time is a datetime rather than int ticks."""
+    return isinstance(value, (dt.date, str))
+
+
 def _invalid(reason: str, row: Any) -> InvalidEventError:
     return InvalidEventError(
         f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
@@ -632,15 +647,21 @@ class Stream:
         events: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
         key: str | Sequence[str] | None = None,
         on_invalid: OnInvalid = "raise",
-        timestamps: bool = False,
+        timestamps: bool | None = None,
     ) -> Stream:
         """Events held in memory: ``IntervalEvent`` or ``(start, end, payload)``.
 
         Dict payloads give one column per field; any other payload is one
         column named ``value`` (and comes back unchanged from ``to_cht``).
-        ``timestamps=True`` turns tick columns into timestamps in
-        :meth:`to_dataframe`.
+        Times are int ticks or datetimes (``datetime``, ``date``, ISO
+        strings). ``timestamps`` says whether :meth:`to_dataframe` returns
+        timestamps (and ``explain``/``plot`` show datetimes); by default it
+        does when the first event's start is a datetime, so datetimes in
+        give datetimes out, as from a DataFrame.
         """
+        if timestamps is None:
+            events = list(events)
+            timestamps = bool(events) and _is_datetime(_start_of(events[0]))
         rows: list[Row] = []
         scalar: bool | None = None
         dropped: dict[str, int] = {}
@@ -683,7 +704,9 @@ class Stream:
         cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
         timestamps: bool = False,
     ) -> Stream:
-        """Events of a physical stream (inserts, retractions, CTIs): its CHT."""
+        """Events of a physical stream (inserts, retractions, CTIs): its CHT.
+        Its times are ticks; ``timestamps=True`` makes :meth:`to_dataframe`
+        return timestamps."""
         cht, _ = derive_cht(elements, cti_policy=cti_policy)
         return cls.from_cht(cht, key=key, timestamps=timestamps)
 

@@ -197,20 +197,24 @@ def format_time(ticks: int) -> str:
     return "-inf" if ticks <= MIN_TIME else str(ticks)
 
 
-_DURATION_UNITS = (
-    ("d", 86_400_000_000),
-    ("h", 3_600_000_000),
-    ("m", 60_000_000),
-    ("s", 1_000_000),
-    ("ms", 1_000),
-)
+#: Ticks per duration unit, largest first: the one table behind the
+#: spellings ``"10s"``, ``"250ms"`` that fixtures and specs read
+#: (``parse_duration``) and that :func:`format_duration` writes.
+DURATION_UNITS: dict[str, int] = {
+    "d": 86_400_000_000,
+    "h": 3_600_000_000,
+    "m": 60_000_000,
+    "s": 1_000_000,
+    "ms": 1_000,
+    "us": 1,
+}
 
 
 def format_duration(ticks: int) -> str:
     """A duration in the largest unit that divides it (``1h``, ``15m``,
     ``250ms``; the spellings YAML specs and fixtures accept), else ticks."""
-    for unit, size in _DURATION_UNITS:
-        if ticks and ticks % size == 0:
+    for unit, size in DURATION_UNITS.items():
+        if size > 1 and ticks and ticks % size == 0:
             return f"{ticks // size}{unit}"
     return str(ticks)
 

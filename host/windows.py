@@ -326,4 +326,12 @@ def window_from_dict(spec: dict[str, Any]) -> WindowSpec:
 
 
 def describe_window(w: WindowDescriptor) -> str:
-    return f"[{w.start}, {format_time(w.end)})"
+    return f"[{format_time(w.start)}, {format_time(w.end)})"
+
+
+def of_key(key: Sequence[Any]) -> str:
+    """`` of key 'a'`` (one key column) or `` of key ('a', 1)`` (several) for
+    messages that name a window of one group; empty without keys."""
+    if not key:
+        return ""
+    return f" of key {key[0]!r}" if len(key) == 1 else f" of key {tuple(key)!r}"

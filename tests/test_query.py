@@ -309,6 +309,28 @@ def test_durations_accept_timedelta() -> None:
         s.count_window(3, by="middle")  # type: ignore[arg-type]
 
 
+def test_in_memory_datetimes_give_datetimes_out() -> None:
+    """Before, from_cht over datetimes explained (and returned) ticks unless
+    the caller also passed timestamps=True."""
+    noon = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
+    events = [(noon, noon + dt.timedelta(minutes=1), 1.0)]
+    hour = dt.timedelta(hours=1)
+
+    def window(stream: Stream) -> str:
+        return stream.tumbling_window(hour).aggregate("stats.mean").explain().splitlines()[2]
+
+    for given in (events, iter(events), [("2026-01-01T12:00:00Z", "2026-01-01T12:01", 1.0)]):
+        stream = Stream.from_cht(given)
+        assert stream._source.timestamps is True
+        assert window(stream) == "  - window TumblingWindow(size=1h)"
+        assert stream.to_cht() == [(1_767_268_800_000_000, 1_767_268_860_000_000, 1.0)]
+    assert window(Stream.from_cht(events, timestamps=False)) == (
+        "  - window TumblingWindow(size=3600000000)"
+    )
+    assert Stream.from_cht([(0, 1, 1.0)])._source.timestamps is False
+    assert Stream.from_cht([])._source.timestamps is False
+
+
 def test_explain_names_every_stage() -> None:
     text = (
         Stream.from_cht(READINGS, key="sensor")

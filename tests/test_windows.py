@@ -10,6 +10,7 @@ import pytest
 
 from udm.host import (
     INFINITY,
+    MIN_TIME,
     CountByEndWindow,
     CountByStartWindow,
     HoppingWindow,
@@ -20,7 +21,7 @@ from udm.host import (
     WindowSpec,
     window_from_dict,
 )
-from udm.host.windows import describe_window
+from udm.host.windows import describe_window, of_key
 
 E = IntervalEvent
 W = WindowDescriptor
@@ -51,6 +52,12 @@ class TestWindowDescriptor:
         assert repr(W(5, INFINITY)) == "WindowDescriptor[5, inf)"
         assert sorted([W(5, 10), W(0, 20), W(0, 10)]) == [W(0, 10), W(0, 20), W(5, 10)]
         assert describe_window(W(-1, INFINITY)) == "[-1, inf)"
+        assert describe_window(W(MIN_TIME, 5)) == "[-inf, 5)"  # as format_time reads back
+        assert (of_key([]), of_key(["a"]), of_key(["a", 1])) == (
+            "",
+            " of key 'a'",
+            " of key ('a', 1)",
+        )
 
     def test_with_lifetime(self) -> None:
         assert E(1, 9, "p").with_lifetime(2, 3) == E(2, 3, "p")

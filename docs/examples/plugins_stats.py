@@ -1,5 +1,7 @@
 """udm-stats by name: the same readings through several UDMs (in-process)."""
 
+from decimal import Decimal
+
 from udm.host import Cht, Cti, Host, Insert, Retract, Stream, TumblingWindow, cht_equal, output_cht
 from udm.host.registry import get_registry
 
@@ -53,4 +55,9 @@ assert output_cht(host.process_many(stream)) == [(0, 10, 0.1)]  # a float sum gi
 nan = float("nan")
 median = Stream.from_cht([(i, i + 1, v) for i, v in enumerate([nan, 1.0, 2.0, 3.0])])
 assert median.tumbling_window(10).aggregate("stats.median").to_cht() == [(0, 10, 2.5)]
+# decimals (Spark's decimal columns): the mean is a float, the median a Decimal
+prices = Stream.from_cht([(i, i + 1, Decimal(v)) for i, v in enumerate(["1.25", "2.50"])])
+decimal_windows = prices.tumbling_window(10)
+assert decimal_windows.aggregate("stats.mean").to_cht() == [(0, 10, 1.875)]
+assert decimal_windows.aggregate("stats.median").to_cht() == [(0, 10, Decimal("1.875"))]
 print(summary, twa, top, sep="\n")

@@ -66,7 +66,7 @@ from udm.host.spark.types import (
     unify,
 )
 from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
-from udm.host.windows import describe_window
+from udm.host.windows import describe_window, of_key
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
@@ -146,9 +146,7 @@ def _kept(got: Any, given: Any) -> bool:
 
 def _wrap(udm: Udm, window: WindowDescriptor, key: list[Any], exc: BaseException) -> Exception:
     cause = exc.__cause__ if isinstance(exc, UdmInvocationError) and exc.__cause__ else exc
-    where = describe_window(window) + (f" of key {key[0]!r}" if len(key) == 1 else "")
-    if len(key) > 1:
-        where += f" of key {tuple(key)!r}"
+    where = describe_window(window) + of_key(key)
     return UdmInvocationError(udm_label(udm), where, f"{type(cause).__name__}: {cause}")
 
 

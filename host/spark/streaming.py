@@ -68,9 +68,9 @@ from udm.host.spark.replay import _n
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.stream import Cti, Element, Insert, Retract
-from udm.host.time import INFINITY, to_duration_ticks
+from udm.host.time import INFINITY, format_time, to_duration_ticks
 from udm.host.validation import CtiPolicy
-from udm.host.windows import WindowSpec
+from udm.host.windows import WindowSpec, of_key
 
 __all__ = [
     "AdvanceTime",
@@ -638,10 +638,8 @@ class _HostProcessor(StatefulProcessor):
         return row
 
     def _result_label(self, row: dict[str, Any], key_values: list[Any]) -> str:
-        where = f"UDM {udm_label(self.call.udm)!r} on window [{row[_S]}, {row[_E]})"
-        if key_values:
-            where += f" of key {key_values[0] if len(key_values) == 1 else tuple(key_values)!r}"
-        return where
+        window = f"[{format_time(row[_S])}, {format_time(row[_E])})"
+        return f"UDM {udm_label(self.call.udm)!r} on window {window}{of_key(key_values)}"
 
 
 def _applied(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int, int]]:
