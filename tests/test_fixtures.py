@@ -33,6 +33,7 @@ from udm.host.fixtures import (
     load_fixture,
     parse_duration,
     run_fixture,
+    runner,
     scenario,
 )
 from udm.host.fixtures.runner import equivalent_stream
@@ -820,3 +821,115 @@ def test_a_saved_minimal_stream_keeps_the_ends_of_time(tmp_path: Path) -> None:
         (9, INFINITY, 3.0),
     ]
     assert run_fixture(again).passed
+
+
+# ------------------------------------------------------------ composed scenarios
+
+
+KEYED_CHAIN = """\
+    name: largest 3-tick mean per 6 ticks, per sensor
+    udm: stats.mean
+    window: {kind: tumbling, size: 3}
+    key: sensor
+    value: v
+    then:
+      - udm: stats.max
+        window: {kind: tumbling, size: 6}
+    input:
+      - {insert: a, start: 0, payload: {sensor: s1, v: 2}}
+      - {insert: b, start: 1, payload: {sensor: s1, v: 4}}
+      - {insert: c, start: 1, payload: {sensor: s2, v: 10}}
+      - {insert: d, start: 4, end: 9, payload: {sensor: s2, v: 20}}
+      - {insert: e, start: 5, payload: {sensor: s1, v: 1}}
+      - {insert: f, start: 2, payload: {sensor: s1, v: 6}}   # late: s1's [0, 3) was out
+      - {retract: d, new_end: 5}
+      - {cti: 12}
+    expected:  # means: s1 [0, 3) 4.0, [3, 6) 1.0; s2 [0, 3) 10.0, [3, 6) 20.0
+      - {start: 0, end: 6, key: s1, payload: 4.0}
+      - {start: 0, end: 6, key: s2, payload: 20.0}
+    """
+
+
+def test_a_composed_scenario_feeds_each_output_stream_to_the_next_udm(tmp_path: Path) -> None:
+    """The test-framework paper composes single-operator scenarios: the
+    output of one is the input of the next. With a key, every step runs per
+    group (s1's maximum would be 20.0 if the second step mixed the groups;
+    s2's would be 20.0 in [6, 12) too if d's retraction were not passed on),
+    and the first step's corrections reach the second: the speculative
+    host output s1's [0, 3) as 3.0 before f arrived, then retracted it."""
+    (f,) = load_fixture(write(tmp_path, KEYED_CHAIN))
+    first_step = runner._Query(f, runner._query(f).steps[:1])
+    way = first_step.host(f.elements(), "speculative", "raise")
+    assert way.outputs is not None
+    assert [(e.start, e.payload) for e in way.outputs if isinstance(e, Retract)] == [(0, 3.0)]
+    result = run_fixture(f)
+    assert result.passed, result.failures
+    expected = Cht([(0, 6, {"key": "s1", "payload": 4.0}), (0, 6, {"key": "s2", "payload": 20.0})])
+    for way in result.ways:
+        assert way.cht == expected, way.name
+    wrong = KEYED_CHAIN.replace("key: s1, payload: 4.0", "key: s1, payload: 20.0")
+    failed = run_fixture(load_fixture(write(tmp_path, wrong, "w.udm.yaml"))[0])
+    assert failed.failures == [
+        f"{name} differs from expected: 1 missing, 1 extra"
+        for name in ("host", "host (conservative)", "reordered", "reference")
+    ]
+
+
+def test_a_composed_scenario_checks_each_steps_properties(tmp_path: Path) -> None:
+    """first_value declares order_insensitive falsely; in the second step it
+    sees the first step's means, 4.0 and 1.0, in one window."""
+    body = KEYED_CHAIN.replace("stats.max", "test_fixtures:first_value").split("    expected:")[0]
+    result = run_fixture(load_fixture(write(tmp_path, body))[0])
+    assert result.failures == [
+        "step 2 (test_fixtures:first_value): declared order_insensitive, but window [0, 6) "
+        "gives 4.0 in canonical order and 1.0 in order [1.0, 4.0]"
+    ]
+
+
+def test_a_generated_composed_failure_shrinks_to_a_saveable_chain(tmp_path: Path) -> None:
+    """LeakySum's remove() ignores 7: as the second step it sees the first
+    step's maxima, some of them 7, corrected by retractions."""
+    path = write(
+        tmp_path,
+        """\
+        name: leaky chain
+        udm: stats.max
+        window: {kind: tumbling, size: 4}
+        then:
+          - udm: test_fixtures:LeakySum
+            window: {kind: tumbling, size: 8}
+        check_properties: false
+        generate: {events: 200, duration: short, overlap: high, speculation: 0.3, seed: 3}
+        """,
+    )
+    result = run_fixture(load_fixture(path)[0])
+    assert not result.passed
+    assert result.minimal is not None
+    assert "then:\n  - udm: test_fixtures:LeakySum\n    window: {kind: tumbling, size: 8}\n" in (
+        result.minimal
+    )
+    (minimal,) = load_fixture(write(tmp_path, result.minimal, "minimal.udm.yaml"))
+    assert minimal.then is not None and minimal.then[0].udm == "test_fixtures:LeakySum"
+    assert len([e for e in minimal.elements() if isinstance(e, Insert)]) <= 20
+    assert not run_fixture(minimal).passed  # and it still fails
+    correct = path.read_text().replace("test_fixtures:LeakySum", "stats.max")
+    passing = run_fixture(load_fixture(write(tmp_path, correct, "ok.udm.yaml"))[0])
+    assert passing.passed, passing.failures
+    assert passing.checked_streams == 11  # the full-size stream and ten searched
+
+
+@pytest.mark.parametrize(
+    ("then", "message"),
+    [
+        ("then: []\n", ":4: then: List should have at least 1 item"),
+        ("then:\n  - {udm: stats.max}\n", ":5: then.0.window: Field required"),
+        (
+            "then:\n  - {udm: stats.max, window: {kind: snapshot}, key: k}\n",
+            ":5: then.0.key: Extra inputs are not permitted",
+        ),
+    ],
+)
+def test_composed_scenario_mistakes_name_the_step(tmp_path: Path, then: str, message: str) -> None:
+    body = "udm: stats.mean\nwindow: {kind: tumbling, size: 10}\ninput: []\n" + then
+    with pytest.raises(FixtureError, match=re.escape(message)):
+        load_fixture(write(tmp_path, body))
