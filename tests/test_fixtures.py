@@ -44,6 +44,7 @@ from udm.sdk import (
     TimeSensitiveOperator,
     WindowDescriptor,
     aggregate,
+    function,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -922,7 +923,18 @@ def test_a_generated_composed_failure_shrinks_to_a_saveable_chain(tmp_path: Path
     ("then", "message"),
     [
         ("then: []\n", ":4: then: List should have at least 1 item"),
-        ("then:\n  - {udm: stats.max}\n", ":5: then.0.window: Field required"),
+        ("then:\n  - {udm: stats.max}\n", ":5: then.0: udm 'stats.max' needs a window"),
+        (
+            "then:\n  - {where: demo.is_hot, window: {kind: snapshot}}\n",
+            ":5: then.0: where applies a UDF to each event (its lifetime unchanged): drop "
+            "window, which only windowed UDMs take",
+        ),
+        (
+            "then:\n  - {select: demo.f, udm: stats.max}\n",
+            ":5: then.0: give one operation: udm and window (a windowed UDA or UDO), where (a "
+            "UDF that keeps the events it is true for) or select (a UDF that maps payloads); "
+            "got ['udm', 'select']",
+        ),
         (
             "then:\n  - {udm: stats.max, window: {kind: snapshot}, key: k}\n",
             ":5: then.0.key: Extra inputs are not permitted",
@@ -933,3 +945,162 @@ def test_composed_scenario_mistakes_name_the_step(tmp_path: Path, then: str, mes
     body = "udm: stats.mean\nwindow: {kind: tumbling, size: 10}\ninput: []\n" + then
     with pytest.raises(FixtureError, match=re.escape(message)):
         load_fixture(write(tmp_path, body))
+
+
+# ------------------------------------------------------------ UDFs in fixtures
+
+
+calls = {"n": 0}
+
+
+@function
+def counter_sign(x: float) -> float:
+    """Declared deterministic (the default), but flips its sign every call."""
+    calls["n"] += 1
+    return x if calls["n"] % 2 else -x
+
+
+@function
+def above(x: float, limit: float) -> bool:
+    return x > limit
+
+
+KEYED_UDF_CHAIN = """\
+    name: mean of readings above 10, per sensor
+    where: test_fixtures:above
+    args: {limit: 10}
+    value: v
+    key: sensor
+    then:
+      - udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        value: v
+    input:
+      - {insert: a, start: 1, payload: {sensor: s1, v: 12}}
+      - {insert: b, start: 2, payload: {sensor: s1, v: 5}}
+      - {insert: c, start: 3, end: 30, payload: {sensor: s2, v: 30}}
+      - {insert: d, start: 4, end: 8, payload: {sensor: s2, v: 2}}
+      - {insert: e, start: 9, payload: {sensor: s1, v: 20}}
+      - {retract: c, new_end: 6}
+      - {retract: d, new_end: 5}
+      - {cti: 10}
+    expected:
+      - {start: 0, end: 10, key: s1, payload: 16.0}
+      - {start: 0, end: 10, key: s2, payload: 30.0}
+    """
+
+
+def test_a_udf_filter_runs_on_the_physical_stream_per_group(tmp_path: Path) -> None:
+    """b and d fail the filter, and d's retraction goes with it; c's
+    shortening passes (c alone would leave s2's window [10, 20) otherwise)."""
+    (f,) = load_fixture(write(tmp_path, KEYED_UDF_CHAIN))
+    result = run_fixture(f)
+    assert result.passed, result.failures
+    expected = Cht(
+        [(0, 10, {"key": "s1", "payload": 16.0}), (0, 10, {"key": "s2", "payload": 30.0})]
+    )
+    for way in result.ways:
+        assert way.cht == expected, way.name
+    unfiltered = KEYED_UDF_CHAIN.replace("limit: 10", "limit: 0")
+    failed = run_fixture(load_fixture(write(tmp_path, unfiltered, "u.udm.yaml"))[0])
+    assert failed.failures == [
+        f"{name} differs from expected: 2 missing, 2 extra"
+        for name in ("host", "host (conservative)", "reordered", "reference")
+    ]
+
+
+def test_a_udf_alone_and_a_udf_after_a_windowed_udm(tmp_path: Path) -> None:
+    body = """\
+        select: stats.zscore
+        args: {mean: 20}
+        input:
+          - {insert: a, start: 1, end: 4, payload: 23}
+        expected_error: "UDF 'stats.zscore' failed on payload 23: TypeError"
+        ---
+        select: stats.zscore
+        args: {mean: 20, stdev: 2}
+        key: k
+        input:
+          - {insert: a, start: 1, end: 4, payload: 23}
+        expected_error: "payload 23 has no field 'k'"
+        ---
+        udm: stats.max
+        window: {kind: tumbling, size: 10}
+        then:
+          - {select: stats.zscore, args: {mean: 20, stdev: 2}}
+          - {where: test_fixtures:above, args: {limit: 0}}
+        input:
+          - {insert: a, start: 1, payload: 23}
+          - {insert: b, start: 12, payload: 17}
+          - {insert: c, start: 25, payload: 26}
+        expected:
+          - {start: 0, end: 10, payload: 1.5}
+          - {start: 20, end: 30, payload: 3.0}
+        """
+    for fixture in load_fixture(write(tmp_path, body)):
+        result = run_fixture(fixture)
+        assert result.passed, result.failures
+        if fixture.expected is not None:
+            assert [w.cht for w in result.ways] == [Cht([(0, 10, 1.5), (20, 30, 3.0)])] * 4
+
+
+def test_a_udf_declared_deterministic_is_called_twice_per_payload(tmp_path: Path) -> None:
+    body = """\
+        select: test_fixtures:counter_sign
+        input:
+          - {insert: a, start: 1, payload: 3}
+        """
+    result = run_fixture(load_fixture(write(tmp_path, body))[0])
+    gave = {"it gave 3, then -3", "it gave -3, then 3"}  # the parity depends on earlier calls
+    udf_check = [m for m in result.failures if m.startswith("declared deterministic, but on")]
+    assert len(udf_check) == 1 and any(
+        udf_check[0] == f"declared deterministic, but on payload 3 {g}; declare "
+        "@function(deterministic=False) if it may"
+        for g in gave
+    ), result.failures
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "where: stats.mean\n",
+            "where: 'stats.mean' is a time-insensitive incremental aggregate, "
+            "not a UDF (@function); run it with udm: and a window",
+        ),
+        (
+            "udm: stats.zscore\nwindow: {kind: snapshot}\n",
+            "udm: 'stats.zscore' is a UDF "
+            "(@function), applied per event: write where: stats.zscore (a filter) or select: "
+            "stats.zscore (a projection), without a window",
+        ),
+    ],
+)
+def test_a_udf_and_a_windowed_udm_are_not_confused(tmp_path: Path, body: str, message: str) -> None:
+    result = run_fixture(load_fixture(write(tmp_path, body + "input: []\n"))[0])
+    assert result.failures == [f"ValueError: {message}"]
+
+
+def test_a_generated_udf_chain_shrinks_and_saves(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        name: leaky after a filter
+        where: test_fixtures:above
+        args: {limit: 3}
+        then:
+          - udm: test_fixtures:LeakySum
+            window: {kind: tumbling, size: 10}
+        check_properties: false
+        generate: {events: 200, duration: short, overlap: high, speculation: 0.3, seed: 3}
+        """,
+    )
+    result = run_fixture(load_fixture(path)[0])
+    assert not result.passed and result.minimal is not None
+    assert result.minimal.splitlines()[1:4] == [
+        "where: test_fixtures:above",
+        'args: {"limit": 3}',
+        "then:",
+    ]
+    (minimal,) = load_fixture(write(tmp_path, result.minimal, "minimal.udm.yaml"))
+    assert not run_fixture(minimal).passed

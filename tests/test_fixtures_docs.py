@@ -40,7 +40,7 @@ def test_every_example_file_is_shown_on_the_page() -> None:
         for p in EXAMPLES.rglob("*")
         if p.is_file() and p.suffix in (".yaml", ".py")
     )
-    assert len(files) == 10
+    assert len(files) == 11
     shown = re.findall(r'^--8<-- "([^"]+)"$', PAGE, re.MULTILINE)
     assert sorted(shown) == files
 
@@ -54,9 +54,9 @@ def test_every_tutorial_fixture_passes(path: Path) -> None:
         assert result.passed, (fixture.title, result.failures)
 
 
-def test_the_tutorial_has_twelve_fixtures_and_generated_ones_draw_streams() -> None:
+def test_the_tutorial_has_fourteen_fixtures_and_generated_ones_draw_streams() -> None:
     fixtures = [f for p in PASSING for f in load_fixture(p)]
-    assert len(fixtures) == 12
+    assert len(fixtures) == 14
     generated = [f for f in fixtures if f.generate is not None]
     assert [f.name for f in generated] == [
         "median, short overlapping events, slightly out of order, speculated",
