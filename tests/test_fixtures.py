@@ -1104,3 +1104,64 @@ def test_a_generated_udf_chain_shrinks_and_saves(tmp_path: Path) -> None:
     ]
     (minimal,) = load_fixture(write(tmp_path, result.minimal, "minimal.udm.yaml"))
     assert not run_fixture(minimal).passed
+
+
+# ------------------------------------------------------------ stream shape and order
+
+
+ORDER = """\
+    udm: stats.mean
+    window: {kind: tumbling, size: 10}
+    output_order: start
+    input:
+      - {insert: a, start: 1, payload: 2}
+      - {insert: b, start: 15, payload: 4}
+      - {insert: c, start: 25, payload: 6}
+      - {insert: d, start: 3, payload: 4}   # late: [0, 10) is output again after [10, 20)
+      - {cti: 30}
+    expected:
+      - {start: 0, end: 10, payload: 3.0}
+      - {start: 10, end: 20, payload: 4.0}
+      - {start: 20, end: 30, payload: 6.0}
+    """
+
+
+def test_output_order_and_shape_are_checked_when_stated(tmp_path: Path) -> None:
+    """The paper's output stream verifier checks the stream's shape and
+    ordering; a fixture states what its sink needs."""
+    result = run_fixture(load_fixture(write(tmp_path, ORDER))[0])
+    late = "starts before the insert before it (Insert(id=OutputId(key=None, n=1), start=10, "
+    assert result.failures == [
+        f"host: output Insert(id=OutputId(key=None, n=2), start=0, end=10, payload=3.0) {late}"
+        "end=20, payload=4.0)), but output_order is start",
+        f"reordered: output Insert(id=OutputId(key=None, n=2), start=0, end=10, payload=2.0) "
+        f"{late}end=20, payload=4.0)), but output_order is start",
+    ]  # the conservative host outputs each window once, when final: in order
+    unordered = run_fixture(load_fixture(write(tmp_path, ORDER.replace("start\n", "any\n", 1)))[0])
+    assert unordered.passed, unordered.failures
+    point = """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        output_policy: point_end
+        output_shape: point
+        input:
+          - {insert: a, start: 1, payload: 2}
+          - {insert: b, start: 12, payload: 4}
+          - {insert: c, start: 3, payload: 4}
+        expected:
+          - {start: 9, end: 10, payload: 3.0}
+          - {start: 19, end: 20, payload: 4.0}
+        """
+    assert run_fixture(load_fixture(write(tmp_path, point, "p.udm.yaml"))[0]).passed
+    edge = run_fixture(
+        load_fixture(write(tmp_path, point.replace("shape: point", "shape: edge"), "e.udm.yaml"))[0]
+    )
+    assert edge.failures[0] == (
+        "host: output Insert(id=OutputId(key=None, n=0), start=9, end=10, payload=2.0) breaks "
+        "output_shape edge: an edge event is inserted open (end inf) and ended by a retraction"
+    )
+    assert len(edge.failures) == 3  # host, conservative, reordered
+    with pytest.raises(
+        FixtureError, match=r":4: output_shape: Input should be 'point', 'interval'"
+    ):
+        load_fixture(write(tmp_path, point.replace("shape: point", "shape: dot"), "d.udm.yaml"))
