@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 from udm.host import (
     Cht,
+    Cti,
     Host,
     InputClipping,
     Insert,
     IntervalEvent,
     Retract,
+    SnapshotWindow,
     Stream,
     TumblingWindow,
     UdmInvocationError,
@@ -135,13 +137,53 @@ def test_time_weighted_average_depends_on_clipping() -> None:
     )
 
 
-def test_time_weighted_average_rejects_endless_events_unless_clipped() -> None:
-    events = [IntervalEvent(0, 2**63 - 1, 2.0)]
-    with pytest.raises(UdmInvocationError, match="never ends; use input_clipping='right'"):
-        run("stats.time_weighted_average", events, watermark=10)
-    assert run("stats.time_weighted_average", events, input_clipping="right", watermark=10) == Cht(
-        [(0, 10, 2.0)]
+def test_time_weighted_average_of_endless_events_is_the_limit() -> None:
+    """An endless event outweighs every finite lifetime: over the events the
+    result is the mean of the endless ones' values (before, it raised unless
+    clipped, so speculative output over an open edge event failed)."""
+    inf = 2**63 - 1
+    events = [IntervalEvent(0, inf, 2.0), IntervalEvent(3, 5, 10.0), IntervalEvent(4, inf, 5.0)]
+    assert run("stats.time_weighted_average", events, watermark=10) == Cht([(0, 10, 3.5)])
+    clipped = run("stats.time_weighted_average", events, input_clipping="right", watermark=10)
+    assert clipped == Cht([(0, 10, (2.0 * 10 + 10.0 * 2 + 5.0 * 6) / 18)])
+    # the paper's formula over a window that ends: infinite weight, refused
+    with pytest.raises(UdmInvocationError, match="never ends in the window \\[0, 10\\)"):
+        run("stats.time_weighted_average", events, args={"over": "window"}, watermark=10)
+    # snapshot windows over edge events: the last window [6, inf) holds the
+    # two open readings, each covering it
+    edges = [IntervalEvent(0, 4, 2.0), IntervalEvent(4, inf, 6.0), IntervalEvent(6, inf, 1.0)]
+    snap = SnapshotWindow()
+    twa = get_registry().resolve("stats.time_weighted_average")
+    assert evaluate(edges, snap, twa, input_clipping="full") == Cht(
+        [(0, 4, 2.0), (4, 6, 6.0), (6, inf, 3.5)]
     )
+    assert evaluate(edges, snap, twa, input_clipping="full", args={"over": "window"}) == Cht(
+        [(0, 4, 2.0), (4, 6, 6.0), (6, inf, 7.0)]
+    )
+
+
+def test_time_weighted_average_follows_a_signal_of_edge_events_live() -> None:
+    """The classic query: a sensor's readings as edge events (each open until
+    the next one ends it), snapshot windows, full clipping. Before, the host
+    failed at the first reading: computing the open window [0, inf) raised
+    (an event that never ends). Its output CHT now equals the reference's."""
+    inf = 2**63 - 1
+    stream: list[Any] = [Insert("r1", 0, inf, 20.0)]
+    stream += [Retract("r1", 0, inf, 10), Insert("r2", 10, inf, 22.0)]
+    stream += [Retract("r2", 10, inf, 15), Insert("r3", 15, inf, 21.0), Cti(15)]
+    twa = get_registry().resolve("stats.time_weighted_average")
+    for consistency in ("speculative", "conservative"):
+        host = Host(SnapshotWindow(), twa, input_clipping="full", consistency=consistency)
+        out = host.process_many(stream)
+        # r2's end may still be extended at CTI 15: only the speculative host
+        # outputs [10, 15) already
+        done = [(0, 10, 20.0), (10, 15, 22.0)] if consistency == "speculative" else [(0, 10, 20.0)]
+        assert output_cht(out) == Cht(done), consistency
+        out += host.flush()
+        assert output_cht(out) == Cht([(0, 10, 20.0), (10, 15, 22.0), (15, inf, 21.0)])
+        assert output_cht(out) == evaluate(
+            derive_cht(stream)[0], SnapshotWindow(), twa, input_clipping="full"
+        )
 
 
 def test_ewma_follows_start_order() -> None:

@@ -409,6 +409,11 @@ class Max(_Extreme):
         return max(a, b, key=_rank)  # NaN is the largest value, as in Spark
 
 
+#: (weighted sum, total duration) of the finite lifetimes, and (sum of
+#: values, count) of the lifetimes that never end
+TwaState = tuple[ExactSum, int, ExactSum, int]
+
+
 class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
     """A time-weighted average of the lifetimes the UDM receives (with input
     clipping, the clipped lifetimes: clipping changes the result).
@@ -417,12 +422,20 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
     start)``, the average over the time the events cover (gaps do not
     count). ``over="window"``: the paper's ``MyTimeWeightedAverage``,
     ``sum(value * (end - start)) / (W.end - W.start)``: time no event covers
-    counts as zero, and it needs windows that end.
+    counts as zero.
 
-    An event that never ends has infinite weight: clip it (``input_clipping=
-    "right"`` or ``"full"``) or the UDM raises. ``None`` when the total
-    duration is zero. Exact sums (see ``_exact``) make ``remove`` undo
-    ``add`` exactly.
+    Events that never end (an open edge event, and the snapshot window
+    after the last endpoint, ``[t, inf)``, which holds only such events)
+    take the formula's limit as time runs on, so a speculative result is
+    there before a later event closes them: over the events, the ones that
+    never end outweigh every finite lifetime, and the result is the mean of
+    their values; over a window that never ends, each of them covers it
+    (the sum of their values). An event that never ends in a window that
+    does has infinite weight there: ``over="window"`` refuses it (clip it
+    with ``input_clipping="right"`` or ``"full"``).
+
+    ``None`` when the total duration is zero. Exact sums (see ``_exact``)
+    make ``remove`` undo ``add`` exactly.
     """
 
     def __init__(self, field: str | None = None, over: str = "events") -> None:
@@ -433,45 +446,43 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
         self.field = field
         self.over = over
 
-    def initial_state(self) -> tuple[ExactSum, int]:
-        return (ZERO_SUM, 0)
+    def initial_state(self) -> TwaState:
+        return (ZERO_SUM, 0, ZERO_SUM, 0)
 
-    def _change(
-        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], sign: int
-    ) -> tuple[ExactSum, int]:
-        if event.end == INFINITY:
-            raise ValueError(
-                f"time_weighted_average got an event [{event.start}, inf) that never ends; "
-                "use input_clipping='right' or 'full' so lifetimes are finite (with "
-                "clipping, the window itself never ends: a snapshot window after the last "
-                "endpoint, which only a later event or a finite CTI closes)"
-            )
-        w = event.end - event.start
+    def _change(self, state: TwaState, event: IntervalEvent[Any], sign: int) -> TwaState:
+        total, weight, open_total, opened = state
         x = _number(pick(event.payload, self.field), "stats.time_weighted_average")
-        return (sum_add_product(state[0], x, w, sign), state[1] + sign * w)
+        if event.end >= INFINITY:
+            return (total, weight, sum_add_product(open_total, x, 1, sign), opened + sign)
+        w = event.end - event.start
+        return (sum_add_product(total, x, w, sign), weight + sign * w, open_total, opened)
 
-    def add(
-        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], window: WindowDescriptor
-    ) -> tuple[ExactSum, int]:
+    def add(self, state: TwaState, event: IntervalEvent[Any], window: WindowDescriptor) -> TwaState:
         return self._change(state, event, 1)
 
     def remove(
-        self, state: tuple[ExactSum, int], event: IntervalEvent[Any], window: WindowDescriptor
-    ) -> tuple[ExactSum, int]:
+        self, state: TwaState, event: IntervalEvent[Any], window: WindowDescriptor
+    ) -> TwaState:
         return self._change(state, event, -1)
 
-    def merge(self, a: tuple[ExactSum, int], b: tuple[ExactSum, int]) -> tuple[ExactSum, int]:
-        return (sum_merge(a[0], b[0]), a[1] + b[1])
+    def merge(self, a: TwaState, b: TwaState) -> TwaState:
+        return (sum_merge(a[0], b[0]), a[1] + b[1], sum_merge(a[2], b[2]), a[3] + b[3])
 
-    def result(self, state: tuple[ExactSum, int], window: WindowDescriptor) -> float | None:
-        total, weight = state
+    def result(self, state: TwaState, window: WindowDescriptor) -> float | None:
+        total, weight, open_total, opened = state
         if self.over == "window":
             if window.end >= INFINITY:
+                # each endless event covers the endless window; finite ones vanish
+                return sum_ratio(open_total, 1) if opened else (0.0 if weight else None)
+            if opened:
                 raise ValueError(
-                    f"time_weighted_average(over='window') got the window "
-                    f"[{window.start}, inf), which never ends; use over='events'"
+                    f"time_weighted_average(over='window') got an event that never ends in "
+                    f"the window [{window.start}, {window.end}), where its weight is "
+                    "infinite; use input_clipping='right' or 'full'"
                 )
             weight = window.end - window.start
+        elif opened:
+            return sum_ratio(open_total, opened)  # the endless lifetimes outweigh the rest
         if not weight:
             return None
         return sum_ratio(total, weight)
