@@ -1165,3 +1165,48 @@ def test_output_order_and_shape_are_checked_when_stated(tmp_path: Path) -> None:
         FixtureError, match=r":4: output_shape: Input should be 'point', 'interval'"
     ):
         load_fixture(write(tmp_path, point.replace("shape: point", "shape: dot"), "d.udm.yaml"))
+
+
+# ------------------------------------------------------------ non-deterministic UDMs
+
+
+@aggregate(deterministic=False)
+def any_member(values: list[int]) -> int:
+    """A sample of one: honestly not deterministic."""
+    import random
+
+    return random.choice(values)
+
+
+SAMPLE = """\
+    udm: test_fixtures:any_member
+    window: {kind: tumbling, size: 10}
+    key: k
+    compare: lifetimes
+    input:
+      - {insert: a, start: 1, payload: {k: x, v: 1}}
+      - {insert: b, start: 2, end: 14, payload: {k: x, v: 2}}
+      - {insert: c, start: 3, payload: {k: y, v: 3}}
+      - {retract: b, new_end: 8}
+    expected:
+      - {start: 0, end: 10, key: x}
+      - {start: 0, end: 10, key: y}
+    """
+
+
+def test_a_non_deterministic_udm_is_checked_by_lifetimes(tmp_path: Path) -> None:
+    """compare: lifetimes checks which windows produce output (and all the
+    stream properties), not the values; b's retraction leaves no [10, 20)."""
+    result = run_fixture(load_fixture(write(tmp_path, SAMPLE))[0])
+    assert result.passed, result.failures
+    for way in result.ways:
+        assert way.cht == Cht([(0, 10, {"key": "x"}), (0, 10, {"key": "y"})]), way.name
+    late = SAMPLE.replace("new_end: 8", "new_end: 12")  # b now reaches [10, 20) too
+    failed = run_fixture(load_fixture(write(tmp_path, late, "late.udm.yaml"))[0])
+    assert failed.failures == [
+        f"{name} differs from expected: 0 missing, 1 extra"
+        for name in ("host", "host (conservative)", "reordered", "reference")
+    ]
+    with pytest.raises(FixtureError, match="compare: lifetimes ignores payloads"):
+        valued = SAMPLE.replace("key: y}", "key: y, payload: 3}")
+        load_fixture(write(tmp_path, valued, "v.udm.yaml"))
