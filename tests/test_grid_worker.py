@@ -397,3 +397,29 @@ def test_evaluation_names_the_failing_window(udm: Any, where: str) -> None:
     op = _one_call(udm, partial=False)
     with pytest.raises(UdmInvocationError, match=where):
         _evaluated(op, [Mean], rows)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    starts=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(-20, 60)), max_size=40),
+    window=WINDOWS,
+    partial=st.booleans(),
+)
+def test_a_point_source_without_ends_equals_the_reference(
+    starts: list[tuple[str, int]], window: HoppingWindow, partial: bool
+) -> None:
+    """For a point source Spark does not ship the ends (a quarter of the
+    data); the worker derives [s, s + 1) and must give the same windows."""
+    rows = [(k, s, s + 1, float(s % 7)) for k, s in starts]
+    udms: list[Any] = [Mean]
+    op = _op(window, udms, INFINITY)
+    table = worker_table(rows).drop_columns([E_COL])
+    if partial:
+        fold = grid._fold_fn(op, ["key"], ["key", "v"])
+        merge = grid._merge_fn(op, ["key"], _schema(udms))
+        states = list(fold(iter(table.to_batches(max_chunksize=5)))) if rows else []
+        out = [row for b in merge(iter(states)) for row in b.to_pylist()]
+    else:
+        evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
+        out = [row for b in evaluate(iter(table.to_batches())) for row in b.to_pylist()]
+    assert by_key(out, "__udm_r0") == reference(rows, window, Mean)

@@ -628,7 +628,9 @@ def evaluate_op(
     if route == "grid":
         from udm.host.spark.grid import grid_results
 
-        result = grid_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
+        result = grid_results(
+            df, keys, op, needed, key_fields, out_schema, pa_schema, points=frame.points
+        )
     elif route == "endpoints":
         from udm.host.spark.endpoints import endpoint_results
 
@@ -647,7 +649,7 @@ def evaluate_op(
     for col, call_name, field in cols:
         src = _result_col(index[call_name])
         select.append(f"{src if field is None else f'{src}.{q(field)}'} AS {q(col)}")
-    return frame.with_df(result.selectExpr(*select)), op_layout(op, cols)
+    return EventFrame(result.selectExpr(*select), frame.time), op_layout(op, cols)
 
 
 def _arrow_schema_with_marks(schema: T.StructType) -> pa.Schema:

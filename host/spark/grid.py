@@ -119,14 +119,18 @@ def grid_results(
     key_fields: list[T.StructField],
     out_schema: T.StructType,
     pa_schema: pa.Schema,
+    points: bool = False,
 ) -> DataFrame:
     """The window operation's result rows (lifetime, keys, one column per
-    call), evaluated on the grid."""
+    call), evaluated on the grid. ``points``: every event is ``[s, s + 1)``,
+    so the workers derive the end (unless Spark needs it to find buckets)."""
     w = op.window
     assert isinstance(w, HoppingWindow)
-    columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
+    partial = op.use_partial()
+    ends = [] if points and (partial or keys) else [E_COL]
+    columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
     source = df.selectExpr(*[q(c) for c in columns])
-    if op.use_partial():
+    if partial:
         schema = T.StructType(
             [
                 *key_fields,
@@ -161,7 +165,8 @@ def _events(
     if table is None:
         return None
     s = table.column(S_COL).to_numpy()
-    e = table.column(E_COL).to_numpy()
+    # a point source's ends are not shipped (grid_results): [s, s + 1)
+    e = table.column(E_COL).to_numpy() if E_COL in table.column_names else s + 1
     _check_ends(s, e, w, watermark)
     return (table, s, e, *_window_range(s, e, w, watermark))
 
