@@ -533,8 +533,16 @@ def _start_of(event: Any) -> Any:
 
 
 def _is_datetime(value: Any) -> bool:
-    """Whether an in-memory time is a datetime rather than int ticks."""
-    return isinstance(value, (dt.date, str))
+    """Whether an in-memory time is a datetime rather than int ticks: a
+    ``datetime``/``date`` (pandas ``Timestamp`` too), an ISO string, a numpy
+    ``datetime64`` or an Arrow timestamp or date scalar."""
+    if isinstance(value, (dt.date, str)):
+        return True
+    dtype = getattr(value, "dtype", None)  # numpy datetime64
+    if dtype is not None and getattr(dtype, "kind", None) == "M":
+        return True
+    arrow_type = str(getattr(value, "type", ""))  # pyarrow scalars
+    return arrow_type.startswith(("timestamp", "date"))
 
 
 def _invalid(reason: str, row: Any) -> InvalidEventError:

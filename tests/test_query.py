@@ -327,6 +327,17 @@ def test_in_memory_datetimes_give_datetimes_out() -> None:
     assert window(Stream.from_cht(events, timestamps=False)) == (
         "  - window TumblingWindow(size=3600000000)"
     )
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    for start in (
+        pd.Timestamp("2026-01-01T12:00Z"),
+        np.datetime64("2026-01-01T12:00"),
+        pa.scalar(noon, pa.timestamp("us", tz="UTC")),
+    ):
+        assert Stream.from_cht([(start, None, 1.0)], on_invalid="drop")._source.timestamps, start
+    assert Stream.from_cht([(np.int64(0), 1, 1.0)])._source.timestamps is False
     assert Stream.from_cht([(0, 1, 1.0)])._source.timestamps is False
     assert Stream.from_cht([])._source.timestamps is False
 
