@@ -1210,3 +1210,25 @@ def test_a_non_deterministic_udm_is_checked_by_lifetimes(tmp_path: Path) -> None
     with pytest.raises(FixtureError, match="compare: lifetimes ignores payloads"):
         valued = SAMPLE.replace("key: y}", "key: y, payload: 3}")
         load_fixture(write(tmp_path, valued, "v.udm.yaml"))
+
+
+def test_an_error_in_a_chain_names_its_step(tmp_path: Path) -> None:
+    """The second step reads the first one's results (floats), which have
+    no field 'v': every way says which step failed."""
+    body = """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        value: v
+        then:
+          - udm: stats.max
+            window: {kind: tumbling, size: 20}
+            value: v
+        input:
+          - {insert: a, start: 1, payload: {v: 2}}
+        expected: []
+        """
+    result = run_fixture(load_fixture(write(tmp_path, body))[0])
+    missing = "payload 2.0 has no field 'v'; check the value= argument"
+    for way in result.ways:
+        assert way.error is not None and way.error.startswith("StepError: step 2 (stats.max): ")
+        assert missing in way.error, way.name
