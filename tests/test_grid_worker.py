@@ -35,7 +35,7 @@ from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
-from udm.host.spark import grid  # noqa: E402
+from udm.host.spark import grid, members  # noqa: E402
 
 
 class Mean(IncrementalAggregate):
@@ -180,10 +180,12 @@ def _schema(udms: list[Any]) -> Any:
     return ev._arrow_schema_with_marks(T.StructType(fields))
 
 
-def _one_call(udm: Any, value: Any = "v", partial: bool = True) -> WindowOp:
-    """One aggregate call over HoppingWindow(6, 2), aligned output."""
+def _one_call(
+    udm: Any, value: Any = "v", partial: bool = True, window: HoppingWindow | None = None
+) -> WindowOp:
+    """One aggregate call over ``window`` (HoppingWindow(6, 2)), aligned output."""
     return WindowOp(
-        HoppingWindow(6, 2),
+        window or HoppingWindow(6, 2),
         "aggregate",
         (UdmCall("r0", udm, value),),
         InputClipping.NONE,
@@ -237,6 +239,7 @@ WINDOWS = st.sampled_from(
     window=WINDOWS,
     parts=st.integers(1, 3),
     bucket=st.sampled_from([128, 2]),
+    chunk=st.sampled_from([members.CHUNK, 3]),
     watermark=st.sampled_from([INFINITY, 40]),
     udms=st.sampled_from([[Mean, Bag, Handover], [Mean, Span, Handover]]),
 )
@@ -245,19 +248,21 @@ def test_fold_and_merge_equal_the_reference(
     window: HoppingWindow,
     parts: int,
     bucket: int,
+    chunk: int,
     watermark: int,
     udms: list[Any],
 ) -> None:
     """Panes (point events of time-insensitive UDAs), per-window states
     (intervals, or a time-sensitive UDA), several input partitions, buckets
-    of 2 windows (panes serving two buckets) and a watermark: every
-    window's merged result is the reference's, also for a merge that
-    updates its first state or returns its second."""
-    old, ev.BUCKET = ev.BUCKET, bucket
+    of 2 windows (panes serving two buckets), chunks of 3 memberships and
+    a watermark: every window's merged result is the reference's, also
+    for a merge that updates its first state or returns its second."""
+    old = ev.BUCKET, members.CHUNK
+    ev.BUCKET, members.CHUNK = bucket, chunk
     try:
         out = _run(_op(window, udms, watermark), udms, rows, parts)
     finally:
-        ev.BUCKET = old
+        ev.BUCKET, members.CHUNK = old
     for i, udm in enumerate(udms):
         assert by_key(out, f"__udm_r{i}") == reference(rows, window, udm, watermark=watermark)
 
@@ -328,11 +333,14 @@ class Fragile(Mean):
         # panes merged for the first window holding two
         ("merge", 1, r"window \[-2, 4\) of key 'a': ValueError: no merging"),
         ("result", 1, r"window \[2, 8\) of key 'a': ValueError: too big"),
+        # tumbling windows: a state per window, nothing merged in one partition
+        ("result", 1, r"window \[6, 12\) of key 'a': ValueError: too big"),
     ],
 )
 def test_a_failing_uda_names_window_and_key(stage: str, parts: int, where: str) -> None:
     rows = [("a", t, t + 1, float(t)) for t in range(16)]
-    op = _one_call(Fragile(stage))
+    tumbling = "6, 12" in where
+    op = _one_call(Fragile(stage), window=HoppingWindow(6, 6) if tumbling else HoppingWindow(6, 2))
     with pytest.raises(UdmInvocationError, match=rf"UDM 'fragile' failed on {where}"):
         _run(op, [Mean], rows, parts)
 

@@ -267,7 +267,7 @@ def _fold_fn(
         rows, kind, idx = rows[order], kind[order], idx[order]
         codes = [c[order] for c in codes]
         runs = run_starts(idx, kind, *codes)
-        for chunk in chunks(op, table, keys, payload, s, e, rows, runs):
+        for chunk in chunks(op, table, keys, payload, s, e, rows, runs, times=any(sensitive)):
             i, j = chunk.i, chunk.j
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
@@ -468,6 +468,21 @@ def _window_results(
         """A state equal to ``x`` that this call owns."""
         got = merge(init(), x)
         return deepcopy(x) if got is x else got
+
+    if not panes:  # tumbling windows, or interval events: nothing to merge
+        done: list[Any] = []
+        k = 0
+        get = own.get
+        try:
+            for k in ks:
+                st = get(k)
+                if st is None:
+                    st = init()
+                r = result(st, w.window_at(k)) if sensitive else result(st)
+                done.append(normalize_value(r))
+        except Exception as exc:
+            raise ev._wrap(u, w.window_at(k), kv, exc) from exc
+        return done
 
     order = sorted(panes)
     states = [panes[i] for i in order]

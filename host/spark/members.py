@@ -128,10 +128,12 @@ def chunks(
     e: np.ndarray,
     rows: np.ndarray,
     runs: np.ndarray,
+    times: bool = True,
 ) -> Iterator[Chunk]:
     """The runs (starting at ``runs``) of memberships (events ``rows``) in
     chunks of about CHUNK memberships, so Python values are made for one
-    chunk at a time."""
+    chunk at a time. ``times=False``: no UDM reads lifetimes, so the
+    chunks' ``starts`` and ``ends`` are left empty."""
     bounds = np.append(runs, len(rows))
     i = 0
     while i < len(runs):
@@ -143,8 +145,8 @@ def chunks(
             i,
             j,
             lo,
-            s[sub].tolist(),
-            e[sub].tolist(),
+            s[sub].tolist() if times else [],
+            e[sub].tolist() if times else [],
             [cols.values(c) for c in op.calls],
             key_values(table, keys, rows[runs[i:j]]),
             (bounds[i : j + 1] - lo).tolist(),
