@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from udm.host import (
@@ -431,3 +431,115 @@ def test_a_point_source_without_ends_equals_the_reference(
         evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
         out = [row for b in evaluate(iter(table.to_batches())) for row in b.to_pylist()]
     assert by_key(out, "__udm_r0") == reference(rows, window, Mean)
+
+
+POINTS = st.lists(
+    st.tuples(st.sampled_from(["a", "b", None]), st.integers(-10, 30), st.integers(0, 8)),
+    max_size=40,
+)
+
+
+def _bucketed(rows: list[Any], window: HoppingWindow) -> pa.Table:
+    """Rows of a stream without keys as Spark sends them to the grid: one
+    row per bucket of windows holding the event."""
+    out = []
+    for _, s, e, v in rows:
+        lo, hi = window.index_range(s, e)
+        for b in range(lo // ev.BUCKET, hi // ev.BUCKET + 1):
+            out.append({S_COL: s, E_COL: e, "v": v, grid.BUCKET_COL: b})
+    schema = pa.schema(
+        [
+            (S_COL, pa.int64()),
+            (E_COL, pa.int64()),
+            ("v", pa.float64()),
+            (grid.BUCKET_COL, pa.int64()),
+        ]
+    )
+    return pa.Table.from_pylist(out, schema=schema)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    points=POINTS,
+    window=WINDOWS,
+    udms=st.sampled_from([[Mean, middle], [middle, Bag], [InOrder, middle]]),
+    policy=st.sampled_from([OutputPolicy.ALIGN, OutputPolicy.POINT_END]),
+    chunk=st.sampled_from([members.CHUNK, 4]),
+    bucket=st.sampled_from([128, 2]),
+    keyed=st.booleans(),
+)
+@example(  # payloads of events starting together, out of order
+    points=[("a", 0, 3), ("a", 0, 1), ("a", 3, 2)],
+    window=HoppingWindow(4, 2),
+    udms=[InOrder, middle],
+    policy=OutputPolicy.ALIGN,
+    chunk=members.CHUNK,
+    bucket=128,
+    keyed=True,
+)
+def test_point_windows_are_slices_of_the_sorted_events(
+    points: list[tuple[str | None, int, int]],
+    window: HoppingWindow,
+    udms: list[Any],
+    policy: OutputPolicy,
+    chunk: int,
+    bucket: int,
+    keyed: bool,
+) -> None:
+    """Point events under time-insensitive aggregates: each window's values
+    are one slice of its key's (or bucket's) events sorted by start (events
+    starting together by payload: a concatenation shows the order), in
+    chunks of a few events, never memberships; all equal the reference."""
+    rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
+    calls: list[str] = []
+    old = ev.BUCKET, grid.CHUNK, grid.evaluate_runs
+    ev.BUCKET, grid.CHUNK = bucket, chunk
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        calls.append("memberships")
+        return old[2](*args, **kwargs)
+
+    grid.evaluate_runs = spied
+    try:
+        op = _op(window, udms, policy=policy)
+        if keyed:
+            table = worker_table(rows)
+            evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
+        else:
+            table = _bucketed(rows, window)
+            evaluate = grid._evaluate_fn(op, [], ["v"], _unkeyed_schema(udms))
+        out = [r for b in evaluate(iter(table.to_batches(max_chunksize=7))) for r in b.to_pylist()]
+    finally:
+        ev.BUCKET, grid.CHUNK, grid.evaluate_runs = old
+    out = [{"key": None, **r} for r in out]
+    for i, udm in enumerate(udms):
+        want = reference(rows, window, udm, output_policy=policy.value)
+        assert by_key(out, f"__udm_r{i}") == want
+    assert calls == []
+
+
+def _unkeyed_schema(udms: list[Any]) -> Any:
+    fields = [
+        T.StructField(S_COL, T.LongType(), False),
+        T.StructField(E_COL, T.LongType(), False),
+        *[T.StructField(f"__udm_r{i}", RESULT_TYPES[u], True) for i, u in enumerate(udms)],
+    ]
+    return ev._arrow_schema_with_marks(T.StructType(fields))
+
+
+@pytest.mark.parametrize(
+    ("udm", "value", "where"),
+    [
+        (Fragile("add"), "v", r"'fragile' failed on window \[8, 14\) of key 'a': ValueError"),
+        (Fragile("result"), "v", r"'fragile' failed on window \[2, 8\) of key 'a': ValueError"),
+        (Mean(), lambda r: 1 / (r["v"] - 13), r"'mean' failed on window \[8, 14\) of key 'a'"),
+        (middle, lambda r: 1 / (r["v"] - 13), r"'middle' failed on window \[8, 14\) of key 'a'"),
+    ],
+)
+def test_a_failing_slice_names_its_window(udm: Any, value: Any, where: str) -> None:
+    """On the sliced path a UDA failure names its window; a value function,
+    applied once per event, names the first window holding the event."""
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    op = _one_call(udm, value, partial=False)
+    with pytest.raises(UdmInvocationError, match=where):
+        _evaluated(op, [Mean], rows)

@@ -626,6 +626,60 @@ def test_grid_windows_match_reference(
     assert lifetimes.to_cht() == reference(twa_list, input_clipping="full")
 
 
+POINT_ROWS = [
+    # (site, line, ts, temp): ties in start (payloads out of order), a null
+    # key, events in one window, in ten, and between windows
+    ("n", 1, 0, 3.0),
+    ("n", 1, 0, 1.0),
+    ("n", 1, 0, 2.0),
+    ("n", 1, 4, 8.0),
+    ("n", 2, 4, 0.5),
+    ("n", 1, 13, 6.0),
+    ("s", 1, -7, 4.0),
+    ("s", 1, 29, 9.0),
+    ("s", 1, 29, -9.0),
+    (None, 1, 3, 7.0),
+    (None, 1, 11, 1.5),
+]
+
+
+@pytest.mark.parametrize(
+    "window",
+    [HoppingWindow(10, 1), TumblingWindow(5), HoppingWindow(4, 6, offset=1)],
+    ids=["hopping", "tumbling", "gaps"],
+)
+@pytest.mark.parametrize("keys", [("site", "line"), ()], ids=["two-keys", "no-keys"])
+@pytest.mark.parametrize("bucket", [128, 3], ids=["bucket-128", "bucket-3"])
+def test_point_grid_windows_match_reference(
+    spark: Any, window: Any, keys: tuple[str, ...], bucket: int, monkeypatch: Any
+) -> None:
+    """A point source under time-insensitive aggregates without partial
+    states: each window's values are a slice of its key's (or bucket's)
+    events sorted by start, ties by payload, so an order-sensitive UDA sees
+    the canonical order; the output is the reference's."""
+    monkeypatch.setattr("udm.host.spark.evaluate.BUCKET", bucket)
+    df = spark.createDataFrame(POINT_ROWS, "site string, line int, ts long, temp double")
+    stream = Stream.from_dataframe(df, start="ts")
+    if keys:
+        stream = stream.group_apply(*keys)
+    cht = Cht(
+        IntervalEvent(s, s + 1, {"site": k, "line": n, "temp": v}) for k, n, s, v in POINT_ROWS
+    )
+    udms = {"med": median, "mean": Mean, "first": first_two}
+    got = stream.window(window).aggregate(
+        med=(median, "temp"), mean=(Mean, "temp"), first=(first_two, "temp"), partial=False
+    )
+    got_cht = got.to_cht()
+    for name, udm in udms.items():
+        if keys:
+            want = evaluate_by_key(cht, lambda p: (p["site"], p["line"]), window, udm, value="temp")
+            assert field_of(got_cht, name) == {k: v for k, v in want.items() if len(v)}
+        else:
+            assert Cht(IntervalEvent(e.start, e.end, e.payload[name]) for e in got_cht) == evaluate(
+                cht, window, udm, value="temp"
+            )
+
+
 @pytest.mark.parametrize(
     "window",
     [SnapshotWindow(), CountByStartWindow(2), CountByEndWindow(3)],

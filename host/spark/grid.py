@@ -8,7 +8,10 @@ window indexes ``k``; an event whose windows straddle buckets goes to
 each), and the worker assigns, sorts and groups events into windows with
 numpy, then calls the UDMs per window exactly as
 :func:`~udm.host.spark.evaluate.window_rows` does for every other window
-kind.
+kind. For time-insensitive aggregates over point events not even that:
+sorted by start, a window's events are one run of its key's, so its values
+are a slice of one list (:func:`_slices`) and no event is copied per
+window.
 
 Mergeable, order-insensitive UDAs are partially aggregated before the
 shuffle: each input partition folds its events into one state per (key,
@@ -28,7 +31,7 @@ import itertools
 import math
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -36,11 +39,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.policies import InputClipping
+from udm.host.invoke import payload_key
+from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
+    CHUNK,
     RunFailed,
     aggregate_batch,
     chunks,
@@ -175,11 +180,17 @@ def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function evaluating every window of the (key, bucket)
-    groups of a partition from their events."""
+    groups of a partition from their events: for time-insensitive
+    aggregates over point events, each window's run of the events sorted
+    by start (:func:`_slices`), else its memberships."""
     w = op.window
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
+    sliceable = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
+    # a window ending at the end of time has no last tick to stamp: the
+    # general path names it
+    stamps_end = op.policy is OutputPolicy.POINT_END
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = _events(batches, w, watermark)
@@ -189,6 +200,16 @@ def _evaluate_fn(
         if BUCKET_COL in table.column_names:
             first = table.column(BUCKET_COL).to_numpy() * n_bucket
             k_min, k_max = np.maximum(k_min, first), np.minimum(k_max, first + n_bucket - 1)
+        if not bool((k_min <= k_max).any()):
+            return  # no event in any window (between windows, or after the watermark)
+        if sliceable:
+            groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
+            got = _slices([key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
+            if got is not None and (
+                not stamps_end or int(got.win_k.max()) * w.hop + w.offset + w.size < INFINITY
+            ):
+                yield from _sliced_aggregates(op, table, keys, payload, got, schema)
+                return
         rows, k = explode(k_min, k_max)
         codes = [key_codes(table.column(c))[rows] for c in keys]
         order = np.lexsort((e[rows], s[rows], k, *reversed(codes)))
@@ -201,6 +222,136 @@ def _evaluate_fn(
         )
 
     return evaluate
+
+
+class _Slices(NamedTuple):
+    """See :func:`_slices`."""
+
+    order: np.ndarray
+    tied: np.ndarray
+    win_ev: np.ndarray
+    win_k: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+
+
+def _slices(
+    codes: list[np.ndarray], s: np.ndarray, e: np.ndarray, k_min: np.ndarray, k_max: np.ndarray
+) -> _Slices | None:
+    """Point events' windows as runs of the events sorted by (group, start):
+    ``order``, the sorted events; ``tied``, whether an event starts with the
+    one before it; per window holding any (by group, then index), an event
+    of its group (``win_ev``), its index ``win_k`` and its run of sorted
+    events ``[firsts, lasts)``. A window's events are then
+    one slice of a list, never copied per window in numpy or Arrow, which
+    for size/hop = 10 would make ten memberships of every event.
+
+    An event's windows ``k_min..k_max`` grow with its start, so sorted
+    events hold each window in one run, found by binary search on group-
+    major window indexes. Events starting together are in every window or
+    none, so ordering each such run by payload keeps every window's values
+    in canonical order (start, then payload). None where this does not
+    apply: intervals, or indexes too wide for int64. At least one event
+    must be in a window.
+    """
+    keep = np.flatnonzero(k_min <= k_max)
+    if not bool((e[keep] == s[keep] + 1).all()):
+        return None
+    order = keep[np.lexsort((s[keep], *reversed([c[keep] for c in codes])))]
+    ss, kmn, kmx = s[order], k_min[order], k_max[order]
+    head = np.zeros(len(order), dtype=bool)
+    head[0] = True
+    for c in codes:
+        sc = c[order]
+        head[1:] |= sc[1:] != sc[:-1]
+    tied = np.zeros(len(order), dtype=bool)
+    tied[1:] = (ss[1:] == ss[:-1]) & ~head[1:]
+    group = np.cumsum(head) - 1
+    base = kmn[head][group]
+    span = int((kmx - base).max()) + 1
+    if int(group[-1] + 1) * span >= 2**62:
+        return None
+    # every key's windows, each once: those an event holds that the one
+    # before it in its group did not
+    prev = np.concatenate([[0], kmx[:-1]])
+    win_ev, win_k = explode(np.where(head, kmn, np.maximum(kmn, prev + 1)), kmx)
+    at = group[win_ev] * span + (win_k - base[win_ev])
+    firsts = np.searchsorted(group * span + (kmx - base), at, side="left")
+    lasts = np.searchsorted(group * span + (kmn - base), at, side="right")
+    return _Slices(order, tied, win_ev, win_k, firsts, lasts)
+
+
+def _tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
+    """The runs ``[a, z)`` of events starting together (``tied``: an event
+    starts with the one before it)."""
+    if not tied.any():
+        return []
+    before = np.concatenate([[False], tied[:-1]])
+    after = np.concatenate([tied[1:], [False]])
+    firsts = np.flatnonzero(tied & ~before) - 1
+    lasts = np.flatnonzero(tied & ~after) + 1
+    return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
+
+
+def _sliced_aggregates(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    payload: list[str],
+    slices: _Slices,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """Output batches of time-insensitive aggregates over the windows of
+    :func:`_slices`, some CHUNK events at a time: each window's values are
+    a slice of its events' (value functions applied once per event)."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    order, tied, win_ev, win_k, firsts, lasts = slices
+    i, n = 0, len(win_k)
+    while i < n:
+        j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
+        lo, hi = int(firsts[i]), int(lasts[j - 1])
+        cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
+        a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
+        ties = _tie_runs(tied[lo:hi])
+        win_s = win_k[i:j] * w.hop + w.offset
+        results: list[list[Any]] = []
+        for call in op.calls:
+            u: Any = call.udm
+            values, fn = cols.values(call)
+            got: list[Any] = []
+            applied: list[Any] | None = None
+            try:
+                if fn is not None:
+                    applied = []
+                    for v in values:
+                        applied.append(fn(v))
+                    values, applied = applied, None
+                if ties:  # the canonical order of events starting together
+                    values = list(values)
+                    for a, z in ties:
+                        values[a:z] = sorted(values[a:z], key=payload_key)
+                if u.incremental:
+                    result = u.result
+                    for st in fold_values(u, (values, None), a_list, z_list):
+                        got.append(normalize_value(result(st)))
+                else:
+                    compute = u.compute_result
+                    for a, z in zip(a_list, z_list, strict=True):
+                        got.append(normalize_value(compute(values[a:z])))
+            except Exception as exc:
+                cause = exc.cause if isinstance(exc, RunFailed) else exc
+                if applied is not None:  # the value function: the event's first window
+                    r = int(np.searchsorted(z_list, len(applied), side="right"))
+                else:
+                    r = exc.run if isinstance(exc, RunFailed) else len(got)
+                kv = [c[0] for c in key_values(table, keys, order[win_ev[i + r : i + r + 1]])]
+                window = WindowDescriptor(int(win_s[r]), int(win_s[r]) + w.size)
+                raise ev._wrap(u, window, kv, cause) from cause
+            results.append(got)
+        key_columns = key_values(table, keys, order[win_ev[i:j]])
+        yield aggregate_batch(op, win_s, win_s + w.size, key_columns, results, schema)
+        i = j
 
 
 def _fold_events(

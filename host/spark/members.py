@@ -162,14 +162,18 @@ class RunFailed(Exception):
         self.run, self.cause = run, cause
 
 
-def fold_values(udm: Any, inputs: tuple[list[Any], Any], bounds: list[int]) -> list[Any]:
+def fold_values(
+    udm: Any, inputs: tuple[list[Any], Any], bounds: list[int], lasts: list[int] | None = None
+) -> list[Any]:
     """One state per run of a time-insensitive UDA: its values added in
-    order (by one ``add_many`` call where the UDA defines it)."""
+    order (by one ``add_many`` call where the UDA defines it). Run ``r`` is
+    ``[bounds[r], bounds[r + 1])``, or ``[bounds[r], lasts[r])`` when runs
+    may overlap."""
     values, fn = inputs
     init, add, add_many = udm.initial_state, udm.add, udm.add_many
     out: list[Any] = []
     append = out.append
-    runs = itertools.pairwise(bounds)
+    runs = itertools.pairwise(bounds) if lasts is None else zip(bounds, lasts, strict=True)
     try:
         if udm.implements("add_many"):
             if fn is None:
