@@ -1198,10 +1198,13 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
                 "merged per window (mapInArrow)"
             )
         by_what = ", ".join(keys) if keys else "bucket of windows"
-        return (
+        run = (
             f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
             "in the worker (mapInArrow)"
         )
+        if op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls):
+            run += "; over point events each window is a slice of the events sorted by start"
+        return run
     if route == "endpoints":
         by_what = ", ".join(keys) if keys else "one partition"
         return (

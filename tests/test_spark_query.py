@@ -669,6 +669,7 @@ def test_point_grid_windows_match_reference(
     got = stream.window(window).aggregate(
         med=(median, "temp"), mean=(Mean, "temp"), first=(first_two, "temp"), partial=False
     )
+    assert "each window is a slice of the events sorted by start" in got.explain()
     got_cht = got.to_cht()
     for name, udm in udms.items():
         if keys:
