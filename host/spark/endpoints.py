@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.query import E_COL, S_COL, WindowOp
@@ -46,7 +45,7 @@ def endpoint_results(
     columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
     source = df.selectExpr(*[q(c) for c in columns])
     # a stream without keys is one group: one partition
-    by_key = source.repartition(*[F.col(q(k)) for k in keys]) if keys else source.repartition(1)
+    by_key = source.repartition(*[source[q(k)] for k in keys]) if keys else source.repartition(1)
     return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, pa_schema), out_schema)
 
 

@@ -278,7 +278,7 @@ def apply_in_arrow(
     names (``extra``: grouping expressions over addressable columns)."""
     share_driver_python(df.sparkSession)
     safe, names, renamed = _renamed(df)
-    by = [F.col(q(renamed.get(k, k))) for k in keys] + extra
+    by = [safe[q(renamed.get(k, k))] for k in keys] + extra
     if not renamed:
         return safe.groupBy(*by).applyInArrow(fn, schema)
 

@@ -144,18 +144,19 @@ def grid_results(
             ]
         )
         states = map_in_arrow(source, _fold_fn(op, list(keys), needed), schema)
-        part = [*[F.col(q(k)) for k in keys], F.col(BUCKET_COL)]
+        # df[name] is one call into the JVM, F.col(name) thirteen
+        part = [*[states[q(k)] for k in keys], states[BUCKET_COL]]
         return map_in_arrow(
             states.repartition(*part), _merge_fn(op, list(keys), pa_schema), out_schema
         )
     evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
-        by_key = source.repartition(*[F.col(q(k)) for k in keys])
+        by_key = source.repartition(*[source[q(k)] for k in keys])
         return map_in_arrow(by_key, evaluate, out_schema)
     # without keys, buckets of windows spread the stream over the workers
     bucketed = _bucketed(source, w, op.watermark, columns)
-    return map_in_arrow(bucketed.repartition(F.col(BUCKET_COL)), evaluate, out_schema)
+    return map_in_arrow(bucketed.repartition(bucketed[BUCKET_COL]), evaluate, out_schema)
 
 
 # ----------------------------------------------------------- worker side
