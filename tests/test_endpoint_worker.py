@@ -38,7 +38,7 @@ from pyspark.sql import types as T  # noqa: E402
 from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
-from udm.host.spark import endpoints  # noqa: E402
+from udm.host.spark import endpoints, members  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
 
 WINDOWS = [
@@ -239,3 +239,45 @@ def test_failure_names_udm_window_and_key() -> None:
     TYPES[Fragile] = T.DoubleType()
     with pytest.raises(UdmInvocationError, match=r"window \[4, 6\) of key 'b': ValueError: 9.0"):
         _run(SnapshotWindow(), [Fragile], rows, INFINITY)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=ROWS,
+    count=st.integers(1, 4),
+    watermark=st.sampled_from([INFINITY, 15]),
+    policy=st.sampled_from([OutputPolicy.ALIGN, OutputPolicy.POINT_END]),
+    chunk=st.sampled_from([65_536, 3]),
+)
+def test_count_by_start_windows_are_slices(
+    rows: list[Any], count: int, watermark: int, policy: OutputPolicy, chunk: int
+) -> None:
+    """Count-by-start windows of time-insensitive aggregates hold runs of the
+    events sorted by start: each window reads a slice of them (events
+    starting together by payload, which the order-sensitive UDA shows), a
+    few events at a time, never (event, window) memberships; the output is
+    the reference's."""
+    window = CountByStartWindow(count)
+    calls: list[int] = []
+    old = endpoints.evaluate_runs, members.CHUNK
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return old[0](*args, **kwargs)
+
+    endpoints.evaluate_runs, members.CHUNK = spied, chunk
+    try:
+        out = _run(window, [Mean, in_order], rows, watermark, policy=policy)
+    finally:
+        endpoints.evaluate_runs, members.CHUNK = old
+    for i, udm in enumerate([Mean, in_order]):
+        want = reference(rows, window, udm, watermark=watermark, output_policy=policy.value)
+        assert by_key(out, f"__udm_r{i}") == want
+    assert calls == []
+
+
+def test_a_failing_slice_names_its_count_window() -> None:
+    rows = [("a", 0, 2, 1.0), ("a", 1, 3, 2.0), ("b", 0, 1, 1.0), ("b", 4, 6, 9.0)]
+    TYPES[Fragile] = T.DoubleType()
+    with pytest.raises(UdmInvocationError, match=r"window \[0, 5\) of key 'b': ValueError: 9.0"):
+        _run(CountByStartWindow(2), [Fragile], rows, INFINITY)

@@ -492,8 +492,8 @@ def test_point_windows_are_slices_of_the_sorted_events(
     chunks of a few events, never memberships; all equal the reference."""
     rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
     calls: list[str] = []
-    old = ev.BUCKET, grid.CHUNK, grid.evaluate_runs
-    ev.BUCKET, grid.CHUNK = bucket, chunk
+    old = ev.BUCKET, members.CHUNK, grid.evaluate_runs
+    ev.BUCKET, members.CHUNK = bucket, chunk
 
     def spied(*args: Any, **kwargs: Any) -> Any:
         calls.append("memberships")
@@ -510,7 +510,7 @@ def test_point_windows_are_slices_of_the_sorted_events(
             evaluate = grid._evaluate_fn(op, [], ["v"], _unkeyed_schema(udms))
         out = [r for b in evaluate(iter(table.to_batches(max_chunksize=7))) for r in b.to_pylist()]
     finally:
-        ev.BUCKET, grid.CHUNK, grid.evaluate_runs = old
+        ev.BUCKET, members.CHUNK, grid.evaluate_runs = old
     out = [{"key": None, **r} for r in out]
     for i, udm in enumerate(udms):
         want = reference(rows, window, udm, output_policy=policy.value)

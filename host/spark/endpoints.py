@@ -22,12 +22,22 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from udm.host.policies import OutputPolicy
 from udm.host.query import E_COL, S_COL, WindowOp
 from udm.host.spark.frame import map_in_arrow, q
-from udm.host.spark.members import evaluate_runs, explode, key_codes, run_starts, table_of
+from udm.host.spark.members import (
+    Slices,
+    evaluate_runs,
+    explode,
+    key_codes,
+    run_starts,
+    sliced_aggregates,
+    table_of,
+)
+from udm.host.time import INFINITY
 from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow
 
-__all__ = ["endpoint_results", "memberships", "window_ranges"]
+__all__ = ["count_slices", "endpoint_results", "memberships", "window_ranges"]
 
 EndpointWindow = SnapshotWindow | CountByStartWindow | CountByEndWindow
 
@@ -137,14 +147,43 @@ def memberships(
         j0 = j1
 
 
+def count_slices(w: CountByStartWindow, g: np.ndarray, s: np.ndarray, watermark: int) -> Slices:
+    """Count-by-start windows (ending by ``watermark``) as runs of the
+    events sorted by (group, start): window ``j`` holds the events whose
+    start is among the group's distinct starts ``j .. j + n - 1``, one run
+    of that order, so a time-insensitive aggregate reads each window as a
+    slice of one list instead of ``n`` memberships of every event."""
+    ug, ut, rank = _distinct(g, s)
+    c = w.count
+    j = np.arange(max(len(ut) - c + 1, 0))
+    win_s, win_e = ut[j], ut[j + c - 1] + 1
+    full = (ug[j] == ug[j + c - 1]) & (win_e <= watermark)  # n starts of one group
+    j, win_s, win_e = j[full], win_s[full], win_e[full]
+    order = np.argsort(rank, kind="stable")
+    ranks = rank[order]
+    firsts = np.searchsorted(ranks, j, side="left")
+    lasts = np.searchsorted(ranks, j + c - 1, side="right")
+    tied = np.zeros(len(order), dtype=bool)
+    tied[1:] = ranks[1:] == ranks[:-1]
+    return Slices(order, tied, order[firsts], win_s, win_e, firsts, lasts)
+
+
 def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function evaluating every window of the keys of a
-    partition from their events."""
+    partition from their events: count-by-start windows of time-insensitive
+    aggregates as slices of the events sorted by start (:func:`count_slices`),
+    others from their memberships."""
     w = op.window
     assert isinstance(w, EndpointWindow)
     watermark = op.watermark
+    sliced = (
+        isinstance(w, CountByStartWindow)
+        and op.kind == "aggregate"
+        and not any(c.udm.time_sensitive for c in op.calls)
+    )
+    stamps_end = op.policy is OutputPolicy.POINT_END
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = table_of(batches)
@@ -152,6 +191,14 @@ def _evaluate_fn(
             return
         s = table.column(S_COL).to_numpy()
         e = table.column(E_COL).to_numpy()
+        if sliced:
+            assert isinstance(w, CountByStartWindow)
+            got = count_slices(w, _groups(table, keys), s, watermark)
+            # a window ending at the end of time has no last tick to stamp:
+            # the membership path names it
+            if not stamps_end or not bool((got.win_e >= INFINITY).any()):
+                yield from sliced_aggregates(op, table, keys, payload, got, schema)
+                return
         lo, hi, win_s, win_e = window_ranges(w, _groups(table, keys), s, e)
         for rows, wid in memberships(lo, hi, len(win_s)):
             keep = win_e[wid] <= watermark  # only windows ending by the watermark

@@ -31,7 +31,7 @@ import itertools
 import math
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -39,14 +39,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.invoke import payload_key
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
-    CHUNK,
     RunFailed,
+    Slices,
     aggregate_batch,
     chunks,
     evaluate_runs,
@@ -55,6 +54,7 @@ from udm.host.spark.members import (
     key_codes,
     key_values,
     run_starts,
+    sliced_aggregates,
     table_of,
 )
 from udm.host.spark.types import dumps
@@ -205,11 +205,9 @@ def _evaluate_fn(
             return  # no event in any window (between windows, or after the watermark)
         if sliceable:
             groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
-            got = _slices([key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
-            if got is not None and (
-                not stamps_end or int(got.win_k.max()) * w.hop + w.offset + w.size < INFINITY
-            ):
-                yield from _sliced_aggregates(op, table, keys, payload, got, schema)
+            got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
+            if got is not None and (not stamps_end or int(got.win_e.max()) < INFINITY):
+                yield from sliced_aggregates(op, table, keys, payload, got, schema)
                 return
         rows, k = explode(k_min, k_max)
         codes = [key_codes(table.column(c))[rows] for c in keys]
@@ -225,25 +223,16 @@ def _evaluate_fn(
     return evaluate
 
 
-class _Slices(NamedTuple):
-    """See :func:`_slices`."""
-
-    order: np.ndarray
-    tied: np.ndarray
-    win_ev: np.ndarray
-    win_k: np.ndarray
-    firsts: np.ndarray
-    lasts: np.ndarray
-
-
 def _slices(
-    codes: list[np.ndarray], s: np.ndarray, e: np.ndarray, k_min: np.ndarray, k_max: np.ndarray
-) -> _Slices | None:
-    """Point events' windows as runs of the events sorted by (group, start):
-    ``order``, the sorted events; ``tied``, whether an event starts with the
-    one before it; per window holding any (by group, then index), an event
-    of its group (``win_ev``), its index ``win_k`` and its run of sorted
-    events ``[firsts, lasts)``. A window's events are then
+    w: HoppingWindow,
+    codes: list[np.ndarray],
+    s: np.ndarray,
+    e: np.ndarray,
+    k_min: np.ndarray,
+    k_max: np.ndarray,
+) -> Slices | None:
+    """Point events' grid windows (each holding any, by group then index)
+    as runs of the events sorted by (group, start). A window's events are then
     one slice of a list, never copied per window in numpy or Arrow, which
     for size/hop = 10 would make ten memberships of every event.
 
@@ -279,80 +268,8 @@ def _slices(
     at = group[win_ev] * span + (win_k - base[win_ev])
     firsts = np.searchsorted(group * span + (kmx - base), at, side="left")
     lasts = np.searchsorted(group * span + (kmn - base), at, side="right")
-    return _Slices(order, tied, win_ev, win_k, firsts, lasts)
-
-
-def _tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
-    """The runs ``[a, z)`` of events starting together (``tied``: an event
-    starts with the one before it)."""
-    if not tied.any():
-        return []
-    before = np.concatenate([[False], tied[:-1]])
-    after = np.concatenate([tied[1:], [False]])
-    firsts = np.flatnonzero(tied & ~before) - 1
-    lasts = np.flatnonzero(tied & ~after) + 1
-    return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
-
-
-def _sliced_aggregates(
-    op: WindowOp,
-    table: pa.Table,
-    keys: list[str],
-    payload: list[str],
-    slices: _Slices,
-    schema: pa.Schema,
-) -> Iterator[pa.RecordBatch]:
-    """Output batches of time-insensitive aggregates over the windows of
-    :func:`_slices`, some CHUNK events at a time: each window's values are
-    a slice of its events' (value functions applied once per event)."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    order, tied, win_ev, win_k, firsts, lasts = slices
-    i, n = 0, len(win_k)
-    while i < n:
-        j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
-        lo, hi = int(firsts[i]), int(lasts[j - 1])
-        cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
-        a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
-        ties = _tie_runs(tied[lo:hi])
-        win_s = win_k[i:j] * w.hop + w.offset
-        results: list[list[Any]] = []
-        for call in op.calls:
-            u: Any = call.udm
-            values, fn = cols.values(call)
-            got: list[Any] = []
-            applied: list[Any] | None = None
-            try:
-                if fn is not None:
-                    applied = []
-                    for v in values:
-                        applied.append(fn(v))
-                    values, applied = applied, None
-                if ties:  # the canonical order of events starting together
-                    values = list(values)
-                    for a, z in ties:
-                        values[a:z] = sorted(values[a:z], key=payload_key)
-                if u.incremental:
-                    result = u.result
-                    for st in fold_values(u, (values, None), a_list, z_list):
-                        got.append(normalize_value(result(st)))
-                else:
-                    compute = u.compute_result
-                    for a, z in zip(a_list, z_list, strict=True):
-                        got.append(normalize_value(compute(values[a:z])))
-            except Exception as exc:
-                cause = exc.cause if isinstance(exc, RunFailed) else exc
-                if applied is not None:  # the value function: the event's first window
-                    r = int(np.searchsorted(z_list, len(applied), side="right"))
-                else:
-                    r = exc.run if isinstance(exc, RunFailed) else len(got)
-                kv = [c[0] for c in key_values(table, keys, order[win_ev[i + r : i + r + 1]])]
-                window = WindowDescriptor(int(win_s[r]), int(win_s[r]) + w.size)
-                raise ev._wrap(u, window, kv, cause) from cause
-            results.append(got)
-        key_columns = key_values(table, keys, order[win_ev[i:j]])
-        yield aggregate_batch(op, win_s, win_s + w.size, key_columns, results, schema)
-        i = j
+    win_s = win_k * w.hop + w.offset
+    return Slices(order, tied, order[win_ev], win_s, win_s + w.size, firsts, lasts)
 
 
 def _fold_events(

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from udm.host.invoke import payload_key
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
@@ -287,6 +288,92 @@ def _aggregates(
             raise ev._wrap(u, window, kv, cause) from cause
         results.append(got)
     return aggregate_batch(op, win_s, win_e, chunk.keys, results, schema)
+
+
+class Slices(NamedTuple):
+    """Windows whose events are runs of one sorted order (point events of
+    grid windows, events of count-by-start windows): a window's values are
+    then a slice of one list, and no event is copied per window."""
+
+    order: np.ndarray  #: the events (table rows), sorted by group and start
+    tied: np.ndarray  #: per sorted event: it starts with the one before it
+    win_row: np.ndarray  #: per window: a table row of its group (for its keys)
+    win_s: np.ndarray  #: per window: its start ..
+    win_e: np.ndarray  #: .. and end
+    firsts: np.ndarray  #: per window: its run of sorted events [first ..
+    lasts: np.ndarray  #: .. last); both never decrease
+
+
+def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
+    """The runs ``[a, z)`` of events starting together (``tied``: an event
+    starts with the one before it)."""
+    if not tied.any():
+        return []
+    before = np.concatenate([[False], tied[:-1]])
+    after = np.concatenate([tied[1:], [False]])
+    firsts = np.flatnonzero(tied & ~before) - 1
+    lasts = np.flatnonzero(tied & ~after) + 1
+    return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
+
+
+def sliced_aggregates(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    payload: list[str],
+    slices: Slices,
+    schema: pa.Schema,
+) -> Iterator[pa.RecordBatch]:
+    """Output batches of time-insensitive aggregates over ``slices``, some
+    CHUNK events at a time. Events starting together are in every window or
+    none, so sorting each such run by payload puts every window's values in
+    the canonical order (start, then payload); value functions are applied
+    once per event."""
+    order, tied, win_row, win_s, win_e, firsts, lasts = slices
+    i, n = 0, len(win_s)
+    while i < n:
+        j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
+        lo, hi = int(firsts[i]), int(lasts[j - 1])
+        cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
+        a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
+        ties = tie_runs(tied[lo:hi])
+        results: list[list[Any]] = []
+        for call in op.calls:
+            u: Any = call.udm
+            values, fn = cols.values(call)
+            got: list[Any] = []
+            applied: list[Any] | None = None
+            try:
+                if fn is not None:
+                    applied = []
+                    for v in values:
+                        applied.append(fn(v))
+                    values, applied = applied, None
+                if ties:
+                    values = list(values)
+                    for a, z in ties:
+                        values[a:z] = sorted(values[a:z], key=payload_key)
+                if u.incremental:
+                    result = u.result
+                    for st in fold_values(u, (values, None), a_list, z_list):
+                        got.append(normalize_value(result(st)))
+                else:
+                    compute = u.compute_result
+                    for a, z in zip(a_list, z_list, strict=True):
+                        got.append(normalize_value(compute(values[a:z])))
+            except Exception as exc:
+                cause = exc.cause if isinstance(exc, RunFailed) else exc
+                if applied is not None:  # the value function: the event's first window
+                    r = int(np.searchsorted(z_list, len(applied), side="right"))
+                else:
+                    r = exc.run if isinstance(exc, RunFailed) else len(got)
+                kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
+                window = WindowDescriptor(int(win_s[i + r]), int(win_e[i + r]))
+                raise ev._wrap(u, window, kv, cause) from cause
+            results.append(got)
+        key_columns = key_values(table, keys, win_row[i:j])
+        yield aggregate_batch(op, win_s[i:j], win_e[i:j], key_columns, results, schema)
+        i = j
 
 
 def aggregate_batch(
