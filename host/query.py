@@ -1207,10 +1207,17 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
         return run
     if route == "endpoints":
         by_what = ", ".join(keys) if keys else "one partition"
-        return (
+        run = (
             f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "
             "sorted and evaluated in the worker (mapInArrow)"
         )
+        if (
+            isinstance(w, CountByStartWindow)
+            and op.kind == "aggregate"
+            and not any(c.udm.time_sensitive for c in op.calls)
+        ):
+            run += "; each window is a slice of the events sorted by start"
+        return run
     if isinstance(w, HoppingWindow):
         assign = "explode a generated array of window starts per event"
     elif isinstance(w, SnapshotWindow):

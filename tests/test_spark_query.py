@@ -144,6 +144,7 @@ def test_partial_aggregation_can_be_turned_off(events: Any) -> None:
     )
     count = keyed(events).count_window(2).aggregate(Mean, value="temp", partial=False)
     assert "distinct endpoints numbered, windows assigned" in count.explain()
+    assert "each window is a slice of the events sorted by start" in count.explain()
     assert count.to_cht() == evaluate_by_key(
         CHT, "sensor", CountByStartWindow(2), Mean, value="temp"
     )
