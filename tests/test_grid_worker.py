@@ -467,6 +467,7 @@ def _bucketed(rows: list[Any], window: HoppingWindow) -> pa.Table:
     chunk=st.sampled_from([members.CHUNK, 4]),
     bucket=st.sampled_from([128, 2]),
     keyed=st.booleans(),
+    watermark=st.sampled_from([INFINITY, 12]),
 )
 @example(  # payloads of events starting together, out of order
     points=[("a", 0, 3), ("a", 0, 1), ("a", 3, 2)],
@@ -476,6 +477,7 @@ def _bucketed(rows: list[Any], window: HoppingWindow) -> pa.Table:
     chunk=members.CHUNK,
     bucket=128,
     keyed=True,
+    watermark=INFINITY,
 )
 def test_point_windows_are_slices_of_the_sorted_events(
     points: list[tuple[str | None, int, int]],
@@ -485,11 +487,13 @@ def test_point_windows_are_slices_of_the_sorted_events(
     chunk: int,
     bucket: int,
     keyed: bool,
+    watermark: int,
 ) -> None:
     """Point events under time-insensitive aggregates: each window's values
     are one slice of its key's (or bucket's) events sorted by start (events
     starting together by payload: a concatenation shows the order), in
-    chunks of a few events, never memberships; all equal the reference."""
+    chunks of a few events, never memberships, and only windows ending by
+    the watermark; all equal the reference."""
     rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
     calls: list[str] = []
     old = ev.BUCKET, members.CHUNK, grid.evaluate_runs
@@ -501,7 +505,7 @@ def test_point_windows_are_slices_of_the_sorted_events(
 
     grid.evaluate_runs = spied
     try:
-        op = _op(window, udms, policy=policy)
+        op = _op(window, udms, watermark, policy=policy)
         if keyed:
             table = worker_table(rows)
             evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema(udms))
@@ -513,7 +517,7 @@ def test_point_windows_are_slices_of_the_sorted_events(
         ev.BUCKET, members.CHUNK, grid.evaluate_runs = old
     out = [{"key": None, **r} for r in out]
     for i, udm in enumerate(udms):
-        want = reference(rows, window, udm, output_policy=policy.value)
+        want = reference(rows, window, udm, output_policy=policy.value, watermark=watermark)
         assert by_key(out, f"__udm_r{i}") == want
     assert calls == []
 
