@@ -1202,7 +1202,7 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
             f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
             "in the worker (mapInArrow)"
         )
-        if op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls):
+        if op.kind == "aggregate":
             run += "; over point events each window is a slice of the events sorted by start"
         return run
     if route == "endpoints":

@@ -142,6 +142,12 @@ class Handover(IncrementalAggregate):
         return sorted(state.elements())
 
 
+@aggregate(time_sensitive=True)
+def stamped(events: Sequence[IntervalEvent[float]], window: Any) -> list[str]:
+    """Time- and order-sensitive: the lifetimes and payloads in order."""
+    return [f"{e.start} {e.end} {e.payload} in {window.start}" for e in events]
+
+
 @aggregate
 def middle(values: Sequence[float]) -> float:
     """A non-incremental UDA: the upper median."""
@@ -155,6 +161,7 @@ RESULT_TYPES = {
     Handover: T.ArrayType(T.DoubleType()),
     Span: T.LongType(),
     InOrder: T.ArrayType(T.DoubleType()),
+    stamped: T.ArrayType(T.StringType()),
 }
 
 
@@ -462,7 +469,7 @@ def _bucketed(rows: list[Any], window: HoppingWindow) -> pa.Table:
 @given(
     points=POINTS,
     window=WINDOWS,
-    udms=st.sampled_from([[Mean, middle], [middle, Bag], [InOrder, middle]]),
+    udms=st.sampled_from([[Mean, middle], [middle, Bag], [InOrder, middle], [stamped, Span]]),
     policy=st.sampled_from([OutputPolicy.ALIGN, OutputPolicy.POINT_END]),
     chunk=st.sampled_from([members.CHUNK, 4]),
     bucket=st.sampled_from([128, 2]),
@@ -489,11 +496,12 @@ def test_point_windows_are_slices_of_the_sorted_events(
     keyed: bool,
     watermark: int,
 ) -> None:
-    """Point events under time-insensitive aggregates: each window's values
-    are one slice of its key's (or bucket's) events sorted by start (events
-    starting together by payload: a concatenation shows the order), in
-    chunks of a few events, never memberships, and only windows ending by
-    the watermark; all equal the reference."""
+    """Aggregates over point events: each window's values (or point events,
+    for a time-sensitive UDA) are one slice of its key's (or bucket's)
+    events sorted by start (events starting together by payload: a
+    concatenation shows the order), in chunks of a few events, never
+    memberships, and only windows ending by the watermark; all equal the
+    reference."""
     rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
     calls: list[str] = []
     old = ev.BUCKET, members.CHUNK, grid.evaluate_runs

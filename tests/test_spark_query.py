@@ -654,10 +654,11 @@ POINT_ROWS = [
 def test_point_grid_windows_match_reference(
     spark: Any, window: Any, keys: tuple[str, ...], bucket: int, monkeypatch: Any
 ) -> None:
-    """A point source under time-insensitive aggregates without partial
-    states: each window's values are a slice of its key's (or bucket's)
-    events sorted by start, ties by payload, so an order-sensitive UDA sees
-    the canonical order; the output is the reference's."""
+    """A point source under aggregates without partial states: each
+    window's values (or point events, for the time-sensitive twa_list) are
+    a slice of its key's (or bucket's) events sorted by start, ties by
+    payload, so an order-sensitive UDA sees the canonical order; the output
+    is the reference's."""
     monkeypatch.setattr("udm.host.spark.evaluate.BUCKET", bucket)
     df = spark.createDataFrame(POINT_ROWS, "site string, line int, ts long, temp double")
     stream = Stream.from_dataframe(df, start="ts")
@@ -666,9 +667,13 @@ def test_point_grid_windows_match_reference(
     cht = Cht(
         IntervalEvent(s, s + 1, {"site": k, "line": n, "temp": v}) for k, n, s, v in POINT_ROWS
     )
-    udms = {"med": median, "mean": Mean, "first": first_two}
+    udms = {"med": median, "mean": Mean, "first": first_two, "seen": twa_list}
     got = stream.window(window).aggregate(
-        med=(median, "temp"), mean=(Mean, "temp"), first=(first_two, "temp"), partial=False
+        med=(median, "temp"),
+        mean=(Mean, "temp"),
+        first=(first_two, "temp"),
+        seen=(twa_list, "temp"),
+        partial=False,
     )
     assert "each window is a slice of the events sorted by start" in got.explain()
     got_cht = got.to_cht()

@@ -8,10 +8,9 @@ window indexes ``k``; an event whose windows straddle buckets goes to
 each), and the worker assigns, sorts and groups events into windows with
 numpy, then calls the UDMs per window exactly as
 :func:`~udm.host.spark.evaluate.window_rows` does for every other window
-kind. For time-insensitive aggregates over point events not even that:
-sorted by start, a window's events are one run of its key's, so its values
-are a slice of one list (:func:`_slices`) and no event is copied per
-window.
+kind. For aggregates over point events not even that: sorted by start, a
+window's events are one run of its key's, so its values are a slice of
+one list (:func:`_slices`) and no event is copied per window.
 
 Mergeable, order-insensitive UDAs are partially aggregated before the
 shuffle: each input partition folds its events into one state per (key,
@@ -181,14 +180,14 @@ def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function evaluating every window of the (key, bucket)
-    groups of a partition from their events: for time-insensitive
-    aggregates over point events, each window's run of the events sorted
-    by start (:func:`_slices`), else its memberships."""
+    groups of a partition from their events: for aggregates over point
+    events, each window's run of the events sorted by start
+    (:func:`_slices`), else its memberships."""
     w = op.window
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
-    sliceable = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
+    sliceable = op.kind == "aggregate"
     # a window ending at the end of time has no last tick to stamp: the
     # general path names it
     stamps_end = op.policy is OutputPolicy.POINT_END
@@ -207,7 +206,7 @@ def _evaluate_fn(
             groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
             got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
             if got is not None and (not stamps_end or int(got.win_e.max()) < INFINITY):
-                yield from sliced_aggregates(op, table, keys, payload, got, schema)
+                yield from sliced_aggregates(op, table, keys, payload, got, s, schema)
                 return
         rows, k = explode(k_min, k_max)
         codes = [key_codes(table.column(c))[rows] for c in keys]

@@ -20,12 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.invoke import payload_key
+from udm.host.invoke import payload_key, raw_result
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.time import INFINITY
-from udm.sdk.events import WindowDescriptor
+from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 #: memberships (event, window pairs) turned into Python values at a time
 CHUNK = 65_536
@@ -322,13 +322,16 @@ def sliced_aggregates(
     keys: list[str],
     payload: list[str],
     slices: Slices,
+    s: np.ndarray,
     schema: pa.Schema,
 ) -> Iterator[pa.RecordBatch]:
-    """Output batches of time-insensitive aggregates over ``slices``, some
-    CHUNK events at a time. Events starting together are in every window or
-    none, so sorting each such run by payload puts every window's values in
-    the canonical order (start, then payload); value functions are applied
-    once per event."""
+    """Output batches of aggregates over ``slices``, some CHUNK events at a
+    time. Events starting together are in every window or none, so sorting
+    each such run by payload puts every window's values in the canonical
+    order (start, then payload); value functions are applied once per
+    event. A time-sensitive aggregate gets point events ``[s, s + 1)``
+    (starts ``s``), made once per event: the caller passes only point events
+    to those, which no window clips."""
     order, tied, win_row, win_s, win_e, firsts, lasts = slices
     i, n = 0, len(win_s)
     while i < n:
@@ -337,6 +340,7 @@ def sliced_aggregates(
         cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ties = tie_runs(tied[lo:hi])
+        starts: list[int] | None = None
         results: list[list[Any]] = []
         for call in op.calls:
             u: Any = call.udm
@@ -353,7 +357,16 @@ def sliced_aggregates(
                     values = list(values)
                     for a, z in ties:
                         values[a:z] = sorted(values[a:z], key=payload_key)
-                if u.incremental:
+                if u.time_sensitive:
+                    if starts is None:
+                        starts = s[order[lo:hi]].tolist()
+                    pairs = zip(starts, values, strict=True)
+                    events = [IntervalEvent(t, t + 1, v) for t, v in pairs]
+                    ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
+                    for a, z, ws, we in zip(a_list, z_list, ws_list, we_list, strict=True):
+                        window = WindowDescriptor(ws, we)
+                        got.append(normalize_value(raw_result(u, window, events[a:z])))
+                elif u.incremental:
                     result = u.result
                     for st in fold_values(u, (values, None), a_list, z_list):
                         got.append(normalize_value(result(st)))
