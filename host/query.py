@@ -1202,21 +1202,17 @@ def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
             f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
             "in the worker (mapInArrow)"
         )
-        if op.kind == "aggregate":
-            run += "; over point events each window is a slice of the events sorted by start"
-        return run
+        return f"{run}; over point events each window is a slice of the events sorted by start"
     if route == "endpoints":
         by_what = ", ".join(keys) if keys else "one partition"
         run = (
             f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "
             "sorted and evaluated in the worker (mapInArrow)"
         )
-        if (
-            isinstance(w, CountByStartWindow)
-            and op.kind == "aggregate"
-            and not any(c.udm.time_sensitive for c in op.calls)
-        ):
-            run += "; each window is a slice of the events sorted by start"
+        if isinstance(w, CountByStartWindow):
+            points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
+            over = "over point events " if points else ""
+            run += f"; {over}each window is a slice of the events sorted by start"
         return run
     if isinstance(w, HoppingWindow):
         assign = "explode a generated array of window starts per event"

@@ -248,7 +248,7 @@ def test_failure_names_udm_window_and_key() -> None:
     watermark=st.sampled_from([INFINITY, 15]),
     policy=st.sampled_from([OutputPolicy.ALIGN, OutputPolicy.POINT_END]),
     chunk=st.sampled_from([65_536, 3]),
-    udms=st.sampled_from([[Mean, in_order], [in_order, lifetimes]]),
+    udms=st.sampled_from([[Mean, in_order], [in_order, lifetimes], [Rises]]),
     points=st.booleans(),
 )
 def test_count_by_start_windows_are_slices(
@@ -263,9 +263,9 @@ def test_count_by_start_windows_are_slices(
     """Count-by-start windows of aggregates hold runs of the events sorted
     by start: each window reads a slice of them (events starting together
     by payload, which the order-sensitive UDAs show), a few events at a
-    time, never (event, window) memberships; a time-sensitive UDA, whose
-    events a window may clip, only over point events. The output is the
-    reference's."""
+    time, never (event, window) memberships; a time-sensitive UDA or an
+    operator, whose events a window may clip, only over point events. The
+    output is the reference's."""
     if points:
         rows = [(k, s, s + 1, v) for k, s, _, v in rows]
     window = CountByStartWindow(count)
@@ -284,7 +284,7 @@ def test_count_by_start_windows_are_slices(
     for i, udm in enumerate(udms):
         want = reference(rows, window, udm, watermark=watermark, output_policy=policy.value)
         assert by_key(out, f"__udm_r{i}") == want
-    if lifetimes not in udms or all(e == s + 1 for _, s, e, _ in rows):
+    if not {lifetimes, Rises} & set(udms) or all(e == s + 1 for _, s, e, _ in rows):
         assert calls == []
 
 

@@ -8,6 +8,7 @@ name the UDM, the window and the key. ``add_many`` replaces the per-event
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -23,9 +24,17 @@ from udm.host import (
     IntervalEvent,
     OutputPolicy,
     UdmInvocationError,
+    WindowDescriptor,
 )
 from udm.host.time import INFINITY
-from udm.sdk import IncrementalAggregate, Properties, TimeSensitiveIncrementalAggregate, aggregate
+from udm.sdk import (
+    IncrementalAggregate,
+    Properties,
+    TimeSensitiveIncrementalAggregate,
+    TimeSensitiveOperator,
+    aggregate,
+    operator,
+)
 
 pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
@@ -555,3 +564,79 @@ def test_a_failing_slice_names_its_window(udm: Any, value: Any, where: str) -> N
     op = _one_call(udm, value, partial=False)
     with pytest.raises(UdmInvocationError, match=where):
         _evaluated(op, [Mean], rows)
+
+
+class Rises(TimeSensitiveOperator):
+    """A point for each payload above the one before it, at its start."""
+
+    def compute_result(
+        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
+    ) -> list[IntervalEvent[float]]:
+        return [
+            IntervalEvent(b.start, b.start + 1, b.payload)
+            for a, b in itertools.pairwise(events)
+            if b.payload > a.payload
+        ]
+
+
+@operator
+def above_first(values: Sequence[float]) -> list[float]:
+    """Time-insensitive and order-sensitive: the payloads above the first."""
+    return [v for v in values[1:] if v > values[0]]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    points=POINTS,
+    window=WINDOWS,
+    udm_policy=st.sampled_from(
+        [(Rises, p) for p in ("clip", "keep", "align", "point_end")]
+        + [(above_first, p) for p in ("align", "point_end")]
+    ),
+    chunk=st.sampled_from([members.CHUNK, 4]),
+    keyed=st.booleans(),
+)
+def test_operators_over_point_windows_are_slices(
+    points: list[tuple[str | None, int, int]],
+    window: HoppingWindow,
+    udm_policy: tuple[Any, str],
+    chunk: int,
+    keyed: bool,
+) -> None:
+    """An operator over point events reads each window as a slice of the
+    events sorted by start (ties by payload) and stamps its outputs by its
+    policy, never through memberships: the reference's output."""
+    udm, policy = udm_policy
+    rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
+    op = WindowOp(
+        window,
+        "operator",
+        (UdmCall("r0", udm(), "v"),),
+        InputClipping.NONE,
+        OutputPolicy(policy),
+        False,
+        INFINITY,
+        False,
+        False,
+    )
+    calls: list[str] = []
+    old = members.CHUNK, grid.evaluate_runs
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        calls.append("memberships")
+        return old[1](*args, **kwargs)
+
+    members.CHUNK, grid.evaluate_runs = chunk, spied
+    try:
+        if keyed:
+            evaluate = grid._evaluate_fn(op, ["key"], ["key", "v"], _schema([Mean]))
+            table = worker_table(rows)
+        else:
+            evaluate = grid._evaluate_fn(op, [], ["v"], _unkeyed_schema([Mean]))
+            table = _bucketed(rows, window)
+        out = [r for b in evaluate(iter(table.to_batches(max_chunksize=7))) for r in b.to_pylist()]
+    finally:
+        members.CHUNK, grid.evaluate_runs = old
+    out = [{"key": None, **r} for r in out]
+    assert by_key(out, "__udm_r0") == reference(rows, window, udm, output_policy=policy)
+    assert calls == []

@@ -31,7 +31,7 @@ from udm.host.spark.members import (
     explode,
     key_codes,
     run_starts,
-    sliced_aggregates,
+    sliced_windows,
     table_of,
 )
 from udm.host.time import INFINITY
@@ -172,15 +172,16 @@ def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function evaluating every window of the keys of a
-    partition from their events: count-by-start windows of aggregates as
-    slices of the events sorted by start (:func:`count_slices`; for
-    time-sensitive ones, of point events only), others from their
-    memberships."""
+    partition from their events: count-by-start windows as slices of the
+    events sorted by start (:func:`count_slices`; for time-sensitive UDMs
+    and operators, of point events only), others from their memberships."""
     w = op.window
     assert isinstance(w, EndpointWindow)
     watermark = op.watermark
-    sliced = isinstance(w, CountByStartWindow) and op.kind == "aggregate"
-    sensitive = any(c.udm.time_sensitive for c in op.calls)
+    sliced = isinstance(w, CountByStartWindow)
+    # a time-sensitive UDM or an operator reads (or places outputs by)
+    # lifetimes, which a count window may clip: sliced over point events
+    needs_points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
     stamps_end = op.policy is OutputPolicy.POINT_END
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -189,15 +190,13 @@ def _evaluate_fn(
             return
         s = table.column(S_COL).to_numpy()
         e = table.column(E_COL).to_numpy()
-        # a time-sensitive UDA reads lifetimes, which a count window may
-        # clip: sliced only over point events, which no window clips
-        if sliced and (not sensitive or bool((e == s + 1).all())):
+        if sliced and (not needs_points or bool((e == s + 1).all())):
             assert isinstance(w, CountByStartWindow)
             got = count_slices(w, _groups(table, keys), s, watermark)
             # a window ending at the end of time has no last tick to stamp:
             # the membership path names it
             if not stamps_end or not bool((got.win_e >= INFINITY).any()):
-                yield from sliced_aggregates(op, table, keys, payload, got, s, schema)
+                yield from sliced_windows(op, table, keys, payload, got, s, schema)
                 return
         lo, hi, win_s, win_e = window_ranges(w, _groups(table, keys), s, e)
         for rows, wid in memberships(lo, hi, len(win_s)):

@@ -8,9 +8,9 @@ window indexes ``k``; an event whose windows straddle buckets goes to
 each), and the worker assigns, sorts and groups events into windows with
 numpy, then calls the UDMs per window exactly as
 :func:`~udm.host.spark.evaluate.window_rows` does for every other window
-kind. For aggregates over point events not even that: sorted by start, a
-window's events are one run of its key's, so its values are a slice of
-one list (:func:`_slices`) and no event is copied per window.
+kind. Over point events not even that: sorted by start, a window's events
+are one run of its key's, so its values are a slice of one list
+(:func:`_slices`) and no event is copied per window.
 
 Mergeable, order-insensitive UDAs are partially aggregated before the
 shuffle: each input partition folds its events into one state per (key,
@@ -53,7 +53,7 @@ from udm.host.spark.members import (
     key_codes,
     key_values,
     run_starts,
-    sliced_aggregates,
+    sliced_windows,
     table_of,
 )
 from udm.host.spark.types import dumps
@@ -180,14 +180,13 @@ def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function evaluating every window of the (key, bucket)
-    groups of a partition from their events: for aggregates over point
-    events, each window's run of the events sorted by start
-    (:func:`_slices`), else its memberships."""
+    groups of a partition from their events: over point events, each
+    window's run of the events sorted by start (:func:`_slices`), else its
+    memberships."""
     w = op.window
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
-    sliceable = op.kind == "aggregate"
     # a window ending at the end of time has no last tick to stamp: the
     # general path names it
     stamps_end = op.policy is OutputPolicy.POINT_END
@@ -202,12 +201,11 @@ def _evaluate_fn(
             k_min, k_max = np.maximum(k_min, first), np.minimum(k_max, first + n_bucket - 1)
         if not bool((k_min <= k_max).any()):
             return  # no event in any window (between windows, or after the watermark)
-        if sliceable:
-            groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
-            got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
-            if got is not None and (not stamps_end or int(got.win_e.max()) < INFINITY):
-                yield from sliced_aggregates(op, table, keys, payload, got, s, schema)
-                return
+        groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
+        got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
+        if got is not None and (not stamps_end or int(got.win_e.max()) < INFINITY):
+            yield from sliced_windows(op, table, keys, payload, got, s, schema)
+            return
         rows, k = explode(k_min, k_max)
         codes = [key_codes(table.column(c))[rows] for c in keys]
         order = np.lexsort((e[rows], s[rows], k, *reversed(codes)))

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.invoke import payload_key, raw_result
+from udm.host.invoke import payload_key, raw_result, stamp_result
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
@@ -316,7 +316,7 @@ def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
 
 
-def sliced_aggregates(
+def sliced_windows(
     op: WindowOp,
     table: pa.Table,
     keys: list[str],
@@ -325,13 +325,13 @@ def sliced_aggregates(
     s: np.ndarray,
     schema: pa.Schema,
 ) -> Iterator[pa.RecordBatch]:
-    """Output batches of aggregates over ``slices``, some CHUNK events at a
+    """Output batches of the windows of ``slices``, some CHUNK events at a
     time. Events starting together are in every window or none, so sorting
     each such run by payload puts every window's values in the canonical
     order (start, then payload); value functions are applied once per
-    event. A time-sensitive aggregate gets point events ``[s, s + 1)``
-    (starts ``s``), made once per event: the caller passes only point events
-    to those, which no window clips."""
+    event. A time-sensitive UDM (and an operator) gets point events ``[s,
+    s + 1)`` (starts ``s``), made once per event: the caller passes only
+    point events to those, which no window clips."""
     order, tied, win_row, win_s, win_e, firsts, lasts = slices
     i, n = 0, len(win_s)
     while i < n:
@@ -339,14 +339,18 @@ def sliced_aggregates(
         lo, hi = int(firsts[i]), int(lasts[j - 1])
         cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
+        ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
-        starts: list[int] | None = None
+        starts: list[int] = []
         results: list[list[Any]] = []
+        rows: list[tuple[int, int, list[Any]]] = []  # an operator's output
+        row_windows: list[int] = []  # .. and the window of each row
         for call in op.calls:
             u: Any = call.udm
             values, fn = cols.values(call)
             got: list[Any] = []
             applied: list[Any] | None = None
+            r = 0
             try:
                 if fn is not None:
                     applied = []
@@ -357,15 +361,20 @@ def sliced_aggregates(
                     values = list(values)
                     for a, z in ties:
                         values[a:z] = sorted(values[a:z], key=payload_key)
-                if u.time_sensitive:
-                    if starts is None:
-                        starts = s[order[lo:hi]].tolist()
+                if u.time_sensitive or op.kind == "operator":
+                    starts = starts or s[order[lo:hi]].tolist()
                     pairs = zip(starts, values, strict=True)
                     events = [IntervalEvent(t, t + 1, v) for t, v in pairs]
-                    ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
-                    for a, z, ws, we in zip(a_list, z_list, ws_list, we_list, strict=True):
+                    bounds = zip(a_list, z_list, ws_list, we_list, strict=True)
+                    for r, (a, z, ws, we) in enumerate(bounds):
                         window = WindowDescriptor(ws, we)
-                        got.append(normalize_value(raw_result(u, window, events[a:z])))
+                        raw = raw_result(u, window, events[a:z])
+                        if op.kind == "aggregate":
+                            got.append(normalize_value(raw))
+                            continue
+                        for out in stamp_result(u, window, raw, op.policy):
+                            rows.append((out.start, out.end, [normalize_value(out.payload)]))
+                            row_windows.append(r)
                 elif u.incremental:
                     result = u.result
                     for st in fold_values(u, (values, None), a_list, z_list):
@@ -378,14 +387,20 @@ def sliced_aggregates(
                 cause = exc.cause if isinstance(exc, RunFailed) else exc
                 if applied is not None:  # the value function: the event's first window
                     r = int(np.searchsorted(z_list, len(applied), side="right"))
-                else:
+                elif op.kind == "aggregate":
                     r = exc.run if isinstance(exc, RunFailed) else len(got)
                 kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
-                window = WindowDescriptor(int(win_s[i + r]), int(win_e[i + r]))
+                window = WindowDescriptor(ws_list[r], we_list[r])
                 raise ev._wrap(u, window, kv, cause) from cause
             results.append(got)
         key_columns = key_values(table, keys, win_row[i:j])
-        yield aggregate_batch(op, win_s[i:j], win_e[i:j], key_columns, results, schema)
+        if op.kind == "aggregate":
+            yield aggregate_batch(op, win_s[i:j], win_e[i:j], key_columns, results, schema)
+        else:
+            out_keys = [[col[r] for r in row_windows] for col in key_columns]
+            windows = [WindowDescriptor(ws_list[r], we_list[r]) for r in row_windows]
+            labels = ev.result_labels(op, windows.__getitem__)
+            yield ev._output_batch(rows, out_keys, schema, labels)
         i = j
 
 
