@@ -151,8 +151,8 @@ def count_slices(w: CountByStartWindow, g: np.ndarray, s: np.ndarray, watermark:
     """Count-by-start windows (ending by ``watermark``) as runs of the
     events sorted by (group, start): window ``j`` holds the events whose
     start is among the group's distinct starts ``j .. j + n - 1``, one run
-    of that order, so a time-insensitive aggregate reads each window as a
-    slice of one list instead of ``n`` memberships of every event."""
+    of that order, so each window is read as a slice of one list instead
+    of ``n`` memberships of every event."""
     ug, ut, rank = _distinct(g, s)
     c = w.count
     j = np.arange(max(len(ut) - c + 1, 0))
