@@ -27,7 +27,8 @@ from udm.host.spark import evaluate as ev
 from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
-#: memberships (event, window pairs) turned into Python values at a time
+#: memberships (event, window pairs), or events of sliced windows, turned
+#: into Python values at a time
 CHUNK = 65_536
 
 
