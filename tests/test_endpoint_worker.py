@@ -8,7 +8,6 @@ key, UDM flavour, clipping and output policy.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,14 +27,14 @@ from udm.host import (
 )
 from udm.host.policies import default_output_policy
 from udm.host.time import INFINITY
-from udm.sdk import IncrementalAggregate, TimeSensitiveOperator, aggregate
+from udm.sdk import IncrementalAggregate, aggregate
 
 pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
-from worker_support import by_key, reference, worker_table  # noqa: E402
+from worker_support import Rises, by_key, reference, worker_table  # noqa: E402
 
 from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import endpoints, members  # noqa: E402
@@ -84,20 +83,6 @@ def in_order(values: Sequence[float]) -> list[float]:
 def lifetimes(events: Sequence[IntervalEvent[float]], window: WindowDescriptor) -> list[str]:
     """Time- and order-sensitive: the (clipped) lifetimes and payloads."""
     return [f"{e.start} {e.end} {e.payload}" for e in events]
-
-
-class Rises(TimeSensitiveOperator):
-    """A time-sensitive operator: a point for each payload above the one
-    before it, at the later event's start."""
-
-    def compute_result(
-        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
-    ) -> list[IntervalEvent[float]]:
-        return [
-            IntervalEvent(b.start, b.start + 1, b.payload)
-            for a, b in itertools.pairwise(events)
-            if b.payload > a.payload
-        ]
 
 
 TYPES = {

@@ -8,7 +8,6 @@ name the UDM, the window and the key. ``add_many`` replaces the per-event
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -24,14 +23,12 @@ from udm.host import (
     IntervalEvent,
     OutputPolicy,
     UdmInvocationError,
-    WindowDescriptor,
 )
 from udm.host.time import INFINITY
 from udm.sdk import (
     IncrementalAggregate,
     Properties,
     TimeSensitiveIncrementalAggregate,
-    TimeSensitiveOperator,
     aggregate,
     operator,
 )
@@ -40,7 +37,7 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
-from worker_support import by_key, reference, worker_table  # noqa: E402
+from worker_support import Rises, by_key, reference, worker_table  # noqa: E402
 
 from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
@@ -564,19 +561,6 @@ def test_a_failing_slice_names_its_window(udm: Any, value: Any, where: str) -> N
     op = _one_call(udm, value, partial=False)
     with pytest.raises(UdmInvocationError, match=where):
         _evaluated(op, [Mean], rows)
-
-
-class Rises(TimeSensitiveOperator):
-    """A point for each payload above the one before it, at its start."""
-
-    def compute_result(
-        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
-    ) -> list[IntervalEvent[float]]:
-        return [
-            IntervalEvent(b.start, b.start + 1, b.payload)
-            for a, b in itertools.pairwise(events)
-            if b.payload > a.payload
-        ]
 
 
 @operator

@@ -4,12 +4,15 @@ input, its output rows as a CHT per key, and the reference's answer."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
-from udm.host import Cht, IntervalEvent, evaluate_by_key
+from udm.host import Cht, IntervalEvent, WindowDescriptor, evaluate_by_key
 from udm.host.query import E_COL, S_COL
+from udm.sdk import TimeSensitiveOperator
 
 Row = tuple[str | None, int, int, float]
 
@@ -40,3 +43,17 @@ def reference(rows: list[Row], window: Any, udm: Any, **options: Any) -> dict[An
     cht = Cht(IntervalEvent(s, e, {"key": k, "v": v}) for k, s, e, v in rows)
     got = evaluate_by_key(cht, "key", window, udm, value="v", **options)
     return {k: v for k, v in got.items() if len(v)}
+
+
+class Rises(TimeSensitiveOperator):
+    """A time-sensitive operator: a point for each payload above the one
+    before it, at the later event's start."""
+
+    def compute_result(
+        self, events: Sequence[IntervalEvent[float]], window: WindowDescriptor
+    ) -> list[IntervalEvent[float]]:
+        return [
+            IntervalEvent(b.start, b.start + 1, b.payload)
+            for a, b in itertools.pairwise(events)
+            if b.payload > a.payload
+        ]
