@@ -937,12 +937,15 @@ class Stream:
         end of time is null for timestamps), the key columns, then the payload
         columns: for a window operation its results, struct results flattened
         into one column per field."""
+        from udm.host.spark.evaluate import released_with, tracking_persisted
         from udm.host.spark.execute import run_spark, to_output
 
         self._batch_only("to_dataframe")
-        frame, _layout, metrics = run_spark(self, spark)
+        with tracking_persisted() as cached:
+            frame, _layout, metrics = run_spark(self, spark)
         self.metrics = metrics
-        return to_output(frame)
+        # results typed from their values are cached while the output lives
+        return released_with(to_output(frame), cached)
 
     def _batch_only(self, method: str) -> None:
         df = self._source.df
@@ -1017,10 +1020,15 @@ class Stream:
         if engine == "auto":
             engine = "spark" if self._source.df is not None else "reference"
         if engine == "spark":
+            from udm.host.spark.evaluate import release, tracking_persisted
             from udm.host.spark.execute import collect_rows, run_spark
 
-            frame, layout, metrics = run_spark(self, spark)
-            rows = collect_rows(frame)
+            with tracking_persisted() as cached:
+                frame, layout, metrics = run_spark(self, spark)
+            try:
+                rows = collect_rows(frame)
+            finally:
+                release(cached)
             self.metrics = metrics
             metrics.invalid_rows(wait=True)
         elif engine == "reference":

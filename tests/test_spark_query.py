@@ -9,6 +9,8 @@ each test runs as few Spark jobs as it can.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -737,3 +739,54 @@ def test_a_sql_filter_after_the_keys_runs_in_a_reference_run(spark: Any) -> None
     want = {"a": Cht([(0, 10, 2)]), "b": Cht([(0, 10, 3)])}
     assert query.to_cht(engine="reference") == want
     assert query.to_cht(engine="spark") == want
+
+
+@aggregate(deterministic=False)
+def draw(values):  # type: ignore[no-untyped-def]
+    """Untyped (typed from its values) and different on every run."""
+    import random
+
+    return random.random()
+
+
+def test_results_typed_from_values_are_cached_privately_and_released(
+    spark: Any, monkeypatch: Any
+) -> None:
+    """Untyped results run once into a persisted table. Before, the cache
+    answered any later query with the same plan (the same query built
+    again over changed files got the old results) and was never released.
+    Now a DataFrame's own actions agree with each other, a second build
+    runs the UDMs again, and the cache goes with the output DataFrame."""
+    import gc
+
+    from udm.host.spark import evaluate as ev_mod
+
+    seen: list[list[Any]] = []
+    track = ev_mod.tracking_persisted
+
+    @contextmanager
+    def keep() -> Iterator[list[Any]]:
+        with track() as got:
+            seen.append(got)
+            yield got
+
+    monkeypatch.setattr(ev_mod, "tracking_persisted", keep)
+    df = spark.createDataFrame([("a", 1, 1.0), ("a", 12, 2.0)], "k string, ts long, v double")
+    query = (
+        Stream.from_dataframe(df, start="ts", key="k")
+        .tumbling_window(10)
+        .aggregate(draw, value="v")
+    )
+    first = query.to_dataframe()
+    once, again = first.collect(), first.collect()
+    assert once == again  # one DataFrame: one run of the UDMs
+    second = query.to_dataframe().collect()
+    assert [r["draw"] for r in second] != [r["draw"] for r in once]
+    (cached,) = seen[0]
+    assert cached.storageLevel.useMemory
+    del first
+    gc.collect()
+    assert not cached.storageLevel.useMemory and not cached.storageLevel.useDisk
+    # to_cht() collects, then releases at once
+    assert isinstance(query.to_cht(), dict)
+    assert all(not t.storageLevel.useMemory for t in seen[-1])

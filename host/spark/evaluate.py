@@ -29,7 +29,11 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import secrets
+import weakref
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from typing import Any, cast
 
 import pyarrow as pa
@@ -70,7 +74,14 @@ from udm.host.windows import describe_window, of_key
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
-__all__ = ["decode_pickled", "evaluate_op", "to_arrow_column"]
+__all__ = [
+    "decode_pickled",
+    "evaluate_op",
+    "release",
+    "released_with",
+    "to_arrow_column",
+    "tracking_persisted",
+]
 
 _STATE = "__udm_state"
 #: windows of one key evaluated per Python call (consecutive ordinals)
@@ -703,16 +714,60 @@ def _decode(
     return decode
 
 
+_persisted: ContextVar[list[DataFrame] | None] = ContextVar("udm_persisted", default=None)
+_NONCE = "__udm_nonce"
+
+
+@contextmanager
+def tracking_persisted() -> Iterator[list[DataFrame]]:
+    """Collect the tables :func:`decode_pickled` persists while planning,
+    for the caller to release with :func:`released_with`."""
+    got: list[DataFrame] = []
+    token = _persisted.set(got)
+    try:
+        yield got
+    finally:
+        _persisted.reset(token)
+
+
+def _unpersist(tables: list[DataFrame]) -> None:
+    for t in tables:
+        with suppress(Exception):  # the session may be gone (at exit)
+            t.unpersist(blocking=False)
+
+
+def released_with(owner: DataFrame, tables: list[DataFrame]) -> DataFrame:
+    """``owner``, with ``tables`` unpersisted once it is garbage collected."""
+    if tables:
+        weakref.finalize(owner, _unpersist, list(tables))
+    return owner
+
+
+def release(tables: list[DataFrame]) -> None:
+    """Unpersist ``tables`` now (their results have been collected)."""
+    _unpersist(tables)
+
+
 def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[str, T.DataType]]:
     """Type pickled result columns from their values.
 
     The pickled table is persisted (the UDMs run once), one job unifies
     the value types of every column over all rows, and a ``mapInArrow``
     decodes them. Give ``returns=`` or annotate the UDM to skip this.
+
+    The persisted plan carries a random constant column, so no other query
+    (the same query built again over changed data, say) is ever answered
+    from this cache; it is registered with :func:`tracking_persisted`, and
+    released when the query's output DataFrame is garbage collected.
     """
     from udm.host.spark.execute import udm_errors
 
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    private = df.select("*", F.lit(secrets.randbits(62)).alias(_NONCE))
+    private = private.persist(StorageLevel.MEMORY_AND_DISK)
+    tracked = _persisted.get()
+    if tracked is not None:
+        tracked.append(private)
+    df = private.drop(_NONCE)
     found: dict[str, T.DataType | None] = dict.fromkeys(columns)
     rows = map_in_arrow(df.select(*columns), _collect_types(columns), "column string, type string")
     with udm_errors():  # the UDMs run here, while the query is planned

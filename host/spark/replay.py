@@ -50,7 +50,9 @@ from udm.host.spark.evaluate import (
     _pickled_field,
     call_type,
     decode_pickled,
+    released_with,
     to_arrow_column,
+    tracking_persisted,
 )
 from udm.host.spark.frame import TimeKind, apply_in_arrow, q, show_time
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -321,8 +323,10 @@ def replay(
     )
     result = apply_in_arrow(norm, [_GROUP, *keys], [], fn, schema)
     rtypes: T.DataType | None = rtype
+    cached: list[DataFrame] = []
     if rtype is None:
-        result, inferred = decode_pickled(result, [_RESULT])
+        with tracking_persisted() as cached:
+            result, inferred = decode_pickled(result, [_RESULT])
         rtypes = inferred[_RESULT]
     result_cols: list[Column]
     if isinstance(rtypes, T.StructType):
@@ -339,8 +343,8 @@ def replay(
     times_out = [show(S_COL).alias("start"), show(E_COL).alias("end")]
     key_cols = [F.col(q(k)) for k in keys]
     if output == "cht":
-        return result.select(*times_out, *key_cols, *result_cols)
-    return result.select(
+        return released_with(result.select(*times_out, *key_cols, *result_cols), cached)
+    out = result.select(
         "seq",
         "kind",
         "id",
@@ -351,6 +355,7 @@ def replay(
         "late_dropped",
         "late_adjusted",
     )
+    return released_with(out, cached)
 
 
 _RESULT = "__udm_result"
