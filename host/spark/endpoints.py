@@ -22,7 +22,6 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from udm.host.policies import OutputPolicy
 from udm.host.query import E_COL, S_COL, WindowOp
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
@@ -34,7 +33,6 @@ from udm.host.spark.members import (
     sliced_windows,
     table_of,
 )
-from udm.host.time import INFINITY
 from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow
 
 __all__ = ["count_slices", "endpoint_results", "memberships", "window_ranges"]
@@ -182,7 +180,6 @@ def _evaluate_fn(
     # a time-sensitive UDM or an operator reads (or places outputs by)
     # lifetimes, which a count window may clip: sliced over point events
     needs_points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
-    stamps_end = op.policy is OutputPolicy.POINT_END
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = table_of(batches)
@@ -190,15 +187,14 @@ def _evaluate_fn(
             return
         s = table.column(S_COL).to_numpy()
         e = table.column(E_COL).to_numpy()
+        g = _groups(table, keys)
         if sliced and (not needs_points or bool((e == s + 1).all())):
             assert isinstance(w, CountByStartWindow)
-            got = count_slices(w, _groups(table, keys), s, watermark)
-            # a window ending at the end of time has no last tick to stamp:
-            # the membership path names it
-            if not stamps_end or not bool((got.win_e >= INFINITY).any()):
+            got = count_slices(w, g, s, watermark)
+            if got.placeable(op.policy):
                 yield from sliced_windows(op, table, keys, payload, got, s, schema)
                 return
-        lo, hi, win_s, win_e = window_ranges(w, _groups(table, keys), s, e)
+        lo, hi, win_s, win_e = window_ranges(w, g, s, e)
         for rows, wid in memberships(lo, hi, len(win_s)):
             keep = win_e[wid] <= watermark  # only windows ending by the watermark
             if not keep.all():

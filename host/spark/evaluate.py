@@ -730,22 +730,19 @@ def tracking_persisted() -> Iterator[list[DataFrame]]:
         _persisted.reset(token)
 
 
-def _unpersist(tables: list[DataFrame]) -> None:
+def release(tables: list[DataFrame]) -> None:
+    """Unpersist ``tables`` (their results have been collected, or nothing
+    reads them any more)."""
     for t in tables:
         with suppress(Exception):  # the session may be gone (at exit)
             t.unpersist(blocking=False)
 
 
 def released_with(owner: DataFrame, tables: list[DataFrame]) -> DataFrame:
-    """``owner``, with ``tables`` unpersisted once it is garbage collected."""
+    """``owner``, with ``tables`` released once it is garbage collected."""
     if tables:
-        weakref.finalize(owner, _unpersist, list(tables))
+        weakref.finalize(owner, release, list(tables))
     return owner
-
-
-def release(tables: list[DataFrame]) -> None:
-    """Unpersist ``tables`` now (their results have been collected)."""
-    _unpersist(tables)
 
 
 def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[str, T.DataType]]:

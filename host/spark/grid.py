@@ -38,7 +38,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.policies import InputClipping
 from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import map_in_arrow, q
@@ -187,9 +187,6 @@ def _evaluate_fn(
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
     n_bucket = ev.BUCKET  # as planned on the driver
-    # a window ending at the end of time has no last tick to stamp: the
-    # general path names it
-    stamps_end = op.policy is OutputPolicy.POINT_END
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = _events(batches, w, watermark)
@@ -203,7 +200,7 @@ def _evaluate_fn(
             return  # no event in any window (between windows, or after the watermark)
         groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
         got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
-        if got is not None and (not stamps_end or int(got.win_e.max()) < INFINITY):
+        if got is not None and got.placeable(op.policy):
             yield from sliced_windows(op, table, keys, payload, got, s, schema)
             return
         rows, k = explode(k_min, k_max)

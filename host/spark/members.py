@@ -304,6 +304,12 @@ class Slices(NamedTuple):
     firsts: np.ndarray  #: per window: its run of sorted events [first ..
     lasts: np.ndarray  #: .. last); both never decrease
 
+    def placeable(self, policy: OutputPolicy) -> bool:
+        """Whether ``policy`` can stamp every window: ``point_end`` has no
+        last tick for a window ending at the end of time (the membership
+        path then fails naming it)."""
+        return policy is not OutputPolicy.POINT_END or not bool((self.win_e >= INFINITY).any())
+
 
 def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
     """The runs ``[a, z)`` of events starting together (``tied``: an event
