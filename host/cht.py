@@ -21,29 +21,13 @@ from udm.host.stream import Element
 from udm.host.time import TimeConversionError, to_ticks
 from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
+from udm.sdk.payloads import freeze, payload_key
 
 __all__ = ["Cht", "cht_diff", "cht_equal", "cht_match", "derive_cht", "freeze"]
 
 
-def freeze(value: Any) -> Any:
-    """A hashable, order-independent stand-in for a payload (dicts become
-    sorted item tuples, lists tuples), used for multiset comparison."""
-    if isinstance(value, Mapping):
-        return ("__map__", tuple(sorted((str(k), freeze(v)) for k, v in value.items())))
-    if isinstance(value, list | tuple):
-        return ("__seq__", tuple(freeze(v) for v in value))
-    if isinstance(value, set | frozenset):
-        return ("__set__", tuple(sorted(freeze(v) for v in value)))
-    if isinstance(value, float):
-        if value != value:  # NaN: one value, so multisets of results compare
-            return ("__nan__",)
-        if value.is_integer():
-            return int(value)
-    return value
-
-
-def _sort_key(e: IntervalEvent[Any]) -> tuple[int, int, str]:
-    return (e.start, e.end, repr(freeze(e.payload)))
+def _sort_key(e: IntervalEvent[Any]) -> tuple[Any, ...]:
+    return (e.start, e.end, payload_key(e.payload))
 
 
 def _checked(n: int, item: Any) -> IntervalEvent[Any]:

@@ -10,17 +10,16 @@ of the wrong shape, becomes a
 from __future__ import annotations
 
 import copy
-import numbers
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
 from udm.host.policies import InputClipping, OutputPolicy, stamp
 from udm.host.windows import describe_window
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.payloads import payload_key
 
 __all__ = [
     "ValueFn",
@@ -55,28 +54,6 @@ def detached(result: Any) -> Any:
     elif kind is dict and all(type(v) in PLAIN_TYPES for v in result.values()):
         return dict(result)
     return copy.deepcopy(result)
-
-
-def payload_key(value: Any) -> tuple[Any, ...]:
-    """A total order of payloads: numbers by value (an int before an equal
-    float, NaN after every number), strings as strings, mappings by their
-    sorted items, sequences item by item, anything else by its canonical
-    rendering. Comparing renderings alone put 100 before 27."""
-    kind = type(value)
-    if kind is int or kind is bool:
-        return (0, value, 0)
-    if kind is float:
-        return (0, value, 1) if value == value else (1,)
-    if kind is str:
-        return (2, value)
-    if isinstance(value, Mapping):
-        items = sorted((str(k), payload_key(v)) for k, v in value.items())
-        return (3, tuple(items))
-    if isinstance(value, list | tuple):
-        return (4, tuple(payload_key(v) for v in value))
-    if isinstance(value, numbers.Real) and value == value:
-        return (0, value, 2)
-    return (5, repr(freeze(value)))
 
 
 def canonical_key(e: IntervalEvent[Any]) -> tuple[Any, ...]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from udm.sdk.payloads import payload_key
+
 __all__ = ["INFINITY", "MIN_TIME", "IntervalEvent", "WindowDescriptor"]
 
 #: The end of time; an event with this end lasts forever until retracted.
@@ -27,6 +29,9 @@ class IntervalEvent(Generic[P]):
 
     Time-sensitive UDMs receive these (with lifetimes already clipped by the
     query's input clipping policy) and time-sensitive operators return them.
+    Events order canonically, by start, end, then payload (numbers by
+    value, whatever the payloads' types), so ``sorted(events)`` always works
+    and lists events in the order UDMs receive them.
     """
 
     start: int
@@ -40,6 +45,29 @@ class IntervalEvent(Generic[P]):
 
     def with_lifetime(self, start: int, end: int) -> IntervalEvent[P]:
         return IntervalEvent(start, end, self.payload)
+
+    def _order(self) -> tuple[Any, ...]:
+        return (self.start, self.end, payload_key(self.payload))
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, IntervalEvent):
+            return NotImplemented
+        return self._order() < other._order()
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, IntervalEvent):
+            return NotImplemented
+        return self._order() <= other._order()
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, IntervalEvent):
+            return NotImplemented
+        return self._order() > other._order()
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, IntervalEvent):
+            return NotImplemented
+        return self._order() >= other._order()
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -1,11 +1,13 @@
-"""Reading a UDM's value from a payload."""
+"""Payloads: reading a UDM's value from one, and ordering and comparing
+them whatever their type."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["pick"]
+__all__ = ["freeze", "payload_key", "pick"]
 
 
 _SCALARS = frozenset({float, int, str, bool, bytes})
@@ -32,3 +34,42 @@ def pick(payload: Any, field: str | None) -> Any:
         raise KeyError(
             f"payload has no field {field!r}; its fields are {sorted(payload)}"
         ) from None
+
+
+def freeze(value: Any) -> Any:
+    """A hashable, order-independent stand-in for a payload (dicts become
+    sorted item tuples, lists tuples), used for multiset comparison."""
+    if isinstance(value, Mapping):
+        return ("__map__", tuple(sorted((str(k), freeze(v)) for k, v in value.items())))
+    if isinstance(value, list | tuple):
+        return ("__seq__", tuple(freeze(v) for v in value))
+    if isinstance(value, set | frozenset):
+        return ("__set__", tuple(sorted(freeze(v) for v in value)))
+    if isinstance(value, float):
+        if value != value:  # NaN: one value, so multisets of results compare
+            return ("__nan__",)
+        if value.is_integer():
+            return int(value)
+    return value
+
+
+def payload_key(value: Any) -> tuple[Any, ...]:
+    """A total order of payloads: numbers by value (an int before an equal
+    float, NaN after every number), strings as strings, mappings by their
+    sorted items, sequences item by item, anything else by its canonical
+    rendering. Comparing renderings alone put 100 before 27."""
+    kind = type(value)
+    if kind is int or kind is bool:
+        return (0, value, 0)
+    if kind is float:
+        return (0, value, 1) if value == value else (1,)
+    if kind is str:
+        return (2, value)
+    if isinstance(value, Mapping):
+        items = sorted((str(k), payload_key(v)) for k, v in value.items())
+        return (3, tuple(items))
+    if isinstance(value, list | tuple):
+        return (4, tuple(payload_key(v) for v in value))
+    if isinstance(value, numbers.Real) and value == value:
+        return (0, value, 2)
+    return (5, repr(freeze(value)))

@@ -39,6 +39,13 @@ class TestDerivation:
         assert cht == Cht([(1, 5, "P1"), (4, 9, "P2")])
         assert stats == ValidationStats()
 
+    def test_sorted_orders_payloads_canonically(self) -> None:
+        # numbers by value (not by rendering: 27 before 100), an int before an
+        # equal float, then strings, then mappings; as UDMs receive them
+        cht = Cht([(0, 5, {"a": 1}), (0, 5, 100), (0, 5, "x"), (0, 5, 27.5), (0, 5, 27)])
+        assert [e.payload for e in cht.sorted()] == [27, 27.5, 100, "x", {"a": 1}]
+        assert cht.sorted() == sorted(cht)
+
     def test_paper_example_other_physical_orders(self) -> None:
         other = [
             Insert("x", 4, 9, "P2"),

@@ -579,6 +579,21 @@ class TestEventsModule:
         with pytest.raises(AttributeError):
             e.start = 5  # type: ignore[misc]
 
+    def test_events_order_by_start_end_then_payload_value(self) -> None:
+        E = IntervalEvent
+        events = [E(0, 5, 100), E(0, 5, {"b": 1}), E(0, 3, "z"), E(0, 5, 27), E(-1, 9, {"a": 2})]
+        assert sorted(events) == [
+            E(-1, 9, {"a": 2}),
+            E(0, 3, "z"),
+            E(0, 5, 27),
+            E(0, 5, 100),
+            E(0, 5, {"b": 1}),
+        ]
+        assert E(0, 5, 27) < E(0, 5, 100) <= E(0, 5, 100) and E(1, 2, 0) > E(0, 9, 9)
+        assert E(0, 5, 2) >= E(0, 5, 2)
+        with pytest.raises(TypeError):
+            _ = E(0, 5, 1) < (0, 5, 1)  # type: ignore[operator]
+
 
 class TestDocstrings:
     @pytest.mark.parametrize("module", [udm.sdk.base, udm.sdk.decorators])

@@ -29,3 +29,10 @@ cht, _ = derive_cht(ties)
 assert evaluate(cht, TumblingWindow(10), first) == [(0, 10, 2.0)]
 cht, _ = derive_cht([Insert("d", 0, 1, 2), *ties])
 assert type(evaluate(cht, TumblingWindow(10), first)[0].payload) is int  # 2 before 2.0
+
+# Events compare in the canonical order too, so sorted() lists any CHT or
+# result the way UDMs see events; Cht.sorted() is the same listing.
+from udm.sdk import IntervalEvent  # noqa: E402
+
+mixed = [IntervalEvent(0, 5, 100), IntervalEvent(0, 5, "x"), IntervalEvent(0, 5, 27)]
+assert [e.payload for e in sorted(mixed)] == [27, 100, "x"]

@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from udm.host.invoke import payload_key, raw_result, stamp_result
+from udm.host.invoke import raw_result, stamp_result
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.payloads import payload_key
 
 #: memberships (event, window pairs), or events of sliced windows, turned
 #: into Python values at a time
