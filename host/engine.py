@@ -442,7 +442,7 @@ class Host:
         """What a host failure after validation must undo (cheap: this runs
         for every element)."""
         v = self.validator
-        if isinstance(element, Cti):
+        if not isinstance(element, Insert | Retract):  # a CTI, or not an element
             return (v.position, v.cti, v.stats.as_tuple(), None, None, False)
         ident = element.id
         try:
@@ -707,15 +707,21 @@ class Host:
             if (was and not self._can_remove) or not self._order_free:
                 self._rebuild(ks, start, end)
                 return
-            value_fn = self._value_fn
+            fn = self._value_fn
+            # the value function runs under the guard too: a payload without
+            # the value= field fails as the UDM on this window, as in evaluate
             if was:
                 assert old is not None
-                value = old.payload if value_fn is None else value_fn(old.payload)
-                w.state = self._guard(ks, start, end, lambda: u.remove(w.state, value))
+                p_old = old.payload
+                w.state = self._guard(
+                    ks, start, end, lambda: u.remove(w.state, p_old if fn is None else fn(p_old))
+                )
             if now:
                 assert new is not None
-                value = new.payload if value_fn is None else value_fn(new.payload)
-                w.state = self._guard(ks, start, end, lambda: u.add(w.state, value))
+                p_new = new.payload
+                w.state = self._guard(
+                    ks, start, end, lambda: u.add(w.state, p_new if fn is None else fn(p_new))
+                )
             return
         desc = WindowDescriptor(start, end)
         e_old = self._prepared(old, desc) if was and old is not None else None

@@ -256,7 +256,10 @@ class GridPath:
         ks = self.keys.get(key)
         if ks is None or ks.long:
             return False
-        value = self.value_fn(payload) if self.value_fn is not None else payload
+        try:
+            value = self.value_fn(payload) if self.value_fn is not None else payload
+        except Exception as exc:
+            raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
         m_old = ks.max_start if ks.max_start > self.cti else self.cti
         m = start if start > m_old else m_old
         hop, off = self.hop, self.offset
@@ -364,7 +367,10 @@ class GridPath:
             if lo <= emitted and not conservative:
                 break  # changes an emitted window's output
             payload = payloads[i]
-            value = value_fn(payload) if value_fn is not None else payload
+            try:
+                value = value_fn(payload) if value_fn is not None else payload
+            except Exception as exc:
+                raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
             k = lo
             try:
                 while k <= hi:
@@ -402,6 +408,16 @@ class GridPath:
             self.current = Insert(*fields)
         return self._fail(k, exc, ks)
 
+    def _value_failed(
+        self, ks: _Key, fields: tuple[Hashable, int, int, Any], exc: Exception
+    ) -> UdmInvocationError:
+        """The value function (``value=``) failed on a new event's payload:
+        reported, as by the reference evaluator, as the UDM failing on the
+        first window that holds the event."""
+        if self.current is None:
+            self.current = Insert(*fields)
+        return self._fail((fields[1] - self.size - self.offset) // self.hop + 1, exc, ks)
+
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
         remove = self.udm.remove
         for k in range(lo, hi + 1):
@@ -418,7 +434,10 @@ class GridPath:
         self._save_key(key, ks)
         if ks is None:
             ks = self.keys[key] = _Key()
-        value = self.value_fn(payload) if self.value_fn is not None else payload
+        try:
+            value = self.value_fn(payload) if self.value_fn is not None else payload
+        except Exception as exc:
+            raise self._value_failed(ks, (e.id, e.start, e.end, payload), exc) from exc
         start, end = e.start, e.end
         m_old = ks.max_start if ks.max_start > self.cti else self.cti
         if start > ks.max_start:

@@ -231,7 +231,8 @@ class StreamValidator:
             raise InvalidElementError(
                 r,
                 position,
-                f"start {r.start} does not match event {r.id!r}, which starts at {live.start}",
+                f"start {r.start} does not match event {r.id!r}, which starts at {live.start}; "
+                "a retraction quotes the event's start",
             )
         if r.old_end != live.end and r.old_end != live.quoted_end:
             also = "" if live.quoted_end is None else f" (or {format_time(live.quoted_end)}"
@@ -240,7 +241,8 @@ class StreamValidator:
                 r,
                 position,
                 f"old_end {format_time(r.old_end)} does not match the current end "
-                f"{format_time(live.end)}{also} of event {r.id!r}",
+                f"{format_time(live.end)}{also} of event {r.id!r}; a retraction quotes the "
+                "end the event has after the retractions before it",
             )
         # a retraction quoting the end the producer believes after a dropped
         # or adjusted one changes the event from the end it really has

@@ -38,13 +38,16 @@ def pick(payload: Any, field: str | None) -> Any:
 
 def freeze(value: Any) -> Any:
     """A hashable, order-independent stand-in for a payload (dicts become
-    sorted item tuples, lists tuples), used for multiset comparison."""
+    sorted item tuples, lists tuples), used for multiset comparison. Keys
+    and set members keep their types (``{1: x}`` is not ``{"1": x}``) and
+    are sorted by rendering, so members of any mix of types sort."""
     if isinstance(value, Mapping):
-        return ("__map__", tuple(sorted((str(k), freeze(v)) for k, v in value.items())))
+        items = ((freeze(k), freeze(v)) for k, v in value.items())
+        return ("__map__", tuple(sorted(items, key=_rendered_key)))
     if isinstance(value, list | tuple):
         return ("__seq__", tuple(freeze(v) for v in value))
     if isinstance(value, set | frozenset):
-        return ("__set__", tuple(sorted(freeze(v) for v in value)))
+        return ("__set__", tuple(sorted((freeze(v) for v in value), key=_rendered)))
     if isinstance(value, float):
         if value != value:  # NaN: one value, so multisets of results compare
             return ("__nan__",)
@@ -66,10 +69,18 @@ def payload_key(value: Any) -> tuple[Any, ...]:
     if kind is str:
         return (2, value)
     if isinstance(value, Mapping):
-        items = sorted((str(k), payload_key(v)) for k, v in value.items())
+        items = sorted((payload_key(k), payload_key(v)) for k, v in value.items())
         return (3, tuple(items))
     if isinstance(value, list | tuple):
         return (4, tuple(payload_key(v) for v in value))
     if isinstance(value, numbers.Real) and value == value:
         return (0, value, 2)
     return (5, repr(freeze(value)))
+
+
+def _rendered(frozen: Any) -> tuple[str, str]:
+    return (type(frozen).__name__, repr(frozen))
+
+
+def _rendered_key(item: tuple[Any, Any]) -> tuple[str, str]:
+    return _rendered(item[0])

@@ -131,6 +131,9 @@ class TestEquality:
         assert freeze({"b": [1, 2.0], "a": {3}}) == freeze({"a": {3}, "b": (1, 2)})
         assert freeze(2.5) == 2.5
         assert freeze([1]) != freeze({1})
+        assert freeze({1: "x"}) != freeze({"1": "x"})  # keys keep their types
+        assert freeze({1.0: {None, 2, "a"}}) == freeze({1: {"a", 2.0, None}})
+        assert Cht([(0, 1, {1: "x"})]) != Cht([(0, 1, {"1": "x"})])
 
 
 class TestDiff:

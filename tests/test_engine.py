@@ -419,6 +419,84 @@ def test_rejected_elements_leave_state_unchanged() -> None:
     assert host.snapshot() == before
 
 
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("bad", [("a", 1, 2), None])
+def test_a_non_element_is_an_invalid_element_and_changes_nothing(fast: bool, bad: Any) -> None:
+    host = Host(TumblingWindow(10), Sum, fast_path=fast)
+    host.process(Insert("a", 0, 5, 1))
+    before = host.snapshot()
+    kind = type(bad).__name__
+    with pytest.raises(InvalidElementError, match=rf"element #1 .*not a stream element \({kind}\)"):
+        host.process(bad)
+    assert host.snapshot() == before
+    with pytest.raises(InvalidElementError, match=rf"element #2 .*not a stream element \({kind}\)"):
+        host.process_many([Insert("b", 1, 2, 2), bad])  # "b" stays processed
+    assert output_cht(host.process(Cti(10))) == [(0, 10, 3)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("batch", [True, False])
+def test_a_payload_without_the_value_field_fails_as_the_udm_on_its_window(
+    fast: bool, batch: bool
+) -> None:
+    # as in the reference evaluator: UdmInvocationError naming UDM, window, element
+    stream = [Insert("a", 11, 12, {"v": 1}), Insert("b", 13, 14, {"x": 1})]  # same window
+    with pytest.raises(UdmInvocationError, match=r"failed on window \[10, 20\)") as ref:
+        evaluate(Cht.from_stream(stream), TumblingWindow(10), Sum, value="v")
+    assert "has no field 'v'" in str(ref.value)
+    host = Host(TumblingWindow(10), Sum, value="v", fast_path=fast)
+    host.process(stream[0])
+    with pytest.raises(UdmInvocationError) as got:
+        if batch:
+            host.process_many(stream[1:])
+        else:
+            host.process(stream[1])
+    message = str(got.value)
+    assert "UDM 'sum' failed on window [10, 20) while processing Insert(id='b'" in message
+    assert "KeyError: \"payload {'x': 1} has no field 'v'; check the value= argument" in message
+    out = host.process_many([Insert("c", 13, 14, {"v": 5}), Cti(20)])
+    assert output_cht(out) == [(10, 20, 6)]
+
+
+def test_a_payload_without_the_value_field_fails_as_the_udm_on_snapshot_windows() -> None:
+    # the general path adds to and removes from each window's state: the
+    # value function runs guarded, and fails on the first window, as in evaluate
+    stream = [Insert("a", 1, 9, {"v": 1}), Insert("b", 3, 9, {"v": 2}), Insert("c", 2, 5, {})]
+    with pytest.raises(UdmInvocationError, match=r"UDM 'sum' failed on window \[2, 3\)"):
+        evaluate(Cht.from_stream(stream), SnapshotWindow(), Sum, value=lambda p: p["v"])
+    host = Host(SnapshotWindow(), Sum, value=lambda p: p["v"])
+    out = host.process_many(stream[:2])
+    with pytest.raises(UdmInvocationError, match=r"UDM 'sum' failed on window \[2, 3\)"):
+        host.process(stream[2])
+    assert output_cht(out + host.process(Cti(20))) == [(1, 3, 1), (3, 9, 3)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_dict_keys_of_another_type_are_another_result(fast: bool) -> None:
+    # {1: 1} and {"1": 1} differ: the late "1" must replace the window's output
+    @aggregate
+    def latest_tag(values: list[Any]) -> dict[Any, int]:
+        return {values[-1]: 1}
+
+    stream = [Insert("a", 1, 2, 1), Insert("z", 12, 13, 0), Insert("b", 5, 6, "1"), Cti(20)]
+    out = Host(TumblingWindow(10), latest_tag, fast_path=fast).process_many(stream)
+    expected = evaluate(Cht.from_stream(stream), TumblingWindow(10), latest_tag, watermark=20)
+    assert output_cht(out) == expected == [(0, 10, {"1": 1}), (10, 20, {0: 1})]
+    assert output_cht(out) != [(0, 10, {1: 1}), (10, 20, {0: 1})]
+
+
+def test_set_payloads_of_mixed_types_are_output_and_compared() -> None:
+    @aggregate
+    def distinct(values: list[Any]) -> set[Any]:
+        return set(values)
+
+    stream = [Insert("a", 1, 2, 1.5), Insert("b", 3, 4, None), Insert("c", 5, 6, "x"), Cti(10)]
+    out = output_cht(Host(TumblingWindow(10), distinct).process_many(stream))
+    assert out == evaluate(Cht.from_stream(stream), TumblingWindow(10), distinct)
+    assert out == [(0, 10, {None, "x", 1.5})]
+    assert out != [(0, 10, {None, "x", 2.5})]
+
+
 def test_cti_policies_drop_and_adjust_are_counted() -> None:
     host = Host(TumblingWindow(10), Sum, cti_policy="adjust")
     out = host.process_many([Cti(5), Insert("late", 2, 8, 4), point("gone", 1, 9), Cti(20)])

@@ -182,6 +182,7 @@ class TestMalformed:
             InvalidElementError,
             1,
             "start 2 does not match event 'a', which starts at 1",
+            "a retraction quotes the event's start",
         )
 
     def test_retraction_with_mismatched_old_end(self) -> None:
@@ -192,6 +193,7 @@ class TestMalformed:
             InvalidElementError,
             2,
             "old_end 5 does not match the current end 8 of event 'a'",
+            "quotes the end the event has after the retractions before it",
         )
 
     def test_retraction_new_end_before_start(self) -> None:
