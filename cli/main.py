@@ -9,6 +9,7 @@ already exists); 2 bad usage (typer's own code for wrong options).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 app = typer.Typer(
     help="udm: user-defined temporal modules on Spark.",
@@ -38,7 +41,9 @@ def _console(err: bool = False) -> Console:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    _console(err=True).print(f"[red]error:[/red] {message}", markup=True)
+    # messages quote user text (file names, YAML keys, ids) that may look
+    # like rich markup ("[min, max]", "[/oops]"): escape it
+    _console(err=True).print(f"[red]error:[/red] {escape(message)}", markup=True)
     return typer.Exit(code)
 
 
@@ -112,16 +117,28 @@ def list_udms(
     else:
         console = _console()
         table = Table(title="UDMs")
+        # names are what users copy: never wrapped, nor the other single
+        # words; a narrow terminal wraps the flavor and the properties
         for col in ("name", "kind", "flavor", "properties", "library", "version"):
-            table.add_column(col, overflow="fold")
+            if col in ("flavor", "properties"):
+                table.add_column(col, overflow="fold")
+            else:
+                widest = max((len(getattr(e, col) or "-") for e in entries), default=0)
+                table.add_column(col, no_wrap=True, min_width=max(widest, len(col)))
         for e in entries:
-            table.add_row(
-                e.name, e.kind, e.flavor, ", ".join(e.properties), e.library, e.version or "-"
-            )
+            cells = (e.name, e.kind, e.flavor, ", ".join(e.properties), e.library, e.version or "-")
+            table.add_row(*(Text(c) for c in cells))  # Text: no markup in names
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            # piped or redirected: one line per UDM, whatever its length
+            wide = console.measure(table, options=console.options.update_width(10_000))
+            console.width = max(console.width, wide.maximum)
         console.print(table)
         for f in failures:
             dist = f" ({f.distribution} {f.version})" if f.distribution else ""
-            console.print(f"[red]failed to load[/red] {f.library}{dist}: {f.error}", markup=True)
+            console.print(
+                f"[red]failed to load[/red] {escape(f'{f.library}{dist}: {f.error}')}",
+                markup=True,
+            )
             console.print(f.traceback, markup=False)
     if strict and failures:
         raise typer.Exit(1)
@@ -146,7 +163,7 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
     except UnknownUdmError as exc:
         raise _fail(str(exc)) from None
     console = _console()
-    console.print(f"[bold]{entry.name}[/bold]  ({entry.flavor})", markup=True)
+    console.print(f"[bold]{escape(entry.name)}[/bold]  ({escape(entry.flavor)})", markup=True)
     console.print(f"signature:  {entry.signature}", markup=False)
     console.print(f"properties: {', '.join(entry.properties) or '-'}", markup=False)
     dist = f"{entry.distribution} {entry.version}" if entry.distribution else "in-process"
@@ -167,11 +184,39 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
         )
     else:
         verb = "aggregate" if entry.kind == "aggregate" else "apply"
+        required = _required_args(entry.udm)
+        args = "".join(f", {p}=<{p}>" for p in required)
         console.print(
-            f'  Stream.from_cht(events).tumbling_window(10).{verb}("{entry.name}")'
+            f'  Stream.from_cht(events).tumbling_window(10).{verb}("{entry.name}"{args})'
             '.to_cht(engine="reference")',
             markup=False,
         )
+        if required:
+            console.print(
+                f"  (replace the <...> placeholders: {', '.join(required)} "
+                f"{'has' if len(required) == 1 else 'have'} no default)",
+                markup=False,
+            )
+
+
+def _required_args(udm: Any) -> list[str]:
+    """The arguments a UDM class cannot be created without (for a usage
+    example); none for an already constructed instance."""
+    import inspect
+
+    if not isinstance(udm, type):
+        return []
+    try:
+        wrapped = getattr(udm, "__wrapped__", None)
+        if wrapped is not None:  # @aggregate / @operator: after the data parameters
+            params = list(inspect.signature(wrapped).parameters.values())
+            params = params[2 if getattr(udm, "time_sensitive", False) else 1 :]
+        else:
+            params = list(inspect.signature(udm).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [p.name for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
 
 
 def _udf_params(udf: Any) -> list[str]:
@@ -223,7 +268,13 @@ def test(
     """
     import shlex
 
-    from udm.host.fixtures import FixtureError, fixture_files, load_fixture, run_fixture
+    from udm.host.fixtures import (
+        Fixture,
+        FixtureError,
+        fixture_files,
+        load_fixture,
+        run_fixture,
+    )
     from udm.host.fixtures.report import NoPlot, plot_result, render_failure, render_summary
 
     targets = paths or [Path(".")]
@@ -242,24 +293,28 @@ def test(
             f"--pytest-args {pytest_args!r}: {exc}; quote it as one shell string", 2
         ) from None
     console = _console()
-    failed = False
     files = fixture_files(list(targets))
     results = []
+    # files that do not load and fixtures that cannot run: counted apart
+    # from failures, which are fixtures that ran and got a wrong answer
+    invalid: list[Path | Fixture] = []
     for path in files:
         try:
             fixtures = load_fixture(path)
         except FixtureError as exc:
-            console.print(f"[red]invalid fixture[/red]\n{exc}", markup=True)
-            failed = True
+            console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
+            invalid.append(path)
             continue
         for fixture in fixtures:
             try:
                 results.append(run_fixture(fixture))
             except FixtureError as exc:  # e.g. a retraction of an id never inserted
-                console.print(f"[red]invalid fixture[/red]\n{exc}", markup=True)
-                failed = True
+                console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
+                invalid.append(fixture)
+    failed = bool(invalid)
+    if results or invalid:
+        render_summary(results, console, invalid)
     if results:
-        render_summary(results, console)
         for result in results:
             if not result.passed:
                 render_failure(result, console)
@@ -279,12 +334,32 @@ def test(
         # -p no:udm: the fixtures above already ran; do not collect them twice
         cmd = [sys.executable, "-m", "pytest", "-p", "no:udm", *map(str, python_targets)]
         code = subprocess.call([*cmd, *extra_args])
-        if code == 5 and results:  # no Python tests collected: fixtures only
-            code = 0
+        if code == 5:  # pytest collected no Python tests
+            if not files:
+                raise _fail(
+                    f"no *.udm.yaml fixtures or Python tests in {', '.join(map(str, targets))}"
+                )
+            code = 0  # fixtures only
         failed = failed or code != 0
     elif not files:
-        raise _fail(f"no *.udm.yaml fixtures or Python tests in {', '.join(map(str, targets))}")
+        raise _fail(_nothing_to_run(targets))
     raise typer.Exit(1 if failed else 0)
+
+
+def _nothing_to_run(targets: list[Path]) -> str:
+    """Why ``test --no-pytest`` found nothing to run in ``targets``."""
+    py_files = [p for p in targets if p.suffix == ".py"]
+    if py_files and len(py_files) == len(targets):
+        names = ", ".join(map(str, py_files))
+        what = "is a Python test file" if len(py_files) == 1 else "are Python test files"
+        return (
+            f"nothing to run: {names} {what}, skipped because of --no-pytest "
+            "(drop --no-pytest to run Python tests)"
+        )
+    return (
+        f"no *.udm.yaml fixtures in {', '.join(map(str, targets))} "
+        "(Python tests were skipped because of --no-pytest)"
+    )
 
 
 @app.command(
@@ -330,9 +405,18 @@ def new(
     context: dict[str, Any] = {"library": name}
     for key, val in (("description", description), ("author", author), ("version", version)):
         if val is None and not no_input:  # the name is the argument: ask only for the rest
-            val = typer.prompt(key.capitalize(), default=defaults[key])
+            # an answer that is refused is asked for again, with the reason
+            val = typer.prompt(
+                key.capitalize(), default=defaults[key], value_proc=_answer_check(key)
+            )
+        elif val is not None:
+            problem = _template_value_problem(key, val)
+            if problem:
+                raise _fail(f"--{key} {val!r}: {problem}", 2)
         if val is not None:
-            context[key] = val
+            # cookiecutter renders every value as a Jinja template: a "{" of
+            # the user's text must stay a "{"
+            context[key] = val.strip().replace("{", "{{ '{' }}")
     try:
         out = cookiecutter(
             str(_template()),
@@ -346,8 +430,52 @@ def new(
         raise _fail(f"{reason}; pass --force to overwrite or pick another --output-dir") from None
     typer.echo(out)
     _console(err=True).print(
-        f"next: pip install -e {out} && udm-cli list && udm-cli test {out}", markup=False
+        f"next: pip install -e {out} && udm-cli list && udm-cli test {out}\n"
+        "(in this environment, where udm is installed: the package depends on udm, "
+        "and the PyPI project named udm is an unrelated one)",
+        markup=False,
     )
+
+
+#: PEP 440's version pattern (its appendix), which pip and setuptools follow
+_PEP440 = r"""
+    v?
+    (?:(?P<epoch>[0-9]+)!)?
+    (?P<release>[0-9]+(?:\.[0-9]+)*)
+    (?P<pre>[-_\.]?(?P<pre_l>alpha|a|beta|b|preview|pre|c|rc)[-_\.]?(?P<pre_n>[0-9]+)?)?
+    (?P<post>(?:-(?P<post_n1>[0-9]+))|(?:[-_\.]?(?P<post_l>post|rev|r)[-_\.]?(?P<post_n2>[0-9]+)?))?
+    (?P<dev>[-_\.]?(?P<dev_l>dev)[-_\.]?(?P<dev_n>[0-9]+)?)?
+    (?:\+(?P<local>[a-z0-9]+(?:[-_\.][a-z0-9]+)*))?
+"""
+
+
+def _template_value_problem(key: str, value: str) -> str | None:
+    """Why ``udm-cli new`` refuses a description, author or version, or None."""
+    import re
+
+    text = value.strip()
+    if not text:
+        return "is empty"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text):
+        return "must be one line of text, without control characters"
+    if key == "version" and not re.fullmatch(_PEP440, text, re.VERBOSE | re.IGNORECASE):
+        return (
+            "is not a PEP 440 version, which pip needs to install the package; "
+            "use e.g. 0.1.0, 1.0rc1 or 2024.5.1"
+        )
+    return None
+
+
+def _answer_check(key: str) -> Any:
+    """A typer.prompt value_proc that asks again for a refused answer."""
+
+    def check(value: str) -> str:
+        problem = _template_value_problem(key, value)
+        if problem:
+            raise typer.BadParameter(f"{key} {problem}")
+        return value
+
+    return check
 
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -436,11 +564,11 @@ def _cell(value: Any) -> str:
 def _preview(console: Console, title: str, df: Any, n: int) -> None:
     order = [c for c in ("start", "end") if c in df.columns]
     rows = (df.orderBy(*order) if order else df).limit(n).collect()
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")  # names are not markup
     for name in df.columns:
-        table.add_column(name)
+        table.add_column(escape(name))
     for row in rows:
-        table.add_row(*(_cell(v) for v in row))
+        table.add_row(*(Text(_cell(v)) for v in row))  # data, not markup
     console.print(table)
 
 
@@ -485,12 +613,12 @@ def run(
         console=console,
         transient=True,
     ) as progress:
-        task = progress.add_task(f"starting Spark and loading {query_file}", total=None)
+        task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
         spark = _spark(master, query_file)
         queries = _queries(query_file, spark)
         written: list[tuple[str, Path, float, dict[str, int] | None]] = []
         for name, query in queries.items():
-            progress.update(task, description=f"running {name}")
+            progress.update(task, description=escape(f"running {name}"))
             t = time.perf_counter()
             path = output / name
             try:
@@ -564,7 +692,7 @@ def explain(
     spark = _spark(master, query_file)
     queries = _queries(query_file, spark)
     for i, (name, query) in enumerate(queries.items()):
-        console.print(f"[bold]{name}[/bold]", markup=True)
+        console.print(f"[bold]{escape(name)}[/bold]", markup=True)
         if not isinstance(query, Stream):
             console.print("  (a DataFrame, not a udm Stream: nothing to explain)", markup=False)
             continue

@@ -76,9 +76,8 @@ def instantiate(udm: Udm | type[Udm], args: dict[str, Any] | None = None) -> Udm
         try:
             return udm(**(args or {}))
         except TypeError as exc:
-            raise TypeError(
-                f"cannot create UDM {udm.name!r} with arguments {args}: {exc}"
-            ) from None
+            given = f"arguments {args}" if args else "no arguments"
+            raise TypeError(f"cannot create UDM {udm.name!r} with {given}: {exc}") from None
     if isinstance(udm, Function):
         raise TypeError(
             f"{udm.name!r} is a UDF (scalar function); use it in a filter or projection, "

@@ -4,6 +4,8 @@ test_fixtures.py, new's full round trip in test_template.py)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -97,6 +99,212 @@ def test_new_asks_only_for_what_the_arguments_do_not_say(tmp_path: Path) -> None
     pyproject = (tmp_path / "sensors-udms" / "pyproject.toml").read_text()
     assert 'version = "0.2.0"' in pyproject and 'name = "Ada"' in pyproject
     assert f"udm-cli test {tmp_path / 'sensors-udms'}\n" in result.output
+
+
+def test_list_never_breaks_a_name() -> None:
+    """At 80 columns the flavor and properties wrap, never a name (nor a
+    kind, library or version); piped, the table is one line per UDM."""
+    narrow = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+    names = json.loads(invoke("list", "--json").output)["udms"]
+    rows = [line for line in narrow.output.splitlines() if line.startswith("│")]
+    first_cells = [line.split("│")[1].strip() for line in rows]
+    assert [c for c in first_cells if c] == [u["name"] for u in names]
+    piped = runner.invoke(app, ["list"], env={"COLUMNS": None})
+    rows = [line for line in piped.output.splitlines() if line.startswith("│")]
+    assert len(rows) == len(names)  # one line each: nothing wrapped
+    between = next(r for r in rows if "patterns.between " in r)
+    assert [c.strip() for c in between.split("│")[1:-1]] == [
+        "patterns.between",
+        "function",
+        "function",
+        "deterministic, empty_preserving, order_insensitive",
+        "patterns",
+        "0.1.0",
+    ]
+
+
+def test_show_gives_required_arguments_as_placeholders() -> None:
+    shown = invoke("show", "patterns.followed_by")
+    assert shown.exit_code == 0
+    lines = shown.output.splitlines()
+    example = lines[lines.index("example:") + 1 :]
+    assert example == [
+        '  Stream.from_cht(events).tumbling_window(10).apply("patterns.followed_by", '
+        'first=<first>, then=<then>, within=<within>).to_cht(engine="reference")',
+        "  (replace the <...> placeholders: first, then, within have no default)",
+    ]
+    one = invoke("show", "patterns.threshold_crossing").output
+    assert '.apply("patterns.threshold_crossing", high=<high>).to_cht(' in one
+    assert "(replace the <...> placeholders: high has no default)" in one
+    # a UDM whose arguments all have defaults: a runnable example, no note
+    quantile = invoke("show", "stats.quantile").output
+    assert '.aggregate("stats.quantile").to_cht(engine="reference")\n' in quantile
+    assert "placeholders" not in quantile
+
+
+def test_messages_print_brackets_as_written(tmp_path: Path) -> None:
+    """Text such as [min, max] or [/oops] in a message is text, not rich
+    markup (which dropped the first and crashed on the second)."""
+    key = tmp_path / "key.udm.yaml"
+    key.write_text('udm: stats.mean\nwindow: {kind: tumbling, size: 10}\n"[/oops]": 1\ninput: []\n')
+    choice = tmp_path / "choice.udm.yaml"
+    choice.write_text(
+        textwrap.dedent(
+            """\
+            udm: stats.mean
+            window: {kind: tumbling, size: 10}
+            generate:
+              payload: {type: choice, choices: [1, 2], min: 0}
+            """
+        )
+    )
+    retract = tmp_path / "retract.udm.yaml"
+    retract.write_text(
+        "udm: stats.mean\nwindow: {kind: tumbling, size: 10}\n"
+        'input:\n  - {retract: "[/b]", new_end: 3}\n'
+    )
+    result = runner.invoke(app, ["test", str(tmp_path), "--no-pytest"], env={"COLUMNS": "300"})
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)  # not a MarkupError
+    lines = result.output.splitlines()
+    assert f"{key}:3: [/oops]: Extra inputs are not permitted" in lines
+    assert (
+        f"{choice}:4: generate.payload.min: type choice picks from choices and does not use "
+        "min; drop min, or use type int or float for values in [min, max]"
+    ) in lines
+    assert f"{retract}:4: input.0: retract '[/b]' of an event not inserted earlier" in (
+        result.output
+    )
+    failing = tmp_path / "failing"
+    failing.mkdir()
+    (failing / "n.udm.yaml").write_text(
+        textwrap.dedent(
+            """\
+            name: "[/oops] [bold]not bold[/bold]"
+            udm: stats.mean
+            window: {kind: tumbling, size: 10}
+            input:
+              - {insert: a, start: 1, payload: 1}
+            expected: []
+            """
+        )
+    )
+    result = runner.invoke(app, ["test", str(failing), "--no-pytest"], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert "│ n.udm.yaml: [/oops] [bold]not bold[/bold] │" in result.output
+    assert "FAIL n.udm.yaml: [/oops] [bold]not bold[/bold]  (" in result.output
+    unknown = invoke("show", "[/x]")
+    assert unknown.exit_code == 1
+    assert unknown.output.startswith("error: no UDM is registered as '[/x]'")
+
+
+def test_run_previews_data_and_names_as_written() -> None:
+    """Query names, column names and values in `run`'s preview are data:
+    "[INFO]" in a value or "[/x]" in a name is printed, not taken for markup."""
+    import io
+
+    from rich.console import Console
+
+    from udm.cli.main import _preview
+
+    class FakeFrame:  # the DataFrame methods _preview uses
+        columns = ("[b]level[/b]", "msg")
+
+        def orderBy(self, *cols: str) -> FakeFrame:
+            return self
+
+        def limit(self, n: int) -> FakeFrame:
+            return self
+
+        def collect(self) -> list[tuple[str, str]]:
+            return [("[INFO]", "[/x] closed"), ("[bold]", "[min, max]")]
+
+    out = io.StringIO()
+    _preview(Console(file=out, width=100), "[/q]: 2 rows", FakeFrame(), 8)
+    text = out.getvalue()
+    for shown in ("[/q]: 2 rows", "[b]level[/b]", "[INFO]", "[/x] closed", "[bold]", "[min, max]"):
+        assert shown in text
+
+
+def test_new_writes_descriptions_and_authors_as_valid_toml_and_python(tmp_path: Path) -> None:
+    import ast
+    import tomllib
+
+    description = 'He said "hi" \\ there {{ x }} {% if %} é'
+    author = 'Ada "the first" \\ Lovelace'
+    result = invoke(
+        "new",
+        "quoted",
+        "--no-input",
+        "-o",
+        str(tmp_path),
+        "--description",
+        f"  {description}  ",  # the ends are trimmed
+        "--author",
+        author,
+        "--version",
+        "1.0rc1",
+    )
+    assert result.exit_code == 0, result.output
+    pkg = tmp_path / "quoted-udms"
+    project = tomllib.loads((pkg / "pyproject.toml").read_text())["project"]
+    assert project["description"] == description
+    assert project["authors"] == [{"name": author}]
+    assert project["version"] == "1.0rc1"
+    module = ast.parse((pkg / "quoted" / "__init__.py").read_text())
+    assert ast.get_docstring(module, clean=False).splitlines()[0] == f"{description}."  # type: ignore[union-attr]
+    readme = (pkg / "README.md").read_text()
+    assert f"\n{description}.\n" in readme
+    ruff = str(Path(sys.executable).parent / "ruff")
+    for check in (["check"], ["format", "--check"]):
+        done = subprocess.run(
+            [ruff, *check, "--no-cache", "."], cwd=pkg, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        (
+            "--version",
+            "not a version",
+            "error: --version 'not a version': is not a PEP 440 version, which pip needs to "
+            "install the package; use e.g. 0.1.0, 1.0rc1 or 2024.5.1",
+        ),
+        (
+            "--description",
+            "two\nlines",
+            "error: --description 'two\\nlines': must be one line of text, without control "
+            "characters",
+        ),
+        ("--author", " ", "error: --author ' ': is empty"),
+    ],
+)
+def test_new_refuses_unusable_metadata_before_writing(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    args = ["new", "lab", "--no-input", "-o", str(tmp_path), option, value]
+    result = runner.invoke(app, args, env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [message]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_asks_again_for_a_version_pip_cannot_install(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app,
+        ["new", "sensors", "-o", str(tmp_path), "--author", "Ada", "--description", "D"],
+        input="next week\n0.3\n",
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "Error: version is not a PEP 440 version, which pip needs to install the package; "
+        "use e.g. 0.1.0, 1.0rc1 or 2024.5.1\nVersion [0.1.0]: "
+    ) in result.output
+    assert 'version = "0.3"' in (tmp_path / "sensors-udms" / "pyproject.toml").read_text()
 
 
 # ------------------------------------------------------------ run and explain

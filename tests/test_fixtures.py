@@ -30,6 +30,7 @@ from udm.host import (
 from udm.host.fixtures import (
     FixtureError,
     GenerateSpec,
+    compose,
     load_fixture,
     parse_duration,
     run_fixture,
@@ -656,6 +657,31 @@ def test_composition_unions_scenarios_with_keys_and_shift(tmp_path: Path) -> Non
     assert result.checked_streams == 11  # the scenario plus 10 hypothesis examples
 
 
+def test_an_empty_list_of_intents_is_a_mistake_with_its_line(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+        name: nothing to generate
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate: []
+        """,
+        "empty.udm.yaml",
+    )
+    with pytest.raises(FixtureError) as info:
+        load_fixture(path)
+    message = (
+        f"{path}:4: generate: is an empty list; give an intent (a mapping such as "
+        "{events: 50}) or a list of one or more intents"
+    )
+    assert str(info.value) == message
+    result = CliRunner().invoke(app, ["test", str(path)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+    assert result.output.splitlines()[:2] == ["invalid fixture", message]
+    with pytest.raises(ValueError, match="compose needs at least one intent"):
+        compose([], 0, [])
+
+
 def test_a_failure_shrinks_to_a_minimal_saveable_fixture(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -746,6 +772,69 @@ def test_udm_cli_test_exit_codes_diff_and_plot(tmp_path: Path) -> None:
     assert "no *.udm.yaml fixtures" not in invalid.output
     missing = runner.invoke(app, ["test", str(tmp_path / "nope.udm.yaml")])
     assert missing.exit_code == 1 and "no such file or directory" in missing.output
+
+
+def test_invalid_fixtures_are_counted_in_the_summary(tmp_path: Path) -> None:
+    """A file that does not load and a fixture whose input retracts an id
+    it never inserted are not "0 failed": the summary counts them."""
+    write(tmp_path, GOOD, "good.udm.yaml")
+    write(tmp_path, "udm: x\nwindow: {kind: weekly}\ninput: []\n", "broken.udm.yaml")
+    write(
+        tmp_path,
+        """\
+        name: retracts a stranger
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        input:
+          - {retract: b, new_end: 4}
+        """,
+        "stranger.udm.yaml",
+    )
+    result = CliRunner().invoke(app, ["test", str(tmp_path), "--no-pytest"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    lines = [line.rstrip() for line in result.output.splitlines()]
+    assert lines[-1] == "1 passed, 0 failed, 2 invalid"
+    rows = [re.sub(r"\s*│\s*", "|", line) for line in lines if line.startswith("│")]
+    assert rows == [
+        "|good.udm.yaml: median over hopping windows|stats.median|kind=hopping, size=10, hop=5"
+        "|1|PASS|",
+        "|broken.udm.yaml|-|-|0|INVALID|",
+        "|stranger.udm.yaml: retracts a stranger|stats.mean|kind=tumbling, size=10|0|INVALID|",
+    ]
+    # only invalid ones: still a summary, not silence
+    only = CliRunner().invoke(
+        app, ["test", str(tmp_path / "broken.udm.yaml")], env={"COLUMNS": "200"}
+    )
+    assert only.exit_code == 1
+    assert only.output.splitlines()[-1] == "0 passed, 0 failed, 1 invalid"
+    # without invalid ones the line is as before
+    good = CliRunner().invoke(app, ["test", str(tmp_path / "good.udm.yaml")])
+    assert good.exit_code == 0 and good.output.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_nothing_to_test_says_why(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    runner = CliRunner()
+    result = runner.invoke(app, ["test", str(empty)], env={"COLUMNS": "300"})
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"error: no *.udm.yaml fixtures or Python tests in {empty}"
+    )
+    tests = tmp_path / "some_test.py"
+    tests.write_text("def test_it() -> None:\n    assert True\n")
+    skipped = runner.invoke(app, ["test", str(tests), "--no-pytest"], env={"COLUMNS": "300"})
+    assert skipped.exit_code == 1
+    assert skipped.output.splitlines() == [
+        f"error: nothing to run: {tests} is a Python test file, skipped because of "
+        "--no-pytest (drop --no-pytest to run Python tests)"
+    ]
+    folder = runner.invoke(app, ["test", str(empty), "--no-pytest"], env={"COLUMNS": "300"})
+    assert folder.exit_code == 1
+    assert folder.output.splitlines() == [
+        f"error: no *.udm.yaml fixtures in {empty} (Python tests were skipped because of "
+        "--no-pytest)"
+    ]
 
 
 def test_pytest_collects_fixture_files(tmp_path: Path) -> None:

@@ -128,14 +128,44 @@ def test_a_generated_failure_shrinks_to_one_event(
     ]
 
 
-def test_mistakes_are_listed_with_file_line_and_field(tmp_path: Path) -> None:
+def test_mistakes_are_listed_with_file_line_and_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = as_fixture(tmp_path, "mistakes.yaml")
     with pytest.raises(FixtureError) as info:
         load_fixture(path)
     got = str(info.value).replace(str(path), "mistakes.udm.yaml").splitlines()
     shown = console_blocks()[3].splitlines()
-    assert got == shown[2:]
+    assert got == shown[2:7]
     assert len(got) == 5
+    # the whole output the page shows: the mistakes, then the file counted as invalid
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["test", "mistakes.udm.yaml"], env={"COLUMNS": "100"})
+    assert result.exit_code == 1
+    assert shown[0] == "$ udm-cli test mistakes.udm.yaml"
+    assert [line.rstrip() for line in result.output.splitlines()] == shown[1:]
+    assert shown[-1] == "0 passed, 0 failed, 1 invalid"
+
+
+def test_the_pytest_run_the_page_shows(tmp_path: Path) -> None:
+    """The plugin's output on the page counts every fixture of the examples."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", str(EXAMPLES), "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "80"},
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (block,) = [b for b in console_blocks() if b.startswith("$ pytest docs/examples/fixtures -q")]
+    shown = block.splitlines()
+    got = run.stdout.splitlines()
+    fixtures = sum(len(load_fixture(p)) for p in PASSING)
+    assert re.fullmatch(rf"\.{{{fixtures}}} +\[100%\]", shown[1])
+    assert shown[1] in got  # the progress line, one dot per fixture
+    assert re.fullmatch(rf"{fixtures} passed in \d+\.\d+s", shown[2])
+    assert any(re.fullmatch(rf"{fixtures} passed in \d+\.\d+s", line) for line in got)
 
 
 def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:

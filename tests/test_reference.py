@@ -654,6 +654,13 @@ class TestUdmArguments:
             evaluate(NUMBERS, TumblingWindow(10), quantile, args={"p": 0.1})
         assert "cannot create UDM 'quantile' with arguments {'p': 0.1}" in str(err.value)
 
+    def test_missing_argument(self) -> None:
+        from udm_patterns import FollowedBy  # its first, then, within have no default
+
+        with pytest.raises(TypeError) as err:
+            evaluate(NUMBERS, TumblingWindow(10), FollowedBy)
+        assert str(err.value).startswith("cannot create UDM 'followed_by' with no arguments: ")
+
     def test_not_a_udm(self) -> None:
         class Plain:
             pass

@@ -103,8 +103,12 @@ def test_udm_cli_test_passes(package: tuple[Path, dict[str, str]]) -> None:
 
 
 def test_generated_code_is_ruff_clean(package: tuple[Path, dict[str, str]]) -> None:
+    """Lint and format: a new package's own CI (ruff check, ruff format
+    --check) passes before its author changes a line."""
     pkg, _ = package
-    run([str(BIN / "ruff"), "check", "--no-cache", "."], pkg)
+    assert run([str(BIN / "ruff"), "check", "--no-cache", "."], pkg) == "All checks passed!\n"
+    formatted = run([str(BIN / "ruff"), "format", "--check", "--no-cache", "."], pkg)
+    assert formatted == "3 files already formatted\n"
 
 
 def test_a_one_word_library_gets_a_project_folder_of_another_name(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.description }}.
+"""{{ cookiecutter.description | docstring_text | wordwrap(92, false) }}.
 
 UDMs registered as ``{{ cookiecutter.library }}.<name>``: see them with
 ``udm-cli list --library {{ cookiecutter.library }}``.
