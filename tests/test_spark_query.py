@@ -9,6 +9,7 @@ each test runs as few Spark jobs as it can.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -231,6 +232,50 @@ def test_invalid_rows_fail_naming_column_and_row(spark: Any) -> None:
         'invalid event: \'ts\' is null; row: {"sensor":"a","ts":null,"temp":2.0}. '
         "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
+    )
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        lambda s: s.to_dataframe().count(),
+        lambda s: s.to_dataframe().groupBy("k").sum("v").collect(),
+        lambda s: s.select("v").to_dataframe().count(),
+    ],
+    ids=["count", "payload-only-aggregate", "projected-count"],
+)
+def test_invalid_rows_fail_actions_that_read_no_time_column(spark: Any, action: Any) -> None:
+    # Spark prunes unread columns: the check must not live on the start column
+    df = spark.createDataFrame(
+        [("a", 1, 5, 1.0), ("a", 9, 3, 3.0)], "k string, s long, e long, v double"
+    )
+    stream = Stream.from_dataframe(df, start="s", end="e", key="k")
+    row = r'row: \{"k":"a","s":9,"e":3,"v":3.0\}'
+    with pytest.raises(Exception, match=r"invalid event: 'e' is not after 's'; " + row):
+        action(stream)
+
+
+@pytest.mark.parametrize("window", ["tumbling", "hopping", "snapshot", "count"])
+def test_a_value_column_the_udm_cannot_take_is_named(spark: Any, window: str) -> None:
+    from udm.host.spark.execute import SparkUdmInvocationError
+
+    df = spark.createDataFrame([("a", 0, "x"), ("a", 60, "y")], "k string, ts long, v string")
+    s = Stream.from_dataframe(df, start="ts", key="k")
+    windowed = {
+        "tumbling": s.tumbling_window(100),
+        "hopping": s.hopping_window(100, 10),
+        "snapshot": s.snapshot_window(),
+        "count": s.count_window(2),
+    }[window]
+    with pytest.raises(SparkUdmInvocationError) as err:
+        windowed.aggregate("stats.mean", value="v").to_cht()
+    message = str(err.value)
+    assert message.startswith("UDM 'mean' failed on window [")
+    # the first failing window depends on which partition runs first
+    assert re.search(
+        r" of key 'a' \(values from column 'v'\): "
+        r"TypeError: stats.mean takes numbers, got '[xy]' \(str\)$",
+        message,
     )
 
 

@@ -132,6 +132,35 @@ def test_bad_calls_say_what_to_pass(sql: Any) -> None:
         sql(call + ", returns => 'decimal(10,2)')").collect()
 
 
+def test_invalid_rows_are_shown_with_their_times_as_written(spark: Any, sql: Any) -> None:
+    spark.createDataFrame(
+        [("a", "2026-01-01 12:01:00", None, 20.0), ("a", "garbage", None, 22.0)],
+        "sensor string, ts string, te string, temp double",
+    ).createOrReplaceTempView("bad_strings")
+    call = (
+        "SELECT * FROM udm_mean(TABLE(bad_strings), start => 'ts', value => 'temp', "
+        "window => 'tumbling', size => INTERVAL '5' MINUTE)"
+    )
+    with pytest.raises(Exception) as err:
+        sql(call).collect()
+    assert (
+        "invalid event: 'ts' is not a valid time; "
+        'row: {"sensor":"a","ts":"garbage","te":null,"temp":22.0}. '
+        "Fix the data, or pass on_invalid => 'drop'"
+    ) in str(err.value)
+    spark.createDataFrame(
+        [("a", 8, 3, 1.0)], "sensor string, s long, e long, temp double"
+    ).createOrReplaceTempView("bad_order")
+    with pytest.raises(Exception) as err:
+        sql(
+            "SELECT * FROM udm_mean(TABLE(bad_order), start => 's', end => 'e', "
+            "value => 'temp', window => 'tumbling', size => 5)"
+        ).collect()
+    assert (
+        """invalid event: 'e' is not after 's'; row: {"sensor":"a","s":8,"e":3,"temp":1.0}"""
+    ) in str(err.value)
+
+
 @aggregate
 def untyped_spread(values):  # type: ignore[no-untyped-def]
     return max(values) - min(values)

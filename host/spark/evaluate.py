@@ -155,10 +155,22 @@ def _kept(got: Any, given: Any) -> bool:
     return bool(got == given)
 
 
-def _wrap(udm: Udm, window: WindowDescriptor, key: list[Any], exc: BaseException) -> Exception:
+def _wrap(
+    udm: Udm, window: WindowDescriptor, key: list[Any], exc: BaseException, column: Any = None
+) -> Exception:
+    """The UDM's failure on a window of a group; ``column``: the call's
+    ``value=``, named when it is a column, since a value of the wrong type
+    is the usual cause."""
     cause = exc.__cause__ if isinstance(exc, UdmInvocationError) and exc.__cause__ else exc
     where = describe_window(window) + of_key(key)
+    if isinstance(column, str):
+        where += f" (values from column {column!r})"
     return UdmInvocationError(udm_label(udm), where, f"{type(cause).__name__}: {cause}")
+
+
+def value_column(op: WindowOp, udm: Any) -> Any:
+    """The ``value=`` of the call running ``udm`` (for :func:`_wrap`)."""
+    return next((c.value for c in op.calls if c.udm is udm), None)
 
 
 class _Columns:
@@ -353,7 +365,7 @@ def window_rows(
                 )
             )
         except Exception as exc:
-            raise _wrap(call.udm, window, keys, exc) from exc
+            raise _wrap(call.udm, window, keys, exc, call.value) from exc
     if op.kind == "aggregate":
         return [
             (evs[0].start, evs[0].end, [normalize_value(e.payload) for e in evs])
@@ -451,7 +463,8 @@ def make_partial_fn(
                             st[j] = adds[j](st[j], v)
                 except Exception as exc:
                     window = WindowDescriptor(ws[i], we[i])
-                    raise _wrap(calls[j].udm, window, list(gk[:n_keys]), exc) from exc
+                    kv = list(gk[:n_keys])
+                    raise _wrap(calls[j].udm, window, kv, exc, calls[j].value) from exc
         if not states:
             return
         columns: list[list[Any]] = [[] for _ in range(n_keys + 4)]

@@ -179,11 +179,14 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
             f"concat('invalid event: ', {problem}, '; row: ', coalesce({row_json}, '?'), "
             f"{sql_string(hint)})"
         )
-        guarded = (
-            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE {s_ticks} END"
+        # a filter, not a guard on the start column: an action that reads no
+        # time column (count(), a payload-only select) would prune that
+        # column and its check with it, letting invalid rows through
+        checked = df.where(
+            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
         )
-        out = df.selectExpr(
-            f"CAST({guarded} AS BIGINT) AS {S_COL}",
+        out = checked.selectExpr(
+            f"CAST({s_ticks} AS BIGINT) AS {S_COL}",
             f"CAST({e_ticks} AS BIGINT) AS {E_COL}",
             *payload,
         )

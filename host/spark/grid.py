@@ -356,7 +356,8 @@ def _fold_fn(
                     else w.window_at(i_r)
                 )
                 kv = [col[r] for col in run_keys]
-                raise ev._wrap(udms[n], window, kv, failed.cause) from failed.cause
+                column = op.calls[n].value
+                raise ev._wrap(udms[n], window, kv, failed.cause, column) from failed.cause
             # the buckets of windows each state serves
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()

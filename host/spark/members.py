@@ -287,7 +287,7 @@ def _aggregates(
             r, cause = (exc.run, exc.cause) if isinstance(exc, RunFailed) else (len(got), exc)
             kv = [col[r] for col in chunk.keys]
             window = WindowDescriptor(int(win_s[r]), int(win_e[r]))
-            raise ev._wrap(u, window, kv, cause) from cause
+            raise ev._wrap(u, window, kv, cause, ev.value_column(op, u)) from cause
         results.append(got)
     return aggregate_batch(op, win_s, win_e, chunk.keys, results, schema)
 
@@ -399,7 +399,7 @@ def sliced_windows(
                     r = exc.run if isinstance(exc, RunFailed) else len(got)
                 kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
                 window = WindowDescriptor(ws_list[r], we_list[r])
-                raise ev._wrap(u, window, kv, cause) from cause
+                raise ev._wrap(u, window, kv, cause, ev.value_column(op, u)) from cause
             results.append(got)
         key_columns = key_values(table, keys, win_row[i:j])
         if op.kind == "aggregate":

@@ -33,7 +33,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn, SelectedColumn
 
 from udm.host.invoke import instantiate, udm_label
-from udm.host.query import _resolve_udm, check_row, normalize_value
+from udm.host.query import _resolve_udm, check_row, normalize_value, reason_unparsable
 from udm.host.reference import evaluate
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import q
@@ -69,6 +69,8 @@ OPTIONS: dict[str, str] = {
 }
 
 _S, _E = "__udm_s", "__udm_e"
+#: the time columns as given, so an invalid row is shown as it is in the table
+_RAW_S, _RAW_E = "__udm_raw_s", "__udm_raw_e"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -188,12 +190,12 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
             instance = instantiate(udm, _udm_args(opts))
             _window(opts)  # fail early on bad window options
             s_sql, kind = _ticks_sql(opts["start"], types[opts["start"]])
-            select = [SelectedColumn(s_sql, _S)]
+            select = [SelectedColumn(s_sql, _S), SelectedColumn(q(opts["start"]), _RAW_S)]
             if "end" in opts:
                 e_sql, e_kind = _ticks_sql(opts["end"], types[opts["end"]])
                 if (e_kind == "long") != (kind == "long"):
                     raise ValueError("start and end must both be times or both be ticks")
-                select.append(SelectedColumn(e_sql, _E))
+                select += [SelectedColumn(e_sql, _E), SelectedColumn(q(opts["end"]), _RAW_E)]
             times = {opts["start"], opts.get("end")}
             payload = [c for c in types if c not in times]
             select += [SelectedColumn(q(c), c) for c in payload]
@@ -222,7 +224,13 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
                 raise ValueError(f"output columns clash: {out.fieldNames()}; rename the keys")
             result_types = [f.dataType.json() for f in out.fields[2 + len(keys) :]]
             options = dict(
-                opts, keys=keys, kind=kind, payload=payload, struct=result_cols, types=result_types
+                opts,
+                keys=keys,
+                kind=kind,
+                payload=payload,
+                columns=list(types),
+                struct=result_cols,
+                types=result_types,
             )
             if keys:
                 return UdmAnalyzeResult(
@@ -265,16 +273,24 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
     dropped = 0
     for r in rows:
         d = r.asDict()
-        lifetime = check_row(d[_S], d.get(_E), shape, start_col, end_col)
+        # a string Spark cannot parse is null in ticks, not in the table
+        lifetime: tuple[int, int] | str
+        if d[_S] is None and d[_RAW_S] is not None:
+            lifetime = reason_unparsable(start_col)
+        elif end_col is not None and d[_E] is None and d[_RAW_E] is not None:
+            lifetime = reason_unparsable(end_col)
+        else:
+            lifetime = check_row(d[_S], d.get(_E), shape, start_col, end_col)
         if isinstance(lifetime, str):
-            shown = {c: d[c] for c in payload_cols}
             if opts.get("on_invalid", "raise") == "drop":
                 dropped += 1
                 continue
+            raw = {start_col: d[_RAW_S], end_col: d.get(_RAW_E)}
+            shown = {c: raw[c] if c in raw else d[c] for c in opts["columns"]}
+            row = json.dumps(shown, default=str, separators=(",", ":"), ensure_ascii=False)
             raise ValueError(
-                f"invalid event: {lifetime}; row {shown} (time columns {start_col!r}"
-                f"{', ' + repr(end_col) if end_col else ''}). Fix the data or pass "
-                "on_invalid => 'drop'"
+                f"invalid event: {lifetime}; row: {row}. Fix the data, or pass "
+                "on_invalid => 'drop' to drop such rows (counted in the log)"
             )
         payload = d[value] if value else {c: d[c] for c in payload_cols}
         events.append(IntervalEvent(lifetime[0], lifetime[1], payload))
