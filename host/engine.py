@@ -761,7 +761,8 @@ class Host:
 
         def run() -> list[IntervalEvent[Any]]:
             if self._incremental:
-                result = detached(u.result(w.state, desc) if self._ts else u.result(w.state))
+                result = u.result(w.state, desc) if self._ts else u.result(w.state)
+                result = detached(result, operator=u.kind == "operator")
             else:
                 events = self._inputs(ks, start, w.end)
                 if self._ts:

@@ -10,7 +10,8 @@ of the wrong shape, becomes a
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Sequence
+import inspect
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Sequence, ValuesView
 from typing import Any
 
 from udm.host.errors import UdmInvocationError
@@ -38,16 +39,47 @@ ValueFn = Callable[[Any], Any] | None
 PLAIN_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
-def detached(result: Any) -> Any:
+#: results read lazily: a generator, an iterator, a dict view
+_LAZY = (Iterator, KeysView, ValuesView, ItemsView)
+
+
+def lazy_result_problem(result: Any, operator: bool) -> str | None:
+    """Why a UDM's result cannot be used, for results that are not values
+    yet: a coroutine (an ``async`` method), or, from an aggregate, a
+    generator or view (an aggregate returns one value per window)."""
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # no "never awaited" warning on top of the error
+        return (
+            f"the UDM returned {type(result).__name__!r} object: its methods must be plain "
+            "functions, not async ones"
+        )
+    if not operator and isinstance(result, _LAZY):
+        return (
+            f"an aggregate returns one value per window, not a {type(result).__name__!r} "
+            "object; return the value itself (a list if the value is a list), or write "
+            "an operator for zero or more outputs"
+        )
+    return None
+
+
+def detached(result: Any, operator: bool = False) -> Any:
     """An incremental UDM's result, deep-copied unless it is immutable.
 
     ``result(state)`` may return the state itself or part of it (``return
     state`` for a list of items); the host keeps that state and updates it,
     so an output it has emitted, and the copy it keeps to retract later,
-    would change with it."""
+    would change with it. An operator's lazy result (a generator over the
+    state, ``state.keys()``) is read at once, while the state is as it is."""
     kind = type(result)
     if kind in PLAIN_TYPES:
         return result
+    problem = lazy_result_problem(result, operator)
+    if problem is not None:
+        raise TypeError(problem)
+    if isinstance(result, _LAZY):
+        result = list(result)
+        kind = list
     if kind is tuple or kind is list:
         if all(type(v) in PLAIN_TYPES for v in result):
             return result if kind is tuple else list(result)
@@ -170,6 +202,9 @@ def stamp_result(
 ) -> list[IntervalEvent[Any]]:
     """Timestamp a UDM result: one event for an aggregate, one per item for
     an operator. Raises ``ValueError``/``TypeError`` on malformed results."""
+    problem = lazy_result_problem(result, udm.kind == "operator")
+    if problem is not None:
+        raise TypeError(problem)
     if udm.kind == "aggregate":
         return [stamp(policy, window, None, result)]
     if result is None:

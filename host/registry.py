@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import re
 import threading
 import traceback
 import warnings
@@ -199,10 +200,10 @@ def validate_udm(udm: Any, where: str) -> None:
 
 
 def _check_short_name(name: Any, where: str) -> str:
-    if not isinstance(name, str) or not name or "." in name or ":" in name:
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII):
         raise UdmDefinitionError(
-            f"{where}: UDM name {name!r} must be a non-empty string without '.' or ':' "
-            "(the registry prefixes the library name)"
+            f"{where}: UDM name {name!r} must be an identifier (letters, digits, "
+            "underscores; no '.' or ':': the registry prefixes the library name)"
         )
     return name
 

@@ -139,8 +139,53 @@ def _positional_count(cls: type, method: str) -> tuple[int, bool]:
     return count, var
 
 
+_FLAVORS = "Aggregate, TimeSensitiveAggregate, IncrementalAggregate, "
+_FLAVORS += "TimeSensitiveIncrementalAggregate, Operator, TimeSensitiveOperator, "
+_FLAVORS += "IncrementalOperator or TimeSensitiveIncrementalOperator"
+#: a UDM's name: what it is registered, listed and called in SQL under
+_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
+
+
+def _flavor_bases(cls: type) -> list[type]:
+    """The flavor base classes ``cls`` derives from (exactly one is right)."""
+    return [
+        k
+        for k in cls.__mro__[1:]
+        if k.__dict__.get("_flavor_base", False) and issubclass(k, Udm) and k is not Udm
+    ]
+
+
 def _validate_class(cls: type[Udm]) -> None:
     where = f"{cls.__module__}.{cls.__qualname__}"
+    flavors = _flavor_bases(cls)
+    if len(flavors) != 1:
+        got = "none" if not flavors else ", ".join(k.__name__ for k in flavors)
+        raise UdmDefinitionError(
+            f"{where} must derive from exactly one UDM flavor base class ({_FLAVORS}); "
+            f"it derives from {got}"
+        )
+    name = cls.name
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UdmDefinitionError(
+            f"{where}.name is {name!r}; a UDM name is an identifier (letters, digits, "
+            "underscores), or dotted identifiers for a UDM used in-process (a library's "
+            "UDMs take the library's prefix, as in stats.median)"
+        )
+    for method in (*cls._required, *cls._optional):
+        fn = inspect.getattr_static(cls, method, None)
+        fn = getattr(fn, "__func__", fn)  # static and class methods
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise UdmDefinitionError(
+                f"{where}.{method} is async; UDM methods are plain functions (the host "
+                "calls them and uses what they return)"
+            )
+        if inspect.isgeneratorfunction(fn) and not (
+            method == "compute_result" and cls.kind == "operator"
+        ):
+            raise UdmDefinitionError(
+                f"{where}.{method} is a generator (it yields); only an operator's "
+                "compute_result may yield its outputs: return the value instead"
+            )
     for method, arity in cls._required.items():
         if not cls.implements(method):
             raise UdmDefinitionError(
@@ -164,8 +209,26 @@ def _validate_class(cls: type[Udm]) -> None:
         raise UdmDefinitionError(
             f"{where}.properties must be a udm.sdk.Properties, not {type(declared).__name__}"
         )
-    has_remove = cls.implements("remove")
-    has_merge = cls.implements("merge")
+    # remove and merge mean something to incremental UDMs only: a helper of
+    # that name on another flavor does not make it invertible or mergeable
+    has_remove = cls.incremental and cls.implements("remove")
+    has_merge = cls.incremental and cls.implements("merge")
+    for prop, declared_value in (
+        ("invertible", declared.invertible),
+        ("mergeable", declared.mergeable),
+    ):
+        if declared_value and not cls.incremental:
+            raise UdmDefinitionError(
+                f"{where} declares {prop}=True, which applies to incremental UDMs only "
+                f"(a {cls.flavor()} recomputes each window from its events); drop the "
+                "declaration, or derive from an incremental flavor"
+            )
+    derivable = ("invertible", "mergeable", "output_within_window")
+    for prop, value in declared.as_dict().items():
+        if not isinstance(value, bool) and not (value is None and prop in derivable):
+            raise UdmDefinitionError(
+                f"{where} declares {prop}={value!r}; properties are True or False"
+            )
     if declared.invertible and not has_remove:
         raise UdmDefinitionError(
             f"{where} declares invertible=True but has no remove(); implement remove() "

@@ -47,6 +47,19 @@ def _make_udm_class(
     name: str | None,
     props: dict[str, Any],
 ) -> type[Udm]:
+    what = "@aggregate" if issubclass(base, Aggregate | TimeSensitiveAggregate) else "@operator"
+    _check_decorated(fn, what)
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise UdmDefinitionError(
+            f"{what} on {fn.__qualname__}: an async function; UDMs are plain functions"
+        )
+    if what == "@aggregate" and inspect.isgeneratorfunction(fn):
+        raise UdmDefinitionError(
+            f"@aggregate on {fn.__qualname__}: a generator (it yields), but an aggregate "
+            "returns one value per window; return it, or use @operator for zero or more outputs"
+        )
+    if name is None and fn.__name__ == "<lambda>":
+        raise UdmDefinitionError(f"{what} on a lambda: give it a name with {what}(name=...)")
     unknown = set(props) - _PROPERTY_NAMES
     if unknown:
         raise UdmDefinitionError(
@@ -114,12 +127,28 @@ def _make_udm_class(
     return type(fn.__name__, (base,), namespace)
 
 
+def _check_decorated(fn: Any, what: str) -> None:
+    """Decorators wrap plain functions: a class is a UDM (or not) on its own,
+    and a name passed where the function goes is a common slip."""
+    if isinstance(fn, type):
+        raise UdmDefinitionError(
+            f"{what} wraps a function, but {fn.__qualname__} is a class; a UDM class "
+            "derives from a udm.sdk base class instead (and needs no decorator)"
+        )
+    if isinstance(fn, str):
+        raise UdmDefinitionError(f"{what}({fn!r}): pass the name as a keyword, {what}(name={fn!r})")
+    if not callable(fn) or not hasattr(fn, "__qualname__"):
+        raise UdmDefinitionError(
+            f"{what} wraps a function (def ...), got {type(fn).__name__} {fn!r}"
+        )
+
+
 @overload
-def aggregate(fn: Callable[..., Any], /) -> type[Udm]: ...
+def aggregate(fn: Callable[..., Any], /) -> type[Any]: ...
 @overload
 def aggregate(
     *, time_sensitive: bool = False, name: str | None = None, **properties: Any
-) -> Callable[[Callable[..., Any]], type[Udm]]: ...
+) -> Callable[[Callable[..., Any]], type[Any]]: ...
 def aggregate(
     fn: Callable[..., Any] | None = None,
     /,
@@ -150,11 +179,11 @@ def aggregate(
 
 
 @overload
-def operator(fn: Callable[..., Any], /) -> type[Udm]: ...
+def operator(fn: Callable[..., Any], /) -> type[Any]: ...
 @overload
 def operator(
     *, time_sensitive: bool = False, name: str | None = None, **properties: Any
-) -> Callable[[Callable[..., Any]], type[Udm]]: ...
+) -> Callable[[Callable[..., Any]], type[Any]]: ...
 def operator(
     fn: Callable[..., Any] | None = None,
     /,
@@ -192,8 +221,11 @@ class Function:
     def __init__(
         self, fn: Callable[..., Any], name: str | None = None, deterministic: bool = True
     ) -> None:
-        if not callable(fn):
-            raise UdmDefinitionError(f"@function needs a callable, got {type(fn).__name__}")
+        _check_decorated(fn, "@function")
+        if name is None and fn.__name__ == "<lambda>":
+            raise UdmDefinitionError(
+                "@function on a lambda: give it a name with function(f, name=...)"
+            )
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.name = name or fn.__name__

@@ -44,7 +44,14 @@ from udm.host import (
     output_cht_by_key,
     point,
 )
-from udm.sdk import IncrementalAggregate, IntervalEvent, Properties, aggregate, operator
+from udm.sdk import (
+    IncrementalAggregate,
+    IncrementalOperator,
+    IntervalEvent,
+    Properties,
+    aggregate,
+    operator,
+)
 
 WINDOWS = [
     TumblingWindow(5),
@@ -495,6 +502,63 @@ def test_set_payloads_of_mixed_types_are_output_and_compared() -> None:
     assert out == evaluate(Cht.from_stream(stream), TumblingWindow(10), distinct)
     assert out == [(0, 10, {None, "x", 1.5})]
     assert out != [(0, 10, {None, "x", 2.5})]
+
+
+class _Positives(IncrementalOperator):
+    """Its result reads the state lazily: a generator, or a dict view."""
+
+    def __init__(self, view: bool = False) -> None:
+        self.view = view
+
+    def initial_state(self) -> dict[Any, int]:
+        return {}
+
+    def add(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
+        state[payload] = state.get(payload, 0) + 1
+        return state
+
+    def remove(self, state: dict[Any, int], payload: Any) -> dict[Any, int]:
+        state[payload] -= 1
+        if not state[payload]:
+            del state[payload]
+        return state
+
+    def result(self, state: dict[Any, int]) -> Any:
+        return state.keys() if self.view else (p for p in state if p > 0)
+
+
+@pytest.mark.parametrize("view", [False, True])
+@pytest.mark.parametrize("fast", [True, False])
+def test_an_operators_lazy_result_is_read_while_the_state_is_as_it_is(
+    view: bool, fast: bool
+) -> None:
+    # [0, 10) is output ({1}), changed by a late "c" ({1, 2}), changed back
+    stream = [point("a", 1, 1), point("b", 12, 3), point("c", 5, 2), Retract("c", 5, 6, 5)]
+    udm = _Positives(view=view)
+    host = Host(TumblingWindow(10), udm, fast_path=fast)
+    out = host.process_many([*stream, Cti(30)])
+    expected = [(0, 10, 1), (10, 20, 3)]
+    assert output_cht(out) == evaluate(Cht.from_stream(stream), TumblingWindow(10), udm)
+    assert output_cht(out) == expected
+
+
+def test_an_aggregate_returning_a_generator_fails_in_every_engine() -> None:
+    class Lazy(IncrementalAggregate):
+        def initial_state(self) -> list[Any]:
+            return []
+
+        def add(self, state: list[Any], payload: Any) -> list[Any]:
+            return [*state, payload]
+
+        def result(self, state: list[Any]) -> Any:
+            return iter(state)
+
+    stream = [point("a", 1, 1), Cti(10)]
+    wanted = r"UDM 'lazy' failed on window \[0, 10\).*an aggregate returns one value per window"
+    with pytest.raises(UdmInvocationError, match=wanted):
+        evaluate(Cht.from_stream(stream), TumblingWindow(10), Lazy)
+    with pytest.raises(UdmInvocationError, match=wanted):
+        Host(TumblingWindow(10), Lazy).process_many(stream)
 
 
 def test_cti_policies_drop_and_adjust_are_counted() -> None:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import statistics
-from typing import Any
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, Literal
 
 import pytest
 from hypothesis import given, settings
@@ -230,9 +233,11 @@ def test_quantile_takes_q_exactly() -> None:
     # the inclusive cut point fell past the data (IndexError), near 0 it was 0
     five = [IntervalEvent(i, i + 1, float(i + 1)) for i in range(5)]  # 1..5
     inclusive = {"method": "inclusive"}
-    # numpy.quantile(1..5, q, method="linear") and Spark's percentile
+    # numpy.quantile(1..5, q, method="linear") and Spark's percentile give
+    # 4.999999600000001 (binary q, float arithmetic); q = 9999999/10**7
+    # exactly gives 1 + 4q = 4.9999996, rounded once
     assert run("stats.quantile", five, args={"q": 0.9999999, **inclusive}) == Cht(
-        [(0, 10, 4.999999600000001)]
+        [(0, 10, 4.9999996)]
     )
     assert run("stats.quantile", five, args={"q": 1e-7, **inclusive}) == Cht([(0, 10, 1.0000004)])
     big = [IntervalEvent(0, 1, float(v)) for v in range(1_000_001)]
@@ -283,7 +288,7 @@ def test_distinct_count_counts_nan_once_even_after_pickling() -> None:
     "name", ["stats.mean", "stats.median", "stats.min", "stats.distinct_count", "stats.quantile"]
 )
 def test_a_null_value_is_refused_with_advice(name: str) -> None:
-    events = [IntervalEvent(0, 1, 1.0), IntervalEvent(1, 2, None)]
+    events: list[IntervalEvent[Any]] = [IntervalEvent(0, 1, 1.0), IntervalEvent(1, 2, None)]
     with pytest.raises(UdmInvocationError, match=r"got a null \(None\) value; filter nulls out"):
         run(name, events)
 
@@ -395,3 +400,185 @@ def test_decimal_values_are_numbers() -> None:
     # 1, then .5*5 + .5*1 = 3, .5*2 + .5*3 = 2.5, .5*8 + .5*2.5 = 5.25
     assert run("stats.ewma", events) == Cht([(0, 10, 5.25), (10, 20, 3.0)])
     assert run("stats.median", events) == Cht([(0, 10, Decimal("3.5")), (10, 20, Decimal("3.0"))])
+
+
+def events_of(values: list[Any]) -> list[IntervalEvent[Any]]:
+    return [IntervalEvent(i % 10, i % 10 + 1, v) for i, v in enumerate(values)]
+
+
+def one(name: str, values: list[Any], **args: Any) -> Any:
+    """The result of one window [0, 10) holding ``values``."""
+    (out,) = run(name, events_of(values), args=args or None)
+    assert (out.start, out.end) == (0, 10)
+    return out.payload
+
+
+def exact_quantile(values: list[float], q: str, method: str) -> Fraction:
+    """The cut point of statistics.quantiles in rational arithmetic, for q
+    written as a decimal string."""
+    data = sorted(Fraction(v) for v in values)
+    qq, ld = Fraction(q), len(data)
+    if method == "inclusive":
+        j = math.floor(qq * (ld - 1))
+        t = qq * (ld - 1) - j
+        return data[j] if not t else data[j] + (data[j + 1] - data[j]) * t
+    j = max(1, min(ld - 1, math.floor(qq * (ld + 1))))
+    t = qq * (ld + 1) - j
+    return data[j - 1] + (data[j] - data[j - 1]) * t
+
+
+def rounded(x: Fraction) -> float:
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def test_quantile_and_median_near_the_float_range_are_finite() -> None:
+    # a*(n - delta) + b*delta overflowed with n = Fraction(q).denominator
+    # (up to 2**55): the quantile of three 1e300 was inf
+    assert one("stats.quantile", [1e300] * 3, q=0.3, method="inclusive") == 1e300
+    assert one("stats.quantile", [1e295, 2e295], q=0.1, method="inclusive") == 1.1e295
+    assert float(Fraction(1e295) + (Fraction(2e295) - Fraction(1e295)) / 10) == 1.1e295
+    assert one("stats.quantile", [1e308, 1e308], q=0.5, method="inclusive") == 1e308
+    # the median's midpoint, exact: statistics.median gives inf here
+    assert statistics.median([1e308, 1e308]) == math.inf
+    assert one("stats.median", [1e308, 1e308]) == 1e308
+    assert one("stats.median", [1.7e308, 1.79e308]) == 1.745e308
+    assert one("stats.median", [-1.7e308, -1.79e308]) == -1.745e308
+    # infinities and NaN as the neighbours: their limits
+    assert one("stats.median", [1.0, math.inf]) == math.inf
+    assert one("stats.median", [-math.inf, -1e300]) == -math.inf
+    assert math.isnan(one("stats.median", [-math.inf, math.inf]))
+    assert math.isnan(one("stats.median", [1.0, math.nan]))
+    assert one("stats.quantile", [-1e300, math.inf], q=0.5, method="inclusive") == math.inf
+
+
+def test_quantile_takes_q_as_written_and_rounds_once() -> None:
+    c = [29.1, 91.0, 80.2, 89.0, 65.2, 66.6, 86.9, 64.1, 18.7, 7.1]
+    # was 92.11999999999998 (q = the binary float nearest 0.96)
+    assert one("stats.quantile", c, q=0.96) == 92.12 == statistics.quantiles(c, n=100)[95]
+    assert rounded(exact_quantile(c, "0.96", "exclusive")) == 92.12
+    # exact where statistics' float formula rounds twice
+    d = [21.0, 38.0, 47.2, 48.8, 76.1]
+    assert statistics.quantiles(d, n=10, method="inclusive")[2] == 39.839999999999996
+    assert one("stats.quantile", d, q=0.3, method="inclusive") == 39.84
+    assert rounded(exact_quantile(d, "0.3", "inclusive")) == 39.84
+    # a numpy float q is read the same way
+    np = pytest.importorskip("numpy")
+    assert one("stats.quantile", c, q=np.float64(0.96)) == 92.12
+
+
+def test_quantile_of_decimals_is_a_decimal_rounded_once() -> None:
+    ds = [Decimal(i) for i in range(11)]
+    # was Decimal('1.000000000000000055511151231'); statistics and Spark give 1
+    got = one("stats.quantile", ds, q=0.1, method="inclusive")
+    assert isinstance(got, Decimal) and str(got) == "1"
+    assert got == statistics.quantiles(ds, n=10, method="inclusive")[0]
+    got = one("stats.quantile", ds, q=0.15, method="inclusive")
+    assert isinstance(got, Decimal) and str(got) == "1.5"
+    # exclusive: q = 0.3 of 0..10 is at position 0.3 * 12 = 3.6, between 2 and 3
+    assert str(one("stats.quantile", ds, q=0.3)) == "2.6"
+    # rounded once, to the current context
+    from decimal import localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = 3
+        thirds = [Decimal(0), Decimal(1)]
+        assert str(one("stats.quantile", thirds, q=1 / 3, method="inclusive")) == "0.333"
+        assert str(one("stats.median", [Decimal("1.23"), Decimal("1.24")])) == "1.24"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.floats(-100, 100)),
+        min_size=2,
+        max_size=10,
+    ),
+    cents=st.integers(1, 99),
+    method=st.sampled_from(["exclusive", "inclusive"]),
+)
+def test_quantile_is_the_exact_interpolation_rounded_once(
+    values: list[float], cents: int, method: str
+) -> None:
+    q = f"0.{cents:02d}"
+    assert one("stats.quantile", values, q=float(q), method=method) == rounded(
+        exact_quantile(values, q, method)
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(-(10**6), 10**6), min_size=2, max_size=10),
+    n=st.sampled_from([2, 4, 5, 8, 10, 20, 100]),  # i/n a finite decimal
+    method=st.sampled_from(["exclusive", "inclusive"]),
+)
+def test_quantile_of_ints_equals_statistics_quantiles(
+    values: list[int], n: int, method: Literal["exclusive", "inclusive"]
+) -> None:
+    # for ints statistics' formula rounds only in its final division (a cut
+    # point on a value is that int here, the equal float there)
+    cuts = statistics.quantiles(values, n=n, method=method)
+    for i in range(1, n):
+        got = one("stats.quantile", values, q=i / n, method=method)
+        assert got == cuts[i - 1], (i, n)
+    assert one("stats.median", values) == statistics.median(values)
+
+
+def test_empty_windows_with_emit_empty() -> None:
+    # windows [0, 10) and [20, 30) hold 1.0; [10, 20) is empty
+    events = [IntervalEvent(0, 1, 1.0), IntervalEvent(25, 26, 1.0)]
+    results = {
+        ("stats.distinct_count", None): 0,
+        ("stats.time_weighted_average", "window"): 0.0,
+        ("stats.time_weighted_average", "events"): None,
+        ("stats.mean", None): None,
+        ("stats.median", None): None,
+    }
+    for (name, over), empty in results.items():
+        args = {"over": over} if over else None
+        out = run(name, events, args=args, emit_empty=True)
+        assert [(e.start, e.payload) for e in out if e.start == 10] == [(10, empty)], name
+    assert udm_stats.DistinctCount.properties.empty_preserving is False
+    assert "empty_preserving" not in udm_stats.DistinctCount.properties.enabled()
+    assert udm_stats.Mean.properties.empty_preserving is True
+    assert "``distinct_count`` returns\n0" in udm_stats.__doc__
+
+
+def test_order_statistics_interpolate_numbers_only() -> None:
+    assert one("stats.median", ["a", "c", "b"]) == "b"  # a middle value: any order
+    with pytest.raises(UdmInvocationError, match=r"stats.median takes numbers, got 'a' \(str\)"):
+        one("stats.median", ["a", "b"])
+    with pytest.raises(UdmInvocationError, match=r"stats.quantile takes numbers, got 'a'"):
+        one("stats.quantile", ["a", "b"], q=0.25)
+
+
+def test_numpy_bools_are_numbers_like_pythons() -> None:
+    np = pytest.importorskip("numpy")
+    values = [np.True_, np.False_, True]
+    assert one("stats.median", [np.False_, np.True_]) == 0.5
+    assert one("stats.mean", values) == 2 / 3 == one("stats.mean", [True, False, True])
+    assert one("stats.variance", values) == 2 / 9
+    assert one("stats.ewma", values) == 0.75  # 1, then .5*0 + .5*1, then .5*1 + .5*.5
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: udm_stats.top_k(k=True), r"k, got True \(a bool, not an integer\)"),
+        (lambda: udm_stats.top_k(k=2.0), r"k, got 2.0 \(a float, not an integer\)"),
+        (lambda: udm_stats.Variance(ddof=True), r"got True \(a bool, not an integer\)"),
+        (lambda: udm_stats.Variance(ddof=1.0), r"got 1.0 \(a float, not an integer\)"),
+        (lambda: udm_stats.Variance(ddof=2), r"0 \(population\) or 1 \(sample\), got 2$"),
+    ],
+)
+def test_integer_parameters_refuse_bools(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_integer_parameters_take_numpy_integers() -> None:
+    np = pytest.importorskip("numpy")
+    assert run("stats.top_k", args={"k": np.int64(1)}) == Cht([(0, 10, 8.0), (10, 20, 3.0)])
+    assert udm_stats.Variance(ddof=np.int64(1)).ddof == 1

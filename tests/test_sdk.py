@@ -566,7 +566,9 @@ class TestFunction:
         assert noisy.properties.deterministic is False
 
     def test_not_callable(self) -> None:
-        with pytest.raises(UdmDefinitionError, match="@function needs a callable, got int"):
+        with pytest.raises(
+            UdmDefinitionError, match=r"@function wraps a function \(def ...\), got int 5"
+        ):
             function(5)  # type: ignore[call-overload]
 
 
@@ -707,3 +709,136 @@ def test_udms_defined_in_a_script_survive_cloudpickle_by_value() -> None:
         class Broken(IncrementalAggregate):
             def add(self, state: int, value: Any) -> int:
                 return state
+
+
+class TestShapesCaughtAtDefinition:
+    """Mistakes that used to pass definition and fail (or mislead) later."""
+
+    def test_a_udm_derives_from_exactly_one_flavor(self) -> None:
+        from udm.sdk.base import Udm
+
+        with pytest.raises(UdmDefinitionError, match=r"exactly one UDM flavor .* from none"):
+
+            class Bare(Udm):
+                pass
+
+        with pytest.raises(
+            UdmDefinitionError, match=r"it derives from Aggregate, IncrementalOperator$"
+        ):
+
+            class Mixed(Aggregate, IncrementalOperator):
+                def compute_result(self, payloads: Sequence[Any]) -> Any:
+                    return 0
+
+    @pytest.mark.parametrize("name", [42, "bad name!", "stats..median", ".x", "x:y"])
+    def test_names_are_identifiers(self, name: Any) -> None:
+        with pytest.raises(UdmDefinitionError, match=r"\.name is .*; a UDM name is an identifier"):
+            type("Named", (Aggregate,), {"name": name, "compute_result": lambda s, p: 0})
+        if isinstance(name, str):
+            with pytest.raises(UdmDefinitionError, match="a UDM name is an identifier"):
+                aggregate(name=name)(lambda payloads: 0)
+
+    def test_dotted_names_are_for_in_process_udms(self) -> None:
+        @aggregate(name="my.spread")
+        def spread(payloads: Sequence[float]) -> float:
+            return max(payloads) - min(payloads)
+
+        assert spread.name == "my.spread"
+
+    def test_a_lambda_needs_a_name(self) -> None:
+        with pytest.raises(UdmDefinitionError, match=r"@aggregate on a lambda: .*name="):
+            aggregate(lambda payloads: 0)
+        assert aggregate(name="zero")(lambda payloads: 0).name == "zero"
+        with pytest.raises(UdmDefinitionError, match=r"@function on a lambda"):
+            function(lambda x: x)
+
+    def test_async_and_generator_methods(self) -> None:
+        with pytest.raises(UdmDefinitionError, match=r"\.compute_result is async"):
+
+            class Later(Aggregate):
+                async def compute_result(self, payloads: Sequence[Any]) -> Any:
+                    return 0
+
+        with pytest.raises(UdmDefinitionError, match=r"\.result is a generator .*return the"):
+
+            class Yields(IncrementalAggregate):
+                def initial_state(self) -> int:
+                    return 0
+
+                def add(self, state: int, payload: Any) -> int:
+                    return state + 1
+
+                def result(self, state: int) -> Any:
+                    yield state
+
+        class Outputs(Operator):  # an operator's compute_result may yield
+            def compute_result(self, payloads: Sequence[Any]) -> Iterable[Any]:
+                yield from payloads
+
+        assert list(Outputs().compute_result([1, 2])) == [1, 2]
+
+    def test_decorators_wrap_plain_functions(self) -> None:
+        with pytest.raises(
+            UdmDefinitionError, match=r"@aggregate wraps a function, but .*Total is a class"
+        ):
+
+            @aggregate
+            class Total(Aggregate):
+                def compute_result(self, payloads: Sequence[Any]) -> Any:
+                    return 0
+
+        with pytest.raises(UdmDefinitionError, match=r"@function wraps a function, but C is"):
+            function(type("C", (), {}))
+        with pytest.raises(UdmDefinitionError, match=r"@aggregate\('pct'\): pass the name as"):
+            aggregate("pct")  # type: ignore[call-overload]
+        with pytest.raises(UdmDefinitionError, match=r"@aggregate on .*gen: a generator"):
+
+            @aggregate
+            def gen(payloads: Sequence[Any]) -> Any:
+                yield sum(payloads)
+
+        with pytest.raises(UdmDefinitionError, match=r"@operator on .*later: an async function"):
+
+            @operator
+            async def later(payloads: Sequence[Any]) -> Any:
+                return payloads
+
+        @operator
+        def each(payloads: Sequence[Any]) -> Iterable[Any]:
+            yield from payloads
+
+        assert list(each().compute_result([3])) == [3]
+
+    def test_invertible_and_mergeable_are_for_incremental_udms(self) -> None:
+        class Helpers(Aggregate):
+            def compute_result(self, payloads: Sequence[Any]) -> Any:
+                return 0
+
+            def remove(self, a: Any, b: Any) -> Any:  # helpers, not the incremental API
+                return a
+
+            def merge(self, a: Any, b: Any) -> Any:
+                return a
+
+        assert not Helpers.properties.invertible and not Helpers.properties.mergeable
+        assert "invertible" not in Helpers.properties.enabled()
+        with pytest.raises(UdmDefinitionError, match=r"invertible=True, which applies to incr"):
+
+            class Says(Aggregate):
+                properties = Properties(invertible=True)
+
+                def compute_result(self, payloads: Sequence[Any]) -> Any:
+                    return 0
+
+    @pytest.mark.parametrize("prop", ["deterministic", "order_insensitive", "time_bound"])
+    @pytest.mark.parametrize("value", ["yes", None, 1])
+    def test_properties_are_booleans(self, prop: str, value: Any) -> None:
+        with pytest.raises(UdmDefinitionError, match=rf"declares {prop}={value!r}; properties"):
+            type(
+                "Flagged",
+                (Operator,),
+                {
+                    "properties": Properties(**{prop: value}),
+                    "compute_result": lambda self, p: p,
+                },
+            )

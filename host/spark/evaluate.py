@@ -163,9 +163,8 @@ def _wrap(
     is the usual cause."""
     cause = exc.__cause__ if isinstance(exc, UdmInvocationError) and exc.__cause__ else exc
     where = describe_window(window) + of_key(key)
-    if isinstance(column, str):
-        where += f" (values from column {column!r})"
-    return UdmInvocationError(udm_label(udm), where, f"{type(cause).__name__}: {cause}")
+    note = f"; values from column {column!r}" if isinstance(column, str) else ""
+    return UdmInvocationError(udm_label(udm), where, f"{type(cause).__name__}: {cause}{note}")
 
 
 def value_column(op: WindowOp, udm: Any) -> Any:

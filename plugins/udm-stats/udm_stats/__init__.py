@@ -2,7 +2,10 @@
 
 Every UDM reads scalar payloads directly; for mapping payloads (a row's
 columns) pass ``field="column"``. Windows are never empty for the host
-unless ``emit_empty=True``; on an empty window the aggregates here return
+unless ``emit_empty=True``. On an empty window ``distinct_count`` returns
+0 (it declares ``empty_preserving=False``), ``time_weighted_average`` with
+``over="window"`` returns 0.0 over a window that ends (time without events
+counts as zero), ``top_k`` outputs nothing, and the other aggregates return
 ``None``.
 """
 
@@ -19,6 +22,7 @@ from udm.sdk import (
     INFINITY,
     IncrementalAggregate,
     IntervalEvent,
+    Properties,
     TimeSensitiveIncrementalAggregate,
     Udm,
     WindowDescriptor,
@@ -73,10 +77,19 @@ def _values(payloads: Sequence[Any], field: str | None, udm: str) -> list[Any]:
     return values
 
 
+def _is_numpy_bool(x: Any) -> bool:
+    """``numpy.True_`` and ``numpy.False_`` (no ``numbers.Integral``, unlike
+    Python's bools), without importing numpy."""
+    dtype = getattr(x, "dtype", None)
+    return getattr(dtype, "kind", None) == "b" and getattr(x, "ndim", None) == 0
+
+
 def _number(x: Any, udm: str) -> int | float:
     """A value as an int or float for the exact sums."""
     if isinstance(x, int):  # bool too
         return int(x)
+    if _is_numpy_bool(x):  # as Python's bools
+        return int(bool(x))
     if isinstance(x, float):
         return x
     if isinstance(x, numbers.Integral):
@@ -88,6 +101,18 @@ def _number(x: Any, udm: str) -> int | float:
     raise TypeError(f"{udm} takes numbers, got {x!r} ({type(x).__name__})")
 
 
+def _is_int(x: Any) -> bool:
+    """An integer parameter: ints and numpy's, but no bool (``True == 1``)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _not_int(x: Any) -> str:
+    """Why a parameter equal to an integer is still refused: ``True == 1``."""
+    if isinstance(x, bool) or _is_numpy_bool(x):
+        return " (a bool, not an integer)"
+    return "" if isinstance(x, numbers.Integral) else f" (a {type(x).__name__}, not an integer)"
+
+
 def _rank(x: Any) -> tuple[bool, Any]:
     """Sort key putting NaN after every number, as Spark orders it: NaN is
     the largest value, so results never depend on where a NaN arrived."""
@@ -96,6 +121,45 @@ def _rank(x: Any) -> tuple[bool, Any]:
 
 def _sorted(values: list[Any]) -> list[Any]:
     return sorted(values, key=_rank)
+
+
+def _exact(x: Any, udm: str) -> Fraction | None:
+    """A number exactly, or None for NaN and the infinities."""
+    if isinstance(x, numbers.Integral):
+        return Fraction(int(x))
+    if isinstance(x, numbers.Rational):
+        return Fraction(int(x.numerator), int(x.denominator))
+    if _is_numpy_bool(x):
+        return Fraction(int(bool(x)))
+    if isinstance(x, numbers.Real | Decimal) and hasattr(x, "as_integer_ratio"):
+        try:  # floats, Decimals, numpy's floats
+            num, den = x.as_integer_ratio()
+            return Fraction(int(num), int(den))
+        except (OverflowError, ValueError):  # inf, NaN
+            return None
+    raise TypeError(f"{udm} takes numbers, got {x!r} ({type(x).__name__})")
+
+
+def _interpolate(a: Any, b: Any, t: Fraction, udm: str) -> Any:
+    """``a + (b - a) * t`` computed exactly and rounded once: to a float
+    (correctly rounded; ints give floats, as in :mod:`statistics`), or, when
+    a ``Decimal`` is involved and no float, to a ``Decimal`` in the current
+    decimal context. A NaN gives NaN; an infinity gives itself (``-inf``
+    and ``inf`` give NaN). Exact arithmetic never overflows where the
+    result is finite: ``a*(1 - t) + b*t`` in floats does for values near
+    the float range."""
+    fa, fb = _exact(a, udm), _exact(b, udm)
+    if fa is None or fb is None:
+        if a != a or b != b:
+            return a if a != a else b
+        if fa is None and fb is None:
+            return a if a == b else math.nan  # -inf and inf
+        return a if fa is None else b
+    value = fa + (fb - fa) * t
+    floats = isinstance(a, float) or isinstance(b, float)
+    if not floats and (isinstance(a, Decimal) or isinstance(b, Decimal)):
+        return Decimal(value.numerator) / Decimal(value.denominator)  # one rounding
+    return to_float(value)  # beyond the float range (exclusive extrapolating): +-inf
 
 
 def _checked_at_creation(cls: type[Udm]) -> type[Udm]:
@@ -117,9 +181,14 @@ def _checked_at_creation(cls: type[Udm]) -> type[Udm]:
 
 @aggregate
 def median(payloads: Sequence[Any], field: str | None = None) -> Any:
-    """The median, as :func:`statistics.median`: the middle value, or the
-    mean of the two middle values for an even count. NaN sorts after every
-    number (as in Spark), so the result does not depend on where it arrived.
+    """The median, as :func:`statistics.median` and Spark's ``median``: the
+    middle value, or the mean of the two middle values for an even count,
+    computed exactly and rounded once (to a float, or to a ``Decimal`` in
+    the current context for decimals), so the median of two values near the
+    float's largest, ``1e308`` and ``1e308``, is ``1e308``, where
+    ``statistics.median`` gives ``inf``. Otherwise it equals
+    ``statistics.median`` for floats and ints. NaN sorts after every number
+    (as in Spark), so the result does not depend on where it arrived.
 
     Example: ``median`` of 1, 5, 2, 8 is 3.5.
     """
@@ -129,7 +198,7 @@ def median(payloads: Sequence[Any], field: str | None = None) -> Any:
         return None
     if n % 2:
         return data[n // 2]
-    return (data[n // 2 - 1] + data[n // 2]) / 2
+    return _interpolate(data[n // 2 - 1], data[n // 2], Fraction(1, 2), "stats.median")
 
 
 @_checked_at_creation
@@ -137,17 +206,31 @@ def median(payloads: Sequence[Any], field: str | None = None) -> Any:
 def quantile(
     payloads: Sequence[Any], q: float = 0.5, method: str = "exclusive", field: str | None = None
 ) -> Any:
-    """The ``q``-quantile, as :func:`statistics.quantiles`.
+    """The ``q``-quantile, with the interpolation of :func:`statistics.quantiles`.
 
-    For ``q = i/n`` it is ``statistics.quantiles(values, n=n, method=method)[i-1]``,
-    with ``q`` taken exactly (no cut point is rounded):
+    ``q`` is taken as the decimal number it is written as (a float ``q`` is
+    read from its shortest repr, so ``0.1`` is exactly 1/10, not the binary
+    float nearest to it). The result is the exact linear interpolation
+    between the two neighbouring values of the sorted window, rounded once:
+    to a float (correctly rounded; ints give floats), or, for decimals, to a
+    ``Decimal`` in the current decimal context. A cut point on a value
+    returns that value itself. For ``q = i/n`` this is the cut point
+    ``statistics.quantiles(values, n=n, method=method)[i-1]`` computed
+    exactly: the two agree whenever Python's arithmetic there
+    (``(a*(n-d) + b*d) / n``) rounds only in its final division, e.g. for
+    small ints or decimals within the context's precision; otherwise they
+    may differ in the last bit, and near the float's largest value that
+    formula overflows to ``inf`` where this one is finite.
+
     ``method="exclusive"`` (Python's default, ``0 < q < 1``; R type 6 and
     numpy's ``weibull`` inside the data, but extrapolating beyond it for
     small samples where those clamp) or ``"inclusive"`` (``0 <= q <= 1``;
-    R type 7, numpy's default ``linear`` and Spark's ``percentile``, always
-    within the data). A single value is its own quantile. NaN sorts after
-    every number, as in Spark. Example: ``quantile(q=0.25)`` of 1, 2, 3, 4
-    is 1.25 (exclusive) or 1.75 (inclusive).
+    the interpolation of R type 7, numpy's default ``linear`` and Spark's
+    ``percentile``, always within the data; they compute it in binary
+    floating point, so results may differ from theirs in the last bit). A
+    single value is its own quantile. NaN sorts after every number, as in
+    Spark. Example: ``quantile(q=0.25)`` of 1, 2, 3, 4 is 1.25 (exclusive)
+    or 1.75 (inclusive).
     """
     if method not in ("exclusive", "inclusive"):
         raise ValueError(f"quantile method must be 'exclusive' or 'inclusive', got {method!r}")
@@ -166,9 +249,10 @@ def quantile(
         return data[0]
     if inclusive and q == 1:
         return data[-1]
-    frac = Fraction(q)  # exact: q is a binary fraction, so no cut point is rounded
+    # q as written: 0.1 is 1/10 (Fraction(0.1) is 3602879701896397/2**55)
+    frac = Fraction(repr(float(q))) if isinstance(q, float) else Fraction(q)
     i, n = frac.numerator, frac.denominator
-    # The arithmetic of statistics.quantiles, for the one cut point i/n.
+    # The cut point of statistics.quantiles for i/n, in exact arithmetic.
     if inclusive:
         j, delta = divmod(i * (ld - 1), n)
         a, b = data[j], data[j + 1]
@@ -179,7 +263,7 @@ def quantile(
         a, b = data[j - 1], data[j]
     if delta == 0:  # a cut point on a value: that value (even next to a NaN)
         return a
-    return (a * (n - delta) + b * delta) / n
+    return _interpolate(a, b, Fraction(delta, n), "stats.quantile")
 
 
 @_checked_at_creation
@@ -191,8 +275,9 @@ def top_k(payloads: Sequence[Any], k: int = 3, field: str | None = None) -> list
     That makes the operator order-sensitive: with ``field=``, two payloads
     tying on the field differ, and the earlier one is output.
     """
-    if not isinstance(k, int) or k < 1:
-        raise ValueError(f"top_k needs a positive integer k, got {k!r}")
+    if not _is_int(k) or k < 1:
+        raise ValueError(f"top_k needs a positive integer k, got {k!r}{_not_int(k)}")
+    k = int(k)
     values = _values(payloads, field, "stats.top_k")
     # sorted() is stable even with reverse=True: equal values keep their order.
     ranked = sorted(range(len(values)), key=lambda i: _rank(values[i]), reverse=True)
@@ -266,9 +351,12 @@ class Variance(IncrementalAggregate):
     """
 
     def __init__(self, ddof: int = 0, field: str | None = None) -> None:
-        if ddof not in (0, 1):
-            raise ValueError(f"variance ddof must be 0 (population) or 1 (sample), got {ddof!r}")
-        self.ddof = ddof
+        if not _is_int(ddof) or ddof not in (0, 1):
+            raise ValueError(
+                "variance ddof must be the integer 0 (population) or 1 (sample), "
+                f"got {ddof!r}{_not_int(ddof)}"
+            )
+        self.ddof = int(ddof)
         self.field = field
 
     def initial_state(self) -> tuple[int, ExactSum, ExactSum]:
@@ -328,7 +416,10 @@ _NAN = _NaN()
 
 class DistinctCount(IncrementalAggregate):
     """The number of distinct values (payloads must be hashable); a
-    multiset of counts makes it invertible and mergeable."""
+    multiset of counts makes it invertible and mergeable. An empty window
+    (``emit_empty=True``) has 0 distinct values: ``empty_preserving=False``."""
+
+    properties = Properties(empty_preserving=False)
 
     def __init__(self, field: str | None = None) -> None:
         self.field = field
@@ -434,8 +525,11 @@ class TimeWeightedAverage(TimeSensitiveIncrementalAggregate):
     does has infinite weight there: ``over="window"`` refuses it (clip it
     with ``input_clipping="right"`` or ``"full"``).
 
-    ``None`` when the total duration is zero. Exact sums (see ``_exact``)
-    make ``remove`` undo ``add`` exactly.
+    ``None`` when the total duration is zero: over the events, an empty
+    window (``emit_empty=True``) or one of zero-length lifetimes; over a
+    window that ends, an empty window is 0.0 (no time is covered), and over
+    an endless one ``None``. Exact sums (see ``_exact``) make ``remove``
+    undo ``add`` exactly.
     """
 
     def __init__(self, field: str | None = None, over: str = "events") -> None:
