@@ -249,3 +249,17 @@ def test_timestamps_come_back_with_the_flush_at_the_end_of_time_as_null(spark: A
     ten = timedelta(minutes=10)
     assert ("insert", t, t + ten, 2.0) in got and ("insert", t + ten, t + 2 * ten, 4.0) in got
     assert got[-1] == ("cti", None, None, None)  # the flush: the end of time
+
+
+def test_a_null_seq_and_batch_options_are_refused_clearly(spark: Any) -> None:
+    rows = [(None, "insert", "x", 1, 3, None, "a", 1.0), (1, "insert", "y", 2, 3, None, "a", 2.0)]
+    df = spark.createDataFrame(
+        rows,
+        "seq long, kind string, id string, start long, end long, new_end long, "
+        "sensor string, temp double",
+    )
+    with pytest.raises(Exception, match=r"replay row \(insert, id 'x', start 1\) has a null seq"):
+        replay(df, TumblingWindow(5), Mean, key="sensor", value="temp").collect()
+    for option, value in (("emit_empty", True), ("watermark", 5)):
+        with pytest.raises(ValueError, match=rf"^{option}= is a batch option; replay runs"):
+            replay(df, TumblingWindow(5), Mean, key="sensor", value="temp", **{option: value})

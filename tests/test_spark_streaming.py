@@ -536,3 +536,24 @@ def test_a_float_result_does_not_fit_an_integer_type(spark: Any, tmp_path: Path)
         "UDM 'tests.half_count' on window [0, 10000000) of key 'a' returned 0.5, which does not "
         "fit the result type int64"
     ) in str(failure.value)
+
+
+@pytest.mark.parametrize("ticks", [-10_000_000, 999])
+def test_a_broadcast_cti_the_watermark_cannot_carry_is_refused(ticks: int) -> None:
+    # Spark's watermark counts milliseconds from the epoch and never goes
+    # below it: Spark would drop such a CTI row as late, silently
+    import pyarrow as pa
+
+    from udm.host.spark.streaming import _CTI, _GROUP, _SEQ, _pack
+
+    batch = pa.RecordBatch.from_pydict(
+        {
+            _GROUP: pa.array([0, 0], pa.int32()),
+            _CTI: pa.array([None, ticks], pa.int64()),
+            _SEQ: pa.array([0, 1], pa.int64()),
+        }
+    )
+    with pytest.raises(ValueError, match=rf"^broadcast CTI at {ticks} ticks \(seq 1\): "):
+        list(_pack(iter([batch])))
+    fine = batch.set_column(1, _CTI, pa.array([None, 1000], pa.int64()))
+    assert [b.num_rows for b in _pack(iter([fine]))] == [2]

@@ -90,6 +90,12 @@ def _elements(table: pa.Table, id_col: str, payload: list[str]) -> list[tuple[El
     seqs = table.column(_SEQ).to_pylist()
     rows = table.select(payload).to_pylist()
     out: list[tuple[Element, int]] = []
+    if None in seqs:
+        i = seqs.index(None)
+        raise ValueError(
+            f"replay row ({kinds[i]}, id {ids[i]!r}, start {starts[i]!r}) has a null seq; "
+            "every element needs its arrival position in the seq column"
+        )
     for i in sorted(range(len(kinds)), key=lambda i: seqs[i]):
         kind, s = kinds[i], starts[i]
         if s is None:
@@ -218,6 +224,13 @@ def replay(
     missing = [c for c in (kind, id, start, end, new_end, seq, *keys) if c not in df.columns]
     if missing:
         raise KeyError(f"replay: columns {missing} are not in the DataFrame; columns: {df.columns}")
+    for option in ("emit_empty", "watermark"):
+        if option in udm_args:
+            raise ValueError(
+                f"{option}= is a batch option; replay runs the incremental host, which "
+                "outputs only non-empty windows and takes the stream's CTIs instead of a "
+                "watermark"
+            )
     instance = instantiate(_resolve_udm(udm), udm_args or None)
     name = (instance.name or type(instance).__name__).replace(".", "_")
     call = UdmCall(name, instance, value, returns)

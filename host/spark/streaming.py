@@ -68,7 +68,7 @@ from udm.host.spark.replay import _n
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.stream import Cti, Element, Insert, Retract
-from udm.host.time import INFINITY, format_time, to_duration_ticks
+from udm.host.time import INFINITY, format_time, to_duration_ticks, to_ticks
 from udm.host.validation import CtiPolicy
 from udm.host.windows import WindowSpec, of_key
 
@@ -672,6 +672,21 @@ def _applied(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int,
     return out
 
 
+#: the earliest broadcast CTI a Spark watermark carries: watermarks count
+#: milliseconds from the epoch and never go below it
+_MIN_BROADCAST = 1000
+
+
+def _early_broadcast(ticks: int, seq: Any) -> str:
+    where = f" (seq {seq})" if seq is not None else ""
+    return (
+        f"broadcast CTI at {ticks} ticks{where}: broadcast CTIs travel as Spark's watermark, "
+        "which counts whole milliseconds from 1970-01-01 and never goes below it, so a CTI "
+        f"before {_MIN_BROADCAST} ticks (1970-01-01T00:00:00.001) would be lost; give the CTI "
+        "row a key (an in-band CTI of that key) or use times after the epoch"
+    )
+
+
 def _pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Rows to ship to the stateful processor, packed: one row per bucket
     and Arrow batch holding that bucket's rows as an Arrow IPC stream.
@@ -692,8 +707,12 @@ def _pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         out_ctis: list[Any] = []
         blobs: list[bytes] = []
         for i in np.flatnonzero(has_cti).tolist():
+            at = cti[i].as_py()
+            if to_ticks(at) < _MIN_BROADCAST:  # Spark would drop it as late
+                seq = rows.column(_SEQ)[i].as_py() if _SEQ in rows.column_names else None
+                raise ValueError(_early_broadcast(to_ticks(at), seq))
             out_groups.append(int(groups[i]))
-            out_ctis.append(cti[i].as_py())
+            out_ctis.append(at)
             blobs.append(_ipc(rows.slice(i, 1)))
         events = np.flatnonzero(~has_cti)
         if len(events):
