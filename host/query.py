@@ -702,7 +702,13 @@ class Stream:
         )
         stream = cls(source)
         stream.metrics = QueryMetrics(dropped)
-        return stream.group_apply(*_keys(key)) if key is not None else stream
+        if key is None:
+            return stream
+        columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+        missing = [k for k in _keys(key) if rows and k not in columns]
+        if missing:
+            raise KeyError(f"key columns {missing} are not in the events; columns: {columns}")
+        return stream.group_apply(*_keys(key))
 
     @classmethod
     def from_events(
@@ -1008,9 +1014,10 @@ class Stream:
     ) -> Cht | dict[Hashable, Cht]:
         """Run and return the output CHT: a :class:`Cht` without group keys,
         else ``{key: Cht}`` (a tuple key for several key columns), as
-        :func:`udm.host.evaluate_by_key`. After a window operation a payload
-        is the result itself (one UDM) or a dict of result columns; otherwise
-        it is the dict of all payload columns.
+        :func:`udm.host.evaluate_by_key` (but without keys that have no
+        output). After a window operation a payload is the result itself
+        (one UDM; a struct result as the dict of its columns) or a dict of
+        result columns; otherwise it is the dict of all payload columns.
 
         ``engine="auto"`` runs DataFrame sources on Spark and in-memory ones
         in-process; ``"reference"`` collects a DataFrame source and runs the
@@ -1046,6 +1053,22 @@ class WindowedStream:
     def __init__(self, stream: Stream, window: WindowSpec) -> None:
         self._stream = stream
         self.window = window
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for what a windowed stream lacks: a second window,
+        # where/select, to_cht, explain... say what comes first
+        if name.startswith("_") or not callable(getattr(Stream, name, None)):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        window = self.window
+
+        def finish_the_window_first(*args: Any, **kwargs: Any) -> NoReturn:
+            raise TypeError(
+                f".{name}() on a windowed stream: finish the {window!r} first with "
+                ".aggregate(...) (a UDA per window) or .apply(...) (a UDO per window); "
+                f".{name}() then applies to the stream of results"
+            )
+
+        return finish_the_window_first
 
     def aggregate(
         self,
@@ -1351,6 +1374,10 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
         rows = list(source.rows)
         columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
         scalar = source.scalar
+        if any(len(p) != len(columns) for _, _, p in rows):
+            # dict payloads are rows of a table: a field some lack is null
+            # there, as in a DataFrame
+            rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
     layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
     keys: tuple[str, ...] = ()
     for node in nodes:

@@ -1321,3 +1321,54 @@ def test_an_error_in_a_chain_names_its_step(tmp_path: Path) -> None:
     for way in result.ways:
         assert way.error is not None and way.error.startswith("StepError: step 2 (stats.max): ")
         assert missing in way.error, way.name
+
+
+@pytest.mark.parametrize("start, datetimes", [("-inf", False), ("2024-01-01T00:00:00Z", True)])
+def test_minus_inf_does_not_make_a_ticks_fixture_a_datetime_one(
+    tmp_path: Path, start: str, datetimes: bool
+) -> None:
+    path = write(
+        tmp_path,
+        f"""
+        udm: stats.max
+        window: {{kind: snapshot}}
+        input:
+          - {{insert: a, start: "{start}", payload: 1}}
+        expected: []
+        """,
+    )
+    (fixture,) = load_fixture(path)
+    assert fixture.written_with_datetimes() is datetimes
+
+
+def test_a_saved_minimal_stream_reorders_with_the_seed_it_failed_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    from udm.host.fixtures import runner
+
+    path = write(
+        tmp_path,
+        """
+        udm: stats.max
+        window: {kind: tumbling, size: 10}
+        reorder_seed: 1454
+        input:
+          - {insert: a, start: 1, end: 2, payload: 1}
+        """,
+    )
+    (fixture,) = load_fixture(path)
+    draws: list[float] = []
+    shuffle = runner.equivalent_stream
+
+    def recording(cht: Any, rng: random.Random) -> Any:
+        draws.append(rng.random())
+        return shuffle(cht, rng)
+
+    monkeypatch.setattr(runner, "equivalent_stream", recording)
+    assert run_fixture(fixture).passed
+    assert draws == [random.Random(1454).random()]
+    text = runner.stream_to_yaml(fixture, fixture.elements(), reorder_seed=1454)
+    assert "\nreorder_seed: 1454\ninput:\n" in text
+    assert "reorder_seed" not in runner.stream_to_yaml(fixture, fixture.elements())

@@ -297,6 +297,16 @@ def test_wrong_udm_kinds_and_options_are_rejected_when_building() -> None:
             f"stream.tumbling_window(size).{method}(...), or hopping_window, snapshot_window, "
             "count_window, window(spec)"
         )
+    # a windowed stream's other methods: named, with what comes first
+    for method in ("snapshot_window", "where", "to_cht", "explain"):
+        with pytest.raises(TypeError) as err:
+            getattr(w, method)()
+        assert str(err.value) == (
+            f".{method}() on a windowed stream: finish the TumblingWindow(size=10) first "
+            "with .aggregate(...) (a UDA per window) or .apply(...) (a UDO per window); "
+            f".{method}() then applies to the stream of results"
+        )
+    assert not hasattr(w, "nothing_like_this")
 
 
 def test_durations_accept_timedelta() -> None:
@@ -479,3 +489,23 @@ def test_explain_shows_the_udms_arguments() -> None:
     assert "aggregate quantile = quantile('temp', q=0.9) [" in text
     text = windowed.aggregate("stats.quantile", value="temp", q=0.5).explain()
     assert "aggregate quantile = quantile('temp', q=0.5) [" in text
+
+
+def test_dict_payloads_lacking_a_field_have_it_null_as_table_rows() -> None:
+    @aggregate
+    def count(values: list[Any]) -> int:
+        return len(values)
+
+    events = [(0, 1, {"a": 1}), (1, 2, {"b": 2})]
+    assert Stream.from_cht(events).to_cht(engine="reference") == [
+        (0, 1, {"a": 1, "b": None}),
+        (1, 2, {"a": None, "b": 2}),
+    ]
+    assert Stream.from_cht(events).select("a").to_cht(engine="reference") == [
+        (0, 1, {"a": 1}),
+        (1, 2, {"a": None}),
+    ]
+    counted = Stream.from_cht(events, key="a").snapshot_window().aggregate(count, value="b")
+    assert counted.to_cht(engine="reference") == {1: [(0, 1, 1)], None: [(1, 2, 1)]}
+    with pytest.raises(KeyError, match=r"key columns \['sensor'\] are not in the events"):
+        Stream.from_cht(events, key="sensor")
