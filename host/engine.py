@@ -156,7 +156,8 @@ class Host:
         retractions: ``False`` declares an insert-only input (an append-only
             event stream): a retraction is then refused, and the fast path
             keeps no per-event record for retractions to find, which saves
-            a third of its per-event work. Ids then need not be unique.
+            a third of its per-event work. Ids then need not be unique in
+            ``process_many`` and ``process_inserts`` on the fast path.
 
     Example:
         >>> from udm.host import Host, TumblingWindow, point, Cti

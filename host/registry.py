@@ -246,6 +246,9 @@ class Registry:
         self._failures: dict[str, LibraryFailure] = {}
         self._libraries: dict[str, tuple[str | None, str | None]] = {}
         self._loaded = not autoload
+        # two distributions providing one library: raised by every lookup,
+        # after the other libraries have loaded
+        self._clash: DuplicateUdmError | None = None
         self._lock = threading.RLock()
         self.plugin_manager = pluggy.PluginManager(PROJECT_NAME)
         self.plugin_manager.add_hookspecs(hookspecs)
@@ -256,6 +259,8 @@ class Registry:
         """Discover entry points of the ``udm`` group (once)."""
         with self._lock:
             if self._loaded:
+                if self._clash is not None:
+                    raise self._clash
                 return
             self._loaded = True
             eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -266,11 +271,14 @@ class Registry:
                 dists = {_dist_name(ep) for ep in group}
                 if len(group) > 1 and len(dists) > 1:
                     both = " and ".join(sorted(f"{d} ({ep.value})" for d, ep in _by_dist(group)))
-                    raise DuplicateUdmError(
+                    self._clash = self._clash or DuplicateUdmError(
                         f"UDM library {name!r} is provided by two distributions: {both}; "
                         "uninstall one of them (pip uninstall <distribution>)"
                     )
+                    continue
                 self._load_entry_point(group[0])
+            if self._clash is not None:
+                raise self._clash
 
     def _load_entry_point(self, ep: Any) -> None:
         library = ep.name
@@ -278,6 +286,12 @@ class Registry:
         where = f"UDM library {library!r} ({ep.value}"
         where += f", distribution {dist} {version})" if dist else ")"
         try:
+            if not re.fullmatch(r"[A-Za-z_]\w*", library, re.ASCII):
+                raise UdmDefinitionError(
+                    f"{where}: the library name {library!r} (the entry point's name) must be "
+                    "an identifier, since it prefixes its UDMs' names (stats.median); rename "
+                    "the entry point in the package's pyproject.toml"
+                )
             module = ep.load()
             self.plugin_manager.register(module, name=library)
             impls = [
@@ -319,7 +333,12 @@ class Registry:
         new: dict[str, UdmEntry] = {}
         for short, udm in items:
             qualified = f"{library}.{short}"
-            owner = self._entries.get(qualified) or new.get(qualified)
+            if qualified in new:  # the library lists one name twice: its own bug
+                raise UdmDefinitionError(
+                    f"UDM library {library!r} lists the name {short!r} twice; "
+                    "give each UDM its own name"
+                )
+            owner = self._entries.get(qualified)
             if owner is not None:
                 first = _describe(owner.library, owner.distribution, owner.version)
                 second = _describe(library, distribution, version)

@@ -148,13 +148,40 @@ def test_duplicate_library_from_two_distributions_names_both(plugins: Any) -> No
     plugins(
         ("stats", "fake_stats_a", lambda: [total], "stats-a"),
         ("stats", "fake_stats_b", lambda: [total], "stats-b"),
+        ("zeta", "fake_zeta", lambda: [total], "zeta-udms"),
     )
-    with pytest.raises(DuplicateUdmError) as err:
-        Registry().names()
-    assert str(err.value) == (
+    reg = Registry()
+    message = (
         "UDM library 'stats' is provided by two distributions: stats-a (fake_stats_a) and "
         "stats-b (fake_stats_b); uninstall one of them (pip uninstall <distribution>)"
     )
+    for _ in range(2):  # every lookup says so, not just the first
+        with pytest.raises(DuplicateUdmError) as err:
+            reg.names()
+        assert str(err.value) == message
+    # the other libraries were loaded all the same
+    assert reg.plugin_manager.has_plugin("zeta")
+
+
+def test_a_library_listing_a_name_twice_or_misnamed_fails_alone(plugins: Any) -> None:
+    plugins(
+        ("alpha", "fake_alpha", lambda: [total, total], "alpha-udms"),
+        ("my.lib", "fake_dotted", lambda: [total], "dotted-udms"),
+        ("zeta", "fake_zeta", lambda: [total], "zeta-udms"),
+    )
+    reg = Registry()
+    with pytest.warns(UdmPluginWarning):
+        assert reg.names() == ["zeta.total"]
+    assert reg.names() == ["zeta.total"]  # and stays so
+    failures = {f.library: f for f in reg.failures}
+    assert failures["alpha"].error == (
+        "UdmDefinitionError: UDM library 'alpha' lists the name 'total' twice; "
+        "give each UDM its own name"
+    )
+    assert "the library name 'my.lib' (the entry point's name) must be an identifier" in (
+        failures["my.lib"].error
+    )
+    assert not reg.plugin_manager.has_plugin("alpha")
 
 
 def test_duplicate_udm_name_within_a_library_is_an_error(plugins: Any) -> None:
