@@ -1117,6 +1117,13 @@ class WindowedStream:
             calls = tuple(_multi_call(name, spec) for name, spec in kwargs.items())
             multi = True
         else:
+            entries = [k for k, v in kwargs.items() if isinstance(v, AggSpec)]
+            if entries:
+                raise TypeError(
+                    f"aggregate({udm!r}, {entries[0]}=agg(...)): give one UDA with its "
+                    "arguments, or only name=agg(...) / name=(uda, value) entries, not both; "
+                    "for several results write every UDA as an entry"
+                )
             calls = (_make_call(alias, udm, value, returns, kwargs),)
             multi = False
         return self._op(

@@ -307,6 +307,8 @@ def test_wrong_udm_kinds_and_options_are_rejected_when_building() -> None:
             f".{method}() then applies to the stream of results"
         )
     assert not hasattr(w, "nothing_like_this")
+    with pytest.raises(TypeError, match=r"aggregate\(.*, m=agg\(\.\.\.\)\): give one UDA"):
+        w.aggregate(median, m=agg(median))
 
 
 def test_durations_accept_timedelta() -> None:
