@@ -147,16 +147,21 @@ def test_mistakes_are_listed_with_file_line_and_field(
     assert shown[-1] == "0 passed, 0 failed, 1 invalid"
 
 
-def test_the_pytest_run_the_page_shows(tmp_path: Path) -> None:
-    """The plugin's output on the page counts every fixture of the examples."""
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", str(EXAMPLES), "-q", "-p", "no:cacheprovider"],
+def run_pytest(path: Path, cwd: Path, columns: int) -> subprocess.CompletedProcess[str]:
+    """pytest on ``path`` in a subprocess, as a user runs it (the plugin on)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(path), "-q", "-p", "no:cacheprovider"],
         capture_output=True,
         text=True,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "80"},
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": str(columns)},
         check=False,
     )
+
+
+def test_the_pytest_run_the_page_shows(tmp_path: Path) -> None:
+    """The plugin's output on the page counts every fixture of the examples."""
+    run = run_pytest(EXAMPLES, cwd=ROOT, columns=80)
     assert run.returncode == 0, run.stdout + run.stderr
     (block,) = [b for b in console_blocks() if b.startswith("$ pytest docs/examples/fixtures -q")]
     shown = block.splitlines()
@@ -171,14 +176,7 @@ def test_the_pytest_run_the_page_shows(tmp_path: Path) -> None:
 def test_pytest_plugin_collects_and_reports(tmp_path: Path) -> None:
     shutil.copy(EXAMPLES / "first.udm.yaml", tmp_path / "first.udm.yaml")
     as_fixture(tmp_path, "wrong_expected.yaml")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", str(tmp_path), "-q", "-p", "no:cacheprovider"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "COLUMNS": "200"},
-        check=False,
-    )
+    run = run_pytest(tmp_path, cwd=tmp_path, columns=200)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "1 failed, 1 passed" in run.stdout
     assert "FAIL wrong_expected.udm.yaml: a wrong expectation" in run.stdout
