@@ -261,7 +261,7 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
         ("window: {kind: tumbling, size: 10}\ninput: [\n", ":4: not valid YAML"),
         (
             "window: {kind: tumbling, size: 10}\nwindow: {kind: snapshot}\ninput: []\n",
-            "duplicate key 'window'",
+            "f.udm.yaml:3: window: given twice (first on line 2); keep one",
         ),
     ],
 )
@@ -298,7 +298,8 @@ def test_every_documents_mistakes_are_reported_together(tmp_path: Path) -> None:
         "or a CTI may be inf)",
     ]
     bad_date = write(tmp_path, "udm: stats.mean\ninput:\n  - {cti: 2024-13-01}\n", "d.udm.yaml")
-    with pytest.raises(FixtureError, match=r"line 3: '2024-13-01' is not a valid date or time"):
+    wanted = r"d\.udm\.yaml:3: '2024-13-01' is not a valid date or time"
+    with pytest.raises(FixtureError, match=wanted):
         load_fixture(bad_date)
 
 
