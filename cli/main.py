@@ -184,7 +184,7 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
         )
     else:
         verb = "aggregate" if entry.kind == "aggregate" else "apply"
-        required = _required_args(entry.udm)
+        required = entry.required_arguments()
         args = "".join(f", {p}=<{p}>" for p in required)
         console.print(
             f'  Stream.from_cht(events).tumbling_window(10).{verb}("{entry.name}"{args})'
@@ -197,26 +197,6 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
                 f"{'has' if len(required) == 1 else 'have'} no default)",
                 markup=False,
             )
-
-
-def _required_args(udm: Any) -> list[str]:
-    """The arguments a UDM class cannot be created without (for a usage
-    example); none for an already constructed instance."""
-    import inspect
-
-    if not isinstance(udm, type):
-        return []
-    try:
-        wrapped = getattr(udm, "__wrapped__", None)
-        if wrapped is not None:  # @aggregate / @operator: after the data parameters
-            params = list(inspect.signature(wrapped).parameters.values())
-            params = params[2 if getattr(udm, "time_sensitive", False) else 1 :]
-        else:
-            params = list(inspect.signature(udm).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [p.name for p in params if p.kind in kinds and p.default is inspect.Parameter.empty]
 
 
 def _udf_params(udf: Any) -> list[str]:

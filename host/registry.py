@@ -104,6 +104,18 @@ class UdmEntry:
         """How to call it: UDM arguments for UDAs/UDOs, parameters for UDFs."""
         return f"{self.name}{_signature(self.udm)}"
 
+    def required_arguments(self) -> list[str]:
+        """The arguments a UDA/UDO class cannot be created without (none
+        for an instance, already created, or a UDF)."""
+        if not isinstance(self.udm, type):
+            return []
+        try:
+            params = _argument_params(self.udm)
+        except (TypeError, ValueError):
+            return []
+        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        return [p.name for p in params if p.kind in named and p.default is p.empty]
+
     @property
     def source(self) -> str:
         target = _target(self.udm)
@@ -158,17 +170,22 @@ def _sig(obj: Any) -> inspect.Signature:
         return inspect.signature(obj)
 
 
+def _argument_params(udm: Any) -> list[inspect.Parameter]:
+    """The parameters a query writer binds when creating a UDA/UDO: a
+    decorated function's beyond its data parameters, else the class's."""
+    cls: Any = udm if isinstance(udm, type) else type(udm)
+    wrapped = getattr(cls, "__wrapped__", None)
+    if wrapped is not None:
+        params = list(_sig(wrapped).parameters.values())
+        return params[2 if cls.time_sensitive else 1 :]
+    return list(_sig(cls).parameters.values())
+
+
 def _signature(udm: Any) -> str:
     try:
         if isinstance(udm, Function):
             return str(_sig(udm.fn))
-        cls: Any = udm if isinstance(udm, type) else type(udm)
-        wrapped = getattr(cls, "__wrapped__", None)
-        if wrapped is not None:
-            params = list(_sig(wrapped).parameters.values())
-            data = 2 if cls.time_sensitive else 1
-            return str(inspect.Signature(params[data:]))
-        return str(_sig(cls).replace(return_annotation=inspect.Signature.empty))
+        return str(inspect.Signature(_argument_params(udm)))
     except (TypeError, ValueError):
         return "(...)"
 
