@@ -47,6 +47,9 @@ def lazy_result_problem(result: Any, operator: bool) -> str | None:
     """Why a UDM's result cannot be used, for results that are not values
     yet: a coroutine (an ``async`` method), or, from an aggregate, a
     generator or view (an aggregate returns one value per window)."""
+    kind = type(result)
+    if kind in PLAIN_TYPES or kind is list or kind is dict:  # the usual results, at once
+        return None
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()  # no "never awaited" warning on top of the error

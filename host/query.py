@@ -705,8 +705,8 @@ class Stream:
         if key is None:
             return stream
         columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
-        missing = [k for k in _keys(key) if rows and k not in columns]
-        if missing:
+        missing = [k for k in _keys(key) if k not in columns]
+        if rows and missing:  # (no events: nothing to check against)
             raise KeyError(f"key columns {missing} are not in the events; columns: {columns}")
         return stream.group_apply(*_keys(key))
 

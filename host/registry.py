@@ -216,8 +216,12 @@ def validate_udm(udm: Any, where: str) -> None:
     )
 
 
+#: a UDM's or a library's name: the library's is the prefix of its UDMs'
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*", re.ASCII)
+
+
 def _check_short_name(name: Any, where: str) -> str:
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_]\w*", name, re.ASCII):
+    if not isinstance(name, str) or not _IDENTIFIER.fullmatch(name):
         raise UdmDefinitionError(
             f"{where}: UDM name {name!r} must be an identifier (letters, digits, "
             "underscores; no '.' or ':': the registry prefixes the library name)"
@@ -303,7 +307,7 @@ class Registry:
         where = f"UDM library {library!r} ({ep.value}"
         where += f", distribution {dist} {version})" if dist else ")"
         try:
-            if not re.fullmatch(r"[A-Za-z_]\w*", library, re.ASCII):
+            if not _IDENTIFIER.fullmatch(library):
                 raise UdmDefinitionError(
                     f"{where}: the library name {library!r} (the entry point's name) must be "
                     "an identifier, since it prefixes its UDMs' names (stats.median); rename "

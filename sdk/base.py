@@ -139,9 +139,11 @@ def _positional_count(cls: type, method: str) -> tuple[int, bool]:
     return count, var
 
 
-_FLAVORS = "Aggregate, TimeSensitiveAggregate, IncrementalAggregate, "
-_FLAVORS += "TimeSensitiveIncrementalAggregate, Operator, TimeSensitiveOperator, "
-_FLAVORS += "IncrementalOperator or TimeSensitiveIncrementalOperator"
+_FLAVORS = (
+    "Aggregate, TimeSensitiveAggregate, IncrementalAggregate, "
+    "TimeSensitiveIncrementalAggregate, Operator, TimeSensitiveOperator, "
+    "IncrementalOperator or TimeSensitiveIncrementalOperator"
+)
 #: a UDM's name: what it is registered, listed and called in SQL under
 _NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
 
@@ -213,11 +215,8 @@ def _validate_class(cls: type[Udm]) -> None:
     # that name on another flavor does not make it invertible or mergeable
     has_remove = cls.incremental and cls.implements("remove")
     has_merge = cls.incremental and cls.implements("merge")
-    for prop, declared_value in (
-        ("invertible", declared.invertible),
-        ("mergeable", declared.mergeable),
-    ):
-        if declared_value and not cls.incremental:
+    for prop in ("invertible", "mergeable"):
+        if getattr(declared, prop) and not cls.incremental:
             raise UdmDefinitionError(
                 f"{where} declares {prop}=True, which applies to incremental UDMs only "
                 f"(a {cls.flavor()} recomputes each window from its events); drop the "

@@ -81,6 +81,17 @@ def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     )
 
 
+def refuse_batch_options(udm_args: dict[str, Any], who: str, ctis: str) -> None:
+    """Refuse the batch options a run of the incremental host cannot honour
+    (rather than pass them on to the UDM as its arguments)."""
+    for option in ("emit_empty", "watermark"):
+        if option in udm_args:
+            raise ValueError(
+                f"{option}= is a batch option; {who} the incremental host, which outputs "
+                f"only non-empty windows and takes {ctis} instead of a watermark"
+            )
+
+
 def _elements(table: pa.Table, id_col: str, payload: list[str]) -> list[tuple[Element, int]]:
     kinds = table.column(_KIND).to_pylist()
     ids = table.column(id_col).to_pylist()
@@ -224,13 +235,7 @@ def replay(
     missing = [c for c in (kind, id, start, end, new_end, seq, *keys) if c not in df.columns]
     if missing:
         raise KeyError(f"replay: columns {missing} are not in the DataFrame; columns: {df.columns}")
-    for option in ("emit_empty", "watermark"):
-        if option in udm_args:
-            raise ValueError(
-                f"{option}= is a batch option; replay runs the incremental host, which "
-                "outputs only non-empty windows and takes the stream's CTIs instead of a "
-                "watermark"
-            )
+    refuse_batch_options(udm_args, "replay runs", "the stream's CTIs")
     instance = instantiate(_resolve_udm(udm), udm_args or None)
     name = (instance.name or type(instance).__name__).replace(".", "_")
     call = UdmCall(name, instance, value, returns)

@@ -64,7 +64,7 @@ from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
 from udm.host.spark.evaluate import _holds_integers, call_type, to_arrow_column
 from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
-from udm.host.spark.replay import _n
+from udm.host.spark.replay import _n, refuse_batch_options
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -708,9 +708,9 @@ def _pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         blobs: list[bytes] = []
         for i in np.flatnonzero(has_cti).tolist():
             at = cti[i].as_py()
-            if to_ticks(at) < _MIN_BROADCAST:  # Spark would drop it as late
+            if (ticks := to_ticks(at)) < _MIN_BROADCAST:  # Spark would drop it as late
                 seq = rows.column(_SEQ)[i].as_py() if _SEQ in rows.column_names else None
-                raise ValueError(_early_broadcast(to_ticks(at), seq))
+                raise ValueError(_early_broadcast(ticks, seq))
             out_groups.append(int(groups[i]))
             out_ctis.append(at)
             blobs.append(_ipc(rows.slice(i, 1)))
@@ -848,13 +848,7 @@ def stream_changelog(
             f"window must be a window spec such as TumblingWindow(size) or "
             f"HoppingWindow(size, hop), not {window!r}"
         )
-    for option in ("emit_empty", "watermark"):
-        if option in udm_args:
-            raise ValueError(
-                f"{option}= is a batch option; a streaming query runs the incremental host, "
-                "which outputs only non-empty windows and takes CTIs (advance= or cti rows) "
-                "instead of a watermark"
-            )
+    refuse_batch_options(udm_args, "a streaming query runs", "CTIs (advance= or cti rows)")
     if on_invalid not in ("raise", "drop"):
         raise ValueError(f"on_invalid={on_invalid!r}: use 'raise' or 'drop'")
     if shape == "point" and end is not None:
