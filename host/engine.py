@@ -304,6 +304,8 @@ class Host:
                 else:
                     self.cti = checked.time
                     candidate = fast.cti_advance(checked.time, out)
+                    if checked.time >= INFINITY:  # the end: nothing can follow
+                        candidate = INFINITY
                     if candidate > self.output_cti:
                         self.output_cti = candidate
                         out.append(Cti(candidate))
@@ -986,7 +988,9 @@ class Host:
             index.prune_endpoints(min(ks.final_upto, lowest))
 
     def _emit_output_cti(self, c: int, out: list[Element]) -> None:
-        if self._eager:
+        # after a CTI at the end of time no element can follow, so no window
+        # can still change or come into existence: the output ends too
+        if self._eager or c >= INFINITY:
             candidate = c
         else:
             candidate = c

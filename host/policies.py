@@ -10,7 +10,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from udm.host.time import INFINITY
 from udm.host.windows import CountByEndWindow, CountByStartWindow, WindowSpec
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
@@ -133,11 +132,8 @@ def stamp(
     if policy is OutputPolicy.ALIGN or (event is None and policy is not OutputPolicy.POINT_END):
         return IntervalEvent(window.start, window.end, payload)
     if policy is OutputPolicy.POINT_END:
-        if window.end >= INFINITY:
-            raise ValueError(
-                "point_end cannot place output of a window that never ends; "
-                "use 'align' or end the events"
-            )
+        # a window that never ends (over an event still open at the end of
+        # the stream) ends with time itself: its point is the last tick
         return IntervalEvent(window.end - 1, window.end, payload)
     assert event is not None
     if policy is OutputPolicy.CLIP:

@@ -209,6 +209,36 @@ def test_conservative_flush_outputs_windows_that_end_at_infinity() -> None:
         assert output_cht(out) == Cht([(2, INFINITY, 19)]), consistency
 
 
+@pytest.mark.parametrize(
+    ("window", "policy"),
+    [
+        (CountByStartWindow(2), "align"),
+        (CountByEndWindow(2), "align"),
+        (CountByEndWindow(2), None),
+        (TumblingWindow(5), "align"),
+        (TumblingWindow(5), "point_end"),
+        (SnapshotWindow(), "point_end"),
+        (SnapshotWindow(), "align"),
+    ],
+)
+@pytest.mark.parametrize("consistency", ["speculative", "conservative"])
+@pytest.mark.parametrize("fast", [True, False])
+def test_flush_ends_the_output_too(
+    window: Any, policy: str | None, consistency: str, fast: bool
+) -> None:
+    """After a CTI at the end of time nothing can follow, so no window can
+    change or still form: the output CTI is the end of time as well (it
+    stopped at the last count window's start, or a window short of the end
+    of time, so a downstream operator never saw the stream end)."""
+    host = Host(window, Sum, output_policy=policy, consistency=consistency, fast_path=fast)
+    out = host.process_many([point("a", 1, 1), point("b", 7, 2)]) + host.flush()
+    assert out[-1] == Cti(INFINITY)
+    assert host.output_cti == INFINITY
+    assert output_cht(out) == evaluate(
+        Cht([(1, 2, 1), (7, 8, 2)]), window, Sum, output_policy=policy
+    )
+
+
 def test_point_end_output_cti_follows_input_cti() -> None:
     host = Host(TumblingWindow(10), Sum, output_policy="point_end")
     out = host.process_many([point("a", 1, 5), Cti(15)])

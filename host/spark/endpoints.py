@@ -191,9 +191,8 @@ def _evaluate_fn(
         if sliced and (not needs_points or bool((e == s + 1).all())):
             assert isinstance(w, CountByStartWindow)
             got = count_slices(w, g, s, watermark)
-            if got.placeable(op.policy):
-                yield from sliced_windows(op, table, keys, payload, got, s, schema)
-                return
+            yield from sliced_windows(op, table, keys, payload, got, s, schema)
+            return
         lo, hi, win_s, win_e = window_ranges(w, g, s, e)
         for rows, wid in memberships(lo, hi, len(win_s)):
             keep = win_e[wid] <= watermark  # only windows ending by the watermark

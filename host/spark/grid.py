@@ -200,7 +200,7 @@ def _evaluate_fn(
             return  # no event in any window (between windows, or after the watermark)
         groups = [*keys, BUCKET_COL] if BUCKET_COL in table.column_names else keys
         got = _slices(w, [key_codes(table.column(c)) for c in groups], s, e, k_min, k_max)
-        if got is not None and got.placeable(op.policy):
+        if got is not None:
             yield from sliced_windows(op, table, keys, payload, got, s, schema)
             return
         rows, k = explode(k_min, k_max)

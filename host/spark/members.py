@@ -24,7 +24,6 @@ from udm.host.invoke import raw_result, stamp_result
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import WindowOp, normalize_value
 from udm.host.spark import evaluate as ev
-from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 from udm.sdk.payloads import payload_key
 
@@ -225,16 +224,11 @@ def evaluate_runs(
         op.clipping,
     )
     values_only = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
-    # a window that never ends has no last tick: point_end output fails
-    # there, on the general path, naming the window
-    placeable = (
-        win_e < INFINITY if op.policy is OutputPolicy.POINT_END else np.ones(len(runs), bool)
-    )
     for chunk in chunks(op, table, keys, payload, s, e, rows, runs):
         i, j = chunk.i, chunk.j
         starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
         run_keys, bounds = chunk.keys, chunk.bounds
-        if values_only and bool(flags_all[0][i:j].all()) and bool(placeable[i:j].all()):
+        if values_only and bool(flags_all[0][i:j].all()):
             yield _aggregates(op, chunk, win_s[i:j], win_e[i:j], schema)
             continue
         flags = list(zip(flags_all[0][i:j].tolist(), flags_all[1][i:j].tolist(), strict=True))
@@ -304,12 +298,6 @@ class Slices(NamedTuple):
     win_e: np.ndarray  #: .. and end
     firsts: np.ndarray  #: per window: its run of sorted events [first ..
     lasts: np.ndarray  #: .. last); both never decrease
-
-    def placeable(self, policy: OutputPolicy) -> bool:
-        """Whether ``policy`` can stamp every window: ``point_end`` has no
-        last tick for a window ending at the end of time (the membership
-        path then fails naming it)."""
-        return policy is not OutputPolicy.POINT_END or not bool((self.win_e >= INFINITY).any())
 
 
 def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
