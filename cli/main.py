@@ -139,7 +139,8 @@ def list_udms(
                 f"[red]failed to load[/red] {escape(f'{f.library}{dist}: {f.error}')}",
                 markup=True,
             )
-            console.print(f.traceback, markup=False)
+            if f.traceback:
+                console.print(f.traceback, markup=False)
     if strict and failures:
         raise typer.Exit(1)
 

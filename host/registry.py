@@ -267,9 +267,9 @@ class Registry:
         self._failures: dict[str, LibraryFailure] = {}
         self._libraries: dict[str, tuple[str | None, str | None]] = {}
         self._loaded = not autoload
-        # two distributions providing one library: raised by every lookup,
-        # after the other libraries have loaded
-        self._clash: DuplicateUdmError | None = None
+        # a library provided by two distributions: neither loads, and a
+        # lookup of its names raises this instead of "unknown"
+        self._clashes: dict[str, DuplicateUdmError] = {}
         self._lock = threading.RLock()
         self.plugin_manager = pluggy.PluginManager(PROJECT_NAME)
         self.plugin_manager.add_hookspecs(hookspecs)
@@ -280,8 +280,6 @@ class Registry:
         """Discover entry points of the ``udm`` group (once)."""
         with self._lock:
             if self._loaded:
-                if self._clash is not None:
-                    raise self._clash
                 return
             self._loaded = True
             eps = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
@@ -291,15 +289,21 @@ class Registry:
             for name, group in sorted(by_name.items()):
                 dists = {_dist_name(ep) for ep in group}
                 if len(group) > 1 and len(dists) > 1:
-                    both = " and ".join(sorted(f"{d} ({ep.value})" for d, ep in _by_dist(group)))
-                    self._clash = self._clash or DuplicateUdmError(
-                        f"UDM library {name!r} is provided by two distributions: {both}; "
-                        "uninstall one of them (pip uninstall <distribution>)"
-                    )
+                    self._clash(name, group)
                     continue
                 self._load_entry_point(group[0])
-            if self._clash is not None:
-                raise self._clash
+
+    def _clash(self, library: str, group: list[Any]) -> None:
+        """Two distributions provide ``library``: which one a query means
+        is unknowable, so neither loads; the other libraries do."""
+        both = " and ".join(sorted(f"{d} ({ep.value})" for d, ep in _by_dist(group)))
+        error = DuplicateUdmError(
+            f"UDM library {library!r} is provided by two distributions: {both}; "
+            "uninstall one of them (pip uninstall <distribution>)"
+        )
+        self._clashes[library] = error
+        self._failures[library] = LibraryFailure(library, f"DuplicateUdmError: {error}", "")
+        warnings.warn(f"{error} (its UDMs are not loaded)", UdmPluginWarning, stacklevel=4)
 
     def _load_entry_point(self, ep: Any) -> None:
         library = ep.name
@@ -403,6 +407,8 @@ class Registry:
         validate_udm(udm, where)
         short = _check_short_name(name if name is not None else getattr(udm, "name", None), where)
         with self._lock:
+            if library in self._clashes:
+                raise self._clashes[library]
             qualified = f"{library}.{short}"
             old = self._entries.get(qualified)
             if replace and old is not None and old.distribution is None:
@@ -465,7 +471,10 @@ class Registry:
             return _import_udm(name)
         return self.entry(name).udm
 
-    def _unknown(self, name: str) -> UnknownUdmError:
+    def _unknown(self, name: str) -> UnknownUdmError | DuplicateUdmError:
+        clash = self._clashes.get(name.split(".", 1)[0])
+        if clash is not None:
+            return clash
         names = sorted(self._entries)
         # A bare short name most likely means the library-qualified one.
         close = [n for n in names if n.split(".", 1)[1] == name]
