@@ -379,6 +379,12 @@ def new(
             f"library name {name!r} must be a lowercase Python identifier (letters, digits, _) "
             "that is not a Python keyword, e.g. my_udms"
         )
+    distribution = name.replace("_", "-") if "_" in name else f"{name}-udms"
+    taken = _name_taken(name, output_dir / distribution)
+    if taken:
+        raise _fail(f"library name {name!r} {taken}; pick another name, e.g. {name}_udms")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise _fail(f"--output-dir {output_dir} is a file, not a folder; name a folder", 2)
     from cookiecutter.exceptions import OutputDirExistsException
     from cookiecutter.main import cookiecutter
 
@@ -416,6 +422,38 @@ def new(
         "and the PyPI project named udm is an unrelated one)",
         markup=False,
     )
+
+
+def _name_taken(name: str, target: Path) -> str | None:
+    """Why a scaffolded package named ``name`` (its module and its library,
+    created in ``target``) could not work here, or None: its module would
+    shadow or be shadowed by an importable one (``udm``, ``json``), or its
+    library name is already an installed library's (``stats``). Its own
+    earlier copy in ``target`` (``--force``) is no clash."""
+    import importlib.util
+    import sys
+
+    clash = "which the package's module would clash with"
+    if name in sys.stdlib_module_names:
+        return f"is the name of a module of Python's standard library, {clash}"
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        places = [spec.origin, *(spec.submodule_search_locations or [])]
+        found = [Path(p).resolve() for p in places if p and Path(p).exists()]
+        if not any(p.is_relative_to(target.resolve()) for p in found):
+            at = f" (at {found[0]})" if found else ""
+            return f"is the name of a module that is already importable here{at}, {clash}"
+        return None  # this package itself, installed from target
+    registry = _registry()
+    libraries = {e.library: e.distribution for e in registry.entries}
+    libraries |= {f.library: f.distribution for f in registry.failures}
+    if name in libraries:
+        dist = libraries[name]
+        return f"is already an installed UDM library's name ({dist or 'registered in-process'})"
+    return None
 
 
 #: PEP 440's version pattern (its appendix), which pip and setuptools follow

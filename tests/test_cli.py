@@ -85,6 +85,36 @@ def test_new_refuses_bad_names(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "that is not a Python keyword" in result.output
 
 
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("udm", "is the name of a module that is already importable here"),
+        ("numpy", "is the name of a module that is already importable here (at "),
+        ("json", "is the name of a module of Python's standard library"),
+        ("stats", "is already an installed UDM library's name (udm-stats)"),
+    ],
+)
+def test_new_refuses_names_that_clash_before_writing(
+    tmp_path: Path, name: str, reason: str
+) -> None:
+    """A package named udm or json shadowed (or was shadowed by) a module,
+    and one named stats clashed with udm-stats: each installed but never
+    worked. Refused before anything is written, saying what to pick."""
+    result = invoke("new", name, "--no-input", "-o", str(tmp_path))
+    assert result.exit_code == 1
+    assert f"error: library name {name!r} {reason}" in result.output
+    assert f"pick another name, e.g. {name}_udms" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_refuses_an_output_dir_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").touch()
+    result = invoke("new", "lab", "--no-input", "-o", str(tmp_path / "afile"))
+    assert result.exit_code == 2
+    assert "is a file, not a folder; name a folder" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_new_asks_only_for_what_the_arguments_do_not_say(tmp_path: Path) -> None:
     """The library name is the argument (never asked again, so never
     unchecked); --author is given; description and version are asked."""
