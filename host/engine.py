@@ -60,7 +60,7 @@ from udm.sdk.events import IntervalEvent, WindowDescriptor
 __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
 
 SNAPSHOT_FORMAT = "udm-host-snapshot"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 class Consistency(StrEnum):
@@ -198,6 +198,7 @@ class Host:
         self._value_fn = make_value_fn(value)
         self.validator = StreamValidator(cti_policy=cti_policy)
         self.retractions = retractions
+        self._args = dict(args or {})
         self.keys: dict[Hashable, _KeyState] = {}
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
@@ -1083,6 +1084,7 @@ class Host:
             "version": SNAPSHOT_VERSION,
             "udm": self._label,
             "window": repr(self.window),
+            "options": self._options(),
             "cti": self.cti,
             "output_cti": self.output_cti,
             "next_out": self._next_out,
@@ -1122,6 +1124,29 @@ class Host:
         }
         return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
 
+    def _options(self) -> dict[str, str]:
+        """The query options a snapshot's state depends on, as text: a
+        state restored under other options would give output matching
+        neither query (a conservative host retracting, say)."""
+
+        def described(option: Any) -> str:
+            if callable(option):
+                module = getattr(option, "__module__", "?")
+                return f"{module}.{getattr(option, '__qualname__', option)}"
+            return repr(option)
+
+        return {
+            "args": repr(sorted(self._args.items())),
+            "input_clipping": self.clipping.value,
+            "output_policy": self.policy.value,
+            "consistency": self.consistency.value,
+            "cti_policy": CtiPolicy.parse(self.validator.cti_policy).value,
+            "key": described(self.key_option),
+            "value": described(self.value_option),
+            "retractions": str(self.retractions),
+            "fast_path": str(self._fast is not None),
+        }
+
     def restore(self, blob: bytes) -> None:
         """Load a :meth:`snapshot` into this host (created with the same
         query), replacing its state."""
@@ -1137,6 +1162,19 @@ class Host:
             raise ValueError(
                 f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
                 f"running {self._label!r} over {self.window!r}"
+            )
+        ours = self._options()
+        theirs = data["options"]
+        differ = [
+            f"{k}: {theirs.get(k)} in the snapshot, {v} here"
+            for k, v in ours.items()
+            if theirs.get(k) != v
+        ]
+        if differ:
+            raise ValueError(
+                f"snapshot of {data['udm']!r} over {data['window']} was taken with other query "
+                f"options ({'; '.join(differ)}); restore it into a host created with the same "
+                "options"
             )
         self.cti, self.output_cti = data["cti"], data["output_cti"]
         self._next_out, self._seq = data["next_out"], data["seq"]

@@ -534,9 +534,10 @@ class GridPath:
 
     def cti_advance(self, c: int, out: list[Element]) -> int:
         """Apply CTI ``c``; return the output CTI it allows."""
-        if c >= INFINITY and any(
-            r[1] >= INFINITY for ks in self.keys.values() for r in ks.long.values()
-        ):
+        # every live event, not only the long ones: an open event near the
+        # end of time may reach no window that has not begun, yet its
+        # windows past INFINITY cannot be closed either
+        if c >= INFINITY and any(r[1] >= INFINITY for r in self.events.values()):
             raise ValueError(
                 "cannot close hopping/tumbling windows at the end of time: an event that never "
                 "ends overlaps infinitely many windows; end it with a retraction first, "

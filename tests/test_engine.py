@@ -368,13 +368,25 @@ def test_snapshot_split_shortens_output_in_place() -> None:
     ]
 
 
-def test_edge_event_needs_its_end_before_grid_flush() -> None:
-    host = Host(TumblingWindow(10), Sum)
+@pytest.mark.parametrize("fast", [True, False])
+def test_edge_event_needs_its_end_before_grid_flush(fast: bool) -> None:
+    host = Host(TumblingWindow(10), Sum, fast_path=fast)
     host.process(Insert("edge", 3, INFINITY, 1))
     with pytest.raises(ValueError, match="never ends"):
         host.flush()
     out = host.process_many([Retract("edge", 3, INFINITY, 25)]) + host.flush()
     assert output_cht(out) == [(0, 10, 1), (10, 20, 1), (20, 30, 1)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_edge_event_at_the_end_of_time_is_refused_at_flush(fast: bool) -> None:
+    """An open event whose first window ends past INFINITY: the fast path
+    emitted that window cut short, [INFINITY - 7, INFINITY), where the
+    general path and the reference refuse."""
+    host = Host(TumblingWindow(10), Sum, fast_path=fast)
+    host.process(Insert("edge", INFINITY - 5, INFINITY, 1))
+    with pytest.raises(ValueError, match="never ends"):
+        host.flush()
 
 
 def test_non_invertible_incremental_recomputes_on_removal() -> None:
@@ -628,6 +640,59 @@ def test_restore_rejects_a_different_query() -> None:
         Host(TumblingWindow(6), Sum).restore(blob)
     with pytest.raises(ValueError, match="not a udm host snapshot"):
         Host(TumblingWindow(5), Sum).restore(b"\x80\x04N.")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (
+            {"consistency": "conservative"},
+            "consistency: speculative in the snapshot, conservative here",
+        ),
+        ({"output_policy": "point_end"}, "output_policy: align in the snapshot, point_end here"),
+        ({"input_clipping": "full"}, "input_clipping: none in the snapshot, full here"),
+        ({"cti_policy": "drop"}, "cti_policy: raise in the snapshot, drop here"),
+        ({"key": "k"}, "key: None in the snapshot, 'k' here"),
+        ({"retractions": False}, "retractions: True in the snapshot, False here"),
+        ({"fast_path": False}, "fast_path: True in the snapshot, False here"),
+        ({"args": {"n": 2}}, "args: [] in the snapshot, [('n', 2)] here"),
+    ],
+)
+def test_restore_rejects_other_query_options(option: dict[str, Any], message: str) -> None:
+    """Only the window and the UDM were compared: a conservative host
+    restored from a speculative one emitted retractions, and under another
+    output policy the output matched neither query."""
+    first = Host(TumblingWindow(10), Sum)
+    first.process_many([point("a", 1, 5), point("b", 12, 1)])
+    udm: Any = Sum
+    if "args" in option:
+
+        class Scaled(IncrementalAggregate):
+            name = "Sum"
+
+            def __init__(self, n: int = 1) -> None:
+                self.n = n
+
+            def initial_state(self) -> int:
+                return 0
+
+            def add(self, state: int, value: int) -> int:
+                return state + self.n * value
+
+            def result(self, state: int) -> int:
+                return state
+
+        first = Host(TumblingWindow(10), Scaled)
+        first.process_many([point("a", 1, 5), point("b", 12, 1)])
+        udm = Scaled
+    blob = first.snapshot()
+    other = Host(TumblingWindow(10), udm, **option)
+    with pytest.raises(ValueError) as err:
+        other.restore(blob)
+    assert "was taken with other query options (" in str(err.value)
+    assert message in str(err.value)
+    assert "restore it into a host created with the same options" in str(err.value)
+    assert other.keys == {}  # nothing was loaded
 
 
 # --- cleanup ---------------------------------------------------------------
