@@ -38,6 +38,7 @@ from udm.host.indexes import EventIndex, LiveEv, derive_windows
 from udm.host.invoke import (
     detached,
     instantiate,
+    key_failed,
     make_value_fn,
     prepare,
     stamp_result,
@@ -389,8 +390,16 @@ class Host:
         """``process_many`` of ``Insert(ids[i], starts[i], ends[i],
         payloads[i])`` for every i, without building the elements where the
         grid fast path takes them: columnar callers (the streaming processor)
-        save a third of the per-event cost. Errors as in :meth:`process_many`.
+        save a third of the per-event cost. Errors as in :meth:`process_many`;
+        columns of different lengths are refused before any event is applied.
         """
+        lengths = {"ids": len(ids), "starts": len(starts), "ends": len(ends)}
+        lengths["payloads"] = len(payloads)
+        if len(set(lengths.values())) > 1:
+            told = ", ".join(f"{k} {v}" for k, v in lengths.items())
+            raise ValueError(
+                f"process_inserts needs columns of one length, one entry per insert; got {told}"
+            )
         fast = self._fast
         if fast is None:
             return self.process_many(map(Insert, ids, starts, ends, payloads))
@@ -488,7 +497,7 @@ class Host:
                 key = self._key_fn(e.payload)
                 hash(key)
             except Exception as exc:
-                raise ValueError(f"cannot compute the group key of {e!r}: {exc}") from None
+                raise key_failed(e, exc) from None
         ks = self._key_state(key, journal)
         ev = LiveEv(e.id, e.start, e.end, e.payload, self._seq)
         self._seq += 1

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmInvocationError
-from udm.host.invoke import detached
+from udm.host.invoke import detached, key_failed
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME, format_time
@@ -252,8 +252,11 @@ class GridPath:
         keep = self.keep_events
         if keep and (ident in live or ident in self.events):
             return False  # a duplicate, or the reused id of an expired event
-        key = self.key_fn(payload) if self.key_fn is not None else None
-        ks = self.keys.get(key)
+        try:
+            key = self.key_fn(payload) if self.key_fn is not None else None
+            ks = self.keys.get(key)  # TypeError: an unhashable key
+        except Exception as exc:
+            raise key_failed(Insert(ident, start, end, payload), exc) from None
         if ks is None or ks.long:
             return False
         try:
@@ -429,8 +432,11 @@ class GridPath:
 
     def insert(self, e: Insert, out: list[Element]) -> None:
         payload = e.payload
-        key = self.key_fn(payload) if self.key_fn is not None else None
-        ks = self.keys.get(key)
+        try:
+            key = self.key_fn(payload) if self.key_fn is not None else None
+            ks = self.keys.get(key)  # TypeError: an unhashable key
+        except Exception as exc:
+            raise key_failed(e, exc) from None
         self._save_key(key, ks)
         if ks is None:
             ks = self.keys[key] = _Key()

@@ -131,6 +131,12 @@ def udm_label(udm: Udm) -> str:
     return udm.name or type(udm).__qualname__
 
 
+def key_failed(element: Any, exc: Exception) -> ValueError:
+    """The error for an insert whose group key (``key=``) cannot be
+    computed or hashed, the same on every path of the host."""
+    return ValueError(f"cannot compute the group key of {element!r}: {type(exc).__name__}: {exc}")
+
+
 def make_value_fn(value: str | Callable[[Any], Any] | None, argument: str = "value") -> ValueFn:
     """The mapping from an input payload to what the UDM receives: a field
     name picks that field of mapping payloads, a callable is applied.

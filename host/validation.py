@@ -208,7 +208,12 @@ class StreamValidator:
         self.dropped_ids.discard(ident)
 
     def _retract(self, r: Retract, position: int) -> Element | None:
-        live = self.live.get(r.id)
+        try:
+            live = self.live.get(r.id)
+        except TypeError:
+            raise InvalidElementError(
+                r, position, f"event id {r.id!r} is not hashable; use a str or int id"
+            ) from None
         if live is None:
             if r.id in self.dropped_ids:
                 # The event itself was dropped by the CTI policy: so is this.

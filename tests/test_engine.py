@@ -909,3 +909,53 @@ def test_events_grid_windows_cannot_hold_are_refused(fast_path: bool, bad: Any) 
             else:
                 host.process_inserts([bad.id], [bad.start], [bad.end], [bad.payload])
         assert out + host.process_many(after) == expected, feed
+
+
+@pytest.mark.parametrize("udm", [Sum, total])  # the fast path, the general path
+def test_process_inserts_refuses_columns_of_different_lengths(udm: Any) -> None:
+    """The general path zipped the columns and silently dropped the
+    inserts past the shortest; the fast path applied some, then raised a
+    bare IndexError."""
+    host = Host(TumblingWindow(10), udm)
+    with pytest.raises(ValueError) as err:
+        host.process_inserts(["a", "b"], [6, 7], [7, 8], [1])
+    assert str(err.value) == (
+        "process_inserts needs columns of one length, one entry per insert; "
+        "got ids 2, starts 2, ends 2, payloads 1"
+    )
+    assert host.memory_size == (0, 0)  # nothing applied
+    assert output_cht(host.process_inserts(["a"], [6], [7], [1]) + host.flush()) == [(0, 10, 1)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("feed", ["process", "process_many", "process_inserts"])
+@pytest.mark.parametrize(
+    ("key", "payload", "cause"),
+    [
+        (
+            "k",
+            {"v": 1},
+            "KeyError: \"payload {'v': 1} has no field 'k'; check the key= argument of the query\"",
+        ),
+        (lambda p: 1 // p["v"], {"v": 0}, "ZeroDivisionError: integer division or modulo by zero"),
+        (lambda p: [1] if p["v"] == 1 else 1, {"v": 1}, "TypeError: unhashable type: 'list'"),
+    ],
+)
+def test_a_key_that_cannot_be_computed_is_one_error_on_every_path(
+    fast: bool, feed: str, key: Any, payload: Any, cause: str
+) -> None:
+    """The fast path let the key function's own exception (a bare KeyError)
+    escape without naming the element; the general path raised ValueError."""
+    host = Host(TumblingWindow(10), Sum, key=key, value="v", fast_path=fast)
+    host.process(Insert("ok", 1, 2, {"v": 5, "k": "x"}))
+    bad = Insert("a", 1, 2, payload)
+    with pytest.raises(ValueError) as err:
+        if feed == "process":
+            host.process(bad)
+        elif feed == "process_many":
+            host.process_many([bad])
+        else:
+            host.process_inserts([bad.id], [bad.start], [bad.end], [bad.payload])
+    assert str(err.value) == f"cannot compute the group key of {bad!r}: {cause}"
+    # nothing of the bad insert was applied
+    assert output_cht(host.flush()) == [(0, 10, 5)]

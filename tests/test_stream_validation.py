@@ -142,10 +142,12 @@ class TestMalformed:
         cht, _ = derive_cht(stream)
         assert cht == [(1, 5, "old"), (7, 9, "new")]
 
-    def test_unhashable_id(self) -> None:
+    @pytest.mark.parametrize("element", [Insert(["x"], 1, 5), Retract(["x"], 1, 5, 3)])
+    def test_unhashable_id(self, element: Any) -> None:
+        """A retraction with an unhashable id raised a bare TypeError."""
         assert_rejected(
             StreamValidator(),
-            Insert(["x"], 1, 5),
+            element,
             InvalidElementError,
             0,
             "event id ['x'] is not hashable",
