@@ -741,6 +741,10 @@ def test_udm_cli_test_exit_codes_diff_and_plot(tmp_path: Path) -> None:
     ok = runner.invoke(app, ["test", str(good)])
     assert ok.exit_code == 0, ok.output
     assert "1 passed, 0 failed" in ok.output
+    # paths reaching one file several times run it once (it ran and counted twice)
+    again = runner.invoke(app, ["test", str(good), str(tmp_path), str(good), "--no-pytest"])
+    assert again.exit_code == 0, again.output
+    assert "1 passed, 0 failed" in again.output
     bad = write(
         tmp_path,
         BAD,
