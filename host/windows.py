@@ -325,7 +325,9 @@ def window_from_dict(spec: dict[str, Any]) -> WindowSpec:
     return builder(**spec)
 
 
-def describe_window(w: WindowDescriptor) -> str:
+def describe_window(w: WindowDescriptor | IntervalEvent[Any]) -> str:
+    """``[start, end)`` of a window (or an event's lifetime), ends of time as
+    ``-inf``/``inf``."""
     return f"[{format_time(w.start)}, {format_time(w.end)})"
 
 

@@ -480,6 +480,17 @@ def test_declared_properties_are_checked(tmp_path: Path) -> None:
     ]
     honest = run_fixture(load_fixture(write(tmp_path, base.format(udm="HonestFirst")))[0])
     assert honest.passed, honest.failures
+    # a window that never ends reads inf, as the fixture wrote it (it read 2**63 - 1)
+    snapshot = base.format(udm="first_value").replace(
+        "{kind: tumbling, size: 10}", "{kind: snapshot}"
+    )
+    snapshot = snapshot.replace("payload: 5}", "end: inf, payload: 5}")
+    snapshot = snapshot.replace("payload: 3}", "end: inf, payload: 3}")
+    opened = run_fixture(load_fixture(write(tmp_path, snapshot))[0])
+    assert any(
+        f.startswith("declared order_insensitive, but window [3, inf) gives ")
+        for f in opened.failures
+    ), opened.failures
     skipping = run_fixture(load_fixture(write(tmp_path, base.format(udm="SkippingSum")))[0])
     assert (
         "add_many differs from add: in window [0, 10) adding [7, 3, 5] at once gives 8 "
