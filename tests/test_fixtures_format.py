@@ -216,3 +216,26 @@ def test_generated_payloads_stay_in_their_range() -> None:
     # two decimals as before where the range allows them
     ints = GenerateSpec.model_validate({"events": 50, "payload": {"type": "float", "max": 2}})
     assert all(round(e.payload, 2) == e.payload for e in scenario(ints) if isinstance(e, Insert))
+
+
+def test_an_expected_row_without_payload_is_a_mistake(tmp_path: Path) -> None:
+    """It was compared as None, failing with a diff instead of saying that
+    the payload is missing; under compare: lifetimes rows give none."""
+    path = tmp_path / "no_payload.udm.yaml"
+    path.write_text(
+        "udm: stats.mean\nwindow: {kind: tumbling, size: 10}\n"
+        "input:\n  - {insert: a, start: 1, payload: 1}\n"
+        "expected:\n  - {start: 0, end: 10, payload: 1.0}\n  - {start: 10, end: 20}\n"
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value) == (
+        f"{path}:7: expected.1.payload: Field required (write payload: null for a None "
+        "result, or compare: lifetimes to check lifetimes only)"
+    )
+    path.write_text(path.read_text().replace("payload: 1.0}", "payload: null}"))
+    with pytest.raises(FixtureError, match=r":7: expected.1.payload: Field required"):
+        load_fixture(path)
+    lifetimes = path.read_text().replace("expected:", "compare: lifetimes\nexpected:")
+    path.write_text(lifetimes.replace(", payload: null}", "}"))
+    assert load_fixture(path)[0].compare == "lifetimes"
