@@ -669,6 +669,49 @@ def test_composition_unions_scenarios_with_keys_and_shift(tmp_path: Path) -> Non
     assert result.checked_streams == 11  # the scenario plus 10 hypothesis examples
 
 
+def test_each_intent_of_a_composition_keeps_its_own_disorder() -> None:
+    """The later intents' disorder was silently ignored (the docs' example
+    of a highly disordered second sensor arrived almost in order)."""
+    calm = GenerateSpec(events=40, duration="point", disorder="none", key="a", seed=1)
+    wild = GenerateSpec(events=40, duration="point", disorder="high", key="b", seed=2)
+    stream = compose([calm, wild], 0, [40, 40], TumblingWindow(10), "sensor")
+
+    def starts(prefix: str) -> list[int]:
+        return [e.start for e in stream if isinstance(e, Insert) and str(e.id).startswith(prefix)]
+
+    assert len(starts("s0.")) == len(starts("s1.")) == 40
+    assert starts("s0.") == sorted(starts("s0."))  # disorder: none
+    inversions = sum(a > b for a, b in zip(starts("s1."), starts("s1.")[1:]))
+    assert inversions >= 10  # disorder: high
+    # one intent, or intents of one disorder: the streams are as before
+    assert compose([calm], 0, [40]) == scenario(calm, 0, 40)
+
+
+def test_stream_settings_come_from_the_first_intent(tmp_path: Path) -> None:
+    """examples was the largest of the intents' (10 for any intent that did
+    not set it), so the docs' example drew 10 streams where it said 3."""
+    text = """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        key: sensor
+        value: value
+        generate:
+          - {events: 10, key: a, seed: 1, examples: 3}
+          - {events: 10, key: b, shift: 25, disorder: high, seed: 2}
+        """
+    result = run_fixture(load_fixture(write(tmp_path, text))[0])
+    assert result.passed, result.failures
+    assert result.checked_streams == 4  # the scenario plus the first intent's 3
+    path = write(tmp_path, text.replace("seed: 2}", "seed: 2, examples: 5, cti_every: 2}"))
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value) == (
+        f"{path}:5: generate: intent 1 sets cti_every, examples, which the composed stream "
+        "takes from the first intent only (one stream, one CTI eagerness and one count of "
+        "streams drawn); move them to intent 0"
+    )
+
+
 def test_an_empty_list_of_intents_is_a_mistake_with_its_line(tmp_path: Path) -> None:
     path = write(
         tmp_path,
