@@ -282,11 +282,19 @@ def check_query_file(path: Path) -> None:
         field, name = spec.udm_field()
         from udm.host.registry import UnknownUdmError, get_registry
 
+        line = getattr(data, "lines", {}).get(field, 1)
         try:
-            get_registry().resolve(name)
+            udm = get_registry().resolve(name)
         except UnknownUdmError as exc:
-            line = getattr(data, "lines", {}).get(field, 1)
             raise QueryFileError(f"{path}:{line}: {field}: {_first_line(exc)}") from None
+        # aggregate: takes a UDA, apply: a UDO
+        wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
+        kind = getattr(udm, "kind", "function")
+        if kind != wanted:
+            what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
+            other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
+            advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
+            raise QueryFileError(f"{path}:{line}: {field}: {name!r} is a {what}; {advice}")
         _check_source(path, spec, data)
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")

@@ -439,6 +439,42 @@ def test_run_reports_bad_specs_with_file_line_and_field(
     assert result.exit_code == 2 and "unknown --format 'xml'" in result.output
 
 
+@pytest.mark.parametrize(
+    ("field", "name", "message"),
+    [
+        (
+            "aggregate",
+            "stats.top_k",
+            "'stats.top_k' is a time-insensitive non-incremental operator; use apply: for it",
+        ),
+        (
+            "apply",
+            "stats.median",
+            "'stats.median' is a time-insensitive non-incremental aggregate; use aggregate: for it",
+        ),
+    ],
+)
+def test_run_refuses_a_udm_of_the_wrong_kind_before_spark(
+    tmp_path: Path, field: str, name: str, message: str
+) -> None:
+    """A UDO under aggregate: (or a UDA under apply:) was found only once
+    Spark had started, in Spark's words."""
+    bad = spec(
+        tmp_path,
+        f"""\
+        source: {{path: readings.parquet, start: ts, key: sensor}}
+        window: {{kind: tumbling, size: 10}}
+        {field}: {name}
+        value: temp
+        """,
+        "kind.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert f"{bad}:3: {field}: {message}" in result.output.replace("\n", "")
+    assert "Spark" not in result.output  # refused before Spark started
+
+
 @pytest.mark.spark
 def test_run_names_query_mistakes_without_a_traceback(
     spark: Any, readings: Path, tmp_path: Path
