@@ -114,6 +114,8 @@ def list_udms(
             "failed": [f.as_dict() for f in failures],
         }
         typer.echo(json.dumps(doc, indent=2))
+    elif _too_narrow(_console(), entries):
+        _stacked(_console(), entries, failures)
     else:
         console = _console()
         table = Table(title="UDMs")
@@ -133,16 +135,60 @@ def list_udms(
             wide = console.measure(table, options=console.options.update_width(10_000))
             console.width = max(console.width, wide.maximum)
         console.print(table)
-        for f in failures:
-            dist = f" ({f.distribution} {f.version})" if f.distribution else ""
-            console.print(
-                f"[red]failed to load[/red] {escape(f'{f.library}{dist}: {f.error}')}",
-                markup=True,
-            )
-            if f.traceback:
-                console.print(f.traceback, markup=False)
+        _print_failures(console, failures)
     if strict and failures:
         raise typer.Exit(1)
+
+
+#: the narrowest flavor and properties columns worth a table
+_WRAPPED_MIN = 22
+
+
+def _too_narrow(console: Any, entries: list[Any]) -> bool:
+    """Whether the table would squeeze the flavor and properties columns
+    below readable width (a word a column, broken mid-word): a terminal
+    that narrow gets :func:`_stacked` instead. Piped output is never."""
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        return False
+    fixed = sum(
+        max((len(getattr(e, col) or "-") for e in entries), default=0)
+        for col in ("name", "kind", "library", "version")
+    )
+    return console.width < fixed + 2 * _WRAPPED_MIN + 3 * 6 + 1  # cells' padding, borders
+
+
+def _stacked(console: Any, entries: list[Any], failures: list[Any]) -> None:
+    """``list`` for a narrow terminal: a UDM's name, kind, library and
+    version on one line (never broken), its flavor and properties below,
+    wrapped between words."""
+    import textwrap
+
+    console.print("UDMs", markup=False)
+    for e in entries:
+        console.print(f"{e.name}  {e.kind}  {e.library} {e.version or '-'}", markup=False)
+        detail = e.flavor + (f"; {', '.join(e.properties)}" if e.properties else "")
+        indent = " " * 4
+        wrapped = textwrap.fill(
+            detail,
+            width=max(console.width, 20),
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        console.print(wrapped, markup=False)
+    _print_failures(console, failures)
+
+
+def _print_failures(console: Any, failures: list[Any]) -> None:
+    for f in failures:
+        dist = f" ({f.distribution} {f.version})" if f.distribution else ""
+        console.print(
+            f"[red]failed to load[/red] {escape(f'{f.library}{dist}: {f.error}')}",
+            markup=True,
+        )
+        if f.traceback:
+            console.print(f.traceback, markup=False)
 
 
 @app.command()

@@ -131,16 +131,32 @@ def test_new_asks_only_for_what_the_arguments_do_not_say(tmp_path: Path) -> None
     assert f"udm-cli test {tmp_path / 'sensors-udms'}\n" in result.output
 
 
-def test_list_never_breaks_a_name() -> None:
-    """At 80 columns the flavor and properties wrap, never a name (nor a
-    kind, library or version); piped, the table is one line per UDM."""
-    narrow = runner.invoke(app, ["list"], env={"COLUMNS": "80"})
-    assert narrow.exit_code == 0
-    assert max(len(line) for line in narrow.output.splitlines()) <= 80
+def test_list_never_breaks_a_name_nor_a_word() -> None:
+    """In a wide terminal the flavor and properties wrap between words,
+    never a name (nor a kind, library or version). In a narrow one (where
+    they were squeezed to a few letters a line, or to nothing at 70
+    columns) each UDM is a line with its flavor and properties below;
+    piped, the table is one line per UDM."""
     names = json.loads(invoke("list", "--json").output)["udms"]
-    rows = [line for line in narrow.output.splitlines() if line.startswith("│")]
+    wide = runner.invoke(app, ["list"], env={"COLUMNS": "120"})
+    assert wide.exit_code == 0
+    assert max(len(line) for line in wide.output.splitlines()) <= 120
+    rows = [line for line in wide.output.splitlines() if line.startswith("│")]
     first_cells = [line.split("│")[1].strip() for line in rows]
     assert [c for c in first_cells if c] == [u["name"] for u in names]
+    words = {w for line in rows for cell in line.split("│")[3:5] for w in cell.split()}
+    assert "empty_preserving," in words and "time-sensitive" in words  # whole words
+    for columns in ("70", "80"):
+        narrow = runner.invoke(app, ["list"], env={"COLUMNS": columns})
+        assert narrow.exit_code == 0
+        lines = narrow.output.splitlines()
+        assert lines[0] == "UDMs"
+        assert max(len(line) for line in lines) <= int(columns)
+        heads = [line for line in lines[1:] if not line.startswith(" ")]
+        assert heads == [f"{u['name']}  {u['kind']}  {u['library']} {u['version']}" for u in names]
+        between = lines[lines.index("patterns.between  function  patterns 0.1.0") + 1 :][:2]
+        text = " ".join(line.strip() for line in between)
+        assert text.startswith("function; deterministic, empty_preserving, order_insensitive")
     piped = runner.invoke(app, ["list"], env={"COLUMNS": None})
     rows = [line for line in piped.output.splitlines() if line.startswith("│")]
     assert len(rows) == len(names)  # one line each: nothing wrapped

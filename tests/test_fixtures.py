@@ -3,6 +3,7 @@ generator's dimensions, shrinking, the report, udm-cli test and the pytest plugi
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -681,7 +682,7 @@ def test_each_intent_of_a_composition_keeps_its_own_disorder() -> None:
 
     assert len(starts("s0.")) == len(starts("s1.")) == 40
     assert starts("s0.") == sorted(starts("s0."))  # disorder: none
-    inversions = sum(a > b for a, b in zip(starts("s1."), starts("s1.")[1:]))
+    inversions = sum(a > b for a, b in itertools.pairwise(starts("s1.")))
     assert inversions >= 10  # disorder: high
     # one intent, or intents of one disorder: the streams are as before
     assert compose([calm], 0, [40]) == scenario(calm, 0, 40)
