@@ -1387,8 +1387,15 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
             rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
     layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
     keys: tuple[str, ...] = ()
+    spark = None if source.df is None else source.df.sparkSession
     for node in nodes:
-        if isinstance(node, GroupNode):
+        if spark is not None and not scalar and _spark_only(node):
+            # a Spark expression after a window or a UDF: Spark evaluates
+            # it over the rows computed here, as the Spark engine would
+            rows, columns = _spark_step(spark, node, rows, columns, keys)
+            if isinstance(node, SelectNode):
+                layout = Layout(None, tuple((c, c) for c in columns))
+        elif isinstance(node, GroupNode):
             missing = [k for k in node.keys if k not in columns]
             if missing:
                 raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
@@ -1406,6 +1413,40 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
     return rows, layout, metrics
 
 
+def _spark_step(
+    spark: Any, node: Node, rows: list[Row], columns: list[str], keys: tuple[str, ...]
+) -> tuple[list[Row], list[str]]:
+    """A Spark ``where`` or ``select`` over in-process rows (the reference
+    engine's, after a window or a UDF): the rows go to Spark as a table with
+    the columns the Spark engine has at that point. A filter only decides
+    which rows stay, so the kept rows keep their values exactly."""
+    from udm.host.spark.execute import apply_simple, collect_rows
+    from udm.host.spark.frame import from_rows
+
+    if isinstance(node, WhereNode):
+        tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(rows)]
+        frame, _ = apply_simple(_table_of(spark, from_rows, tagged, node), keys, node)
+        kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
+        return [r for i, r in enumerate(rows) if i in kept], columns
+    frame, _ = apply_simple(_table_of(spark, from_rows, rows, node), keys, node)
+    return collect_rows(frame), frame.columns
+
+
+#: the row number a Spark filter over in-process rows reports back
+_ROW_COL = "__udm_row"
+
+
+def _table_of(spark: Any, from_rows: Any, rows: list[Row], node: Node) -> Any:
+    try:
+        return from_rows(spark, rows, False)
+    except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
+        raise TypeError(
+            f"{node.describe()}: the reference engine runs Spark expressions after a window "
+            f"or a UDF in Spark, which cannot take these rows as a table ({exc}); use a UDF "
+            "or run on Spark (to_cht(engine='spark'))"
+        ) from None
+
+
 def _spark_only(node: Node) -> bool:
     if isinstance(node, WhereNode):
         return isinstance(node.predicate, str) or _is_column(node.predicate)
@@ -1419,8 +1460,9 @@ def _spark_only(node: Node) -> bool:
 def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
     if isinstance(expr, str) or _is_column(expr):
         raise TypeError(
-            f"{where}({expr}) is a Spark expression, which the reference engine can only run "
-            "before any UDF; run on Spark (to_cht(engine='spark')) or use a UDF"
+            f"{where}({expr}) is a Spark expression, which the reference engine runs in "
+            "Spark, but this stream has no Spark session (it was not built from a "
+            "DataFrame); run on Spark (to_cht(engine='spark')) or use a UDF"
         )
     fn: Callable[[Any], Any] = expr
     return fn

@@ -417,7 +417,7 @@ def test_spark_expressions_after_a_udf_need_spark() -> None:
     FakeColumn.__module__ = "pyspark.sql.column"
     FakeColumn.__name__ = "Column"
     stream = Stream.from_cht(READINGS).where(lambda p: True).where(FakeColumn())
-    with pytest.raises(TypeError, match="reference engine can only run"):
+    with pytest.raises(TypeError, match="but this stream has no Spark session"):
         stream.to_cht()
 
 

@@ -71,11 +71,11 @@ def source_frame(
         metrics = QueryMetrics(dict(source.dropped))
     keys: tuple[str, ...] = ()
     for node in pushed or []:
-        frame, keys = _apply_simple(frame, keys, node)
+        frame, keys = apply_simple(frame, keys, node)
     return frame, metrics
 
 
-def _apply_simple(
+def apply_simple(
     frame: EventFrame, keys: tuple[str, ...], node: Node, scalar: bool = False
 ) -> tuple[EventFrame, tuple[str, ...]]:
     if isinstance(node, GroupNode):
@@ -105,7 +105,7 @@ def run_spark(
             frame, layout = evaluate_op(frame, keys, adapt_op(node, scalar))
             scalar = False
         else:
-            frame, keys = _apply_simple(frame, keys, node, scalar)
+            frame, keys = apply_simple(frame, keys, node, scalar)
             if isinstance(node, SelectNode):
                 layout = Layout(None, tuple((c, c) for c in frame.columns))
                 scalar = False
