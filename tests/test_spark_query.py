@@ -546,6 +546,35 @@ def test_a_float_result_does_not_fit_an_integer_type(spark: Any) -> None:
         odd.aggregate(half_count, value="v").to_dataframe().collect()
 
 
+@aggregate
+def huge_untyped(values):  # type: ignore[no-untyped-def]
+    return 2**70 if values[0] > 2 else 1
+
+
+@aggregate
+def count_untyped(values):  # type: ignore[no-untyped-def]
+    return len(values)
+
+
+def test_an_untyped_result_that_does_not_fit_names_its_udm_and_window(spark: Any) -> None:
+    """Untyped results are typed from their values after the fact; one that
+    fits no Spark type said "result 0", not which UDM, window or key."""
+    df = spark.createDataFrame([("a", 1, 3.0), ("a", 12, 1.5)], "k string, t long, v double")
+    query = (
+        Stream.from_dataframe(df, start="t", key="k")
+        .tumbling_window(10)
+        .aggregate(n=(count_untyped, "v"), h=(huge_untyped, "v"))
+    )
+    wanted = (
+        "UDM 'huge_untyped' (output [0, 10) of key 'a') returned 1180591620717411303424, "
+        "which does not fit the result type int64"
+    )
+    with pytest.raises(Exception, match=re.escape(wanted)):
+        query.to_dataframe().collect()
+    with pytest.raises(ValueError, match=re.escape(wanted)):
+        query.to_cht()  # udm's actions raise the error behind Spark's
+
+
 def test_in_memory_source_runs_on_spark_with_timestamps(spark: Any) -> None:
     stream = Stream.from_cht(READINGS, key="sensor", timestamps=True)
     query = stream.tumbling_window(10).aggregate(value_range, value="temp")

@@ -31,7 +31,7 @@ import itertools
 import pickle
 import secrets
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from typing import Any, cast
@@ -662,7 +662,8 @@ def evaluate_op(
         result = _assigned_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
     pickled = [_result_col(i) for i, t in enumerate(types) if t is None]
     if pickled:
-        result, inferred = decode_pickled(result, pickled)
+        labels = {_result_col(i): f"UDM {c.udm.name!r}" for i, c in enumerate(op.calls)}
+        result, inferred = decode_pickled(result, pickled, labels, keys)
         types = [inferred.get(_result_col(i), t) for i, t in enumerate(types)]
     structs = [list(t.fieldNames()) if isinstance(t, T.StructType) else None for t in types]
     cols = result_columns(op, structs)
@@ -710,7 +711,7 @@ def _collect_types(
 
 
 def _decode(
-    schema: pa.Schema, columns: list[str]
+    schema: pa.Schema, columns: list[str], labels: dict[str, str], keys: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -719,11 +720,27 @@ def _decode(
                 col = batch.column(f.name)
                 if f.name in columns:
                     values = [None if b is None else pickle.loads(b) for b in col.to_pylist()]
-                    col = to_arrow_column(values, f.type, lambda i: f"result {i}")
+                    what = _result_of(batch, labels.get(f.name, f"the result in {f.name}"), keys)
+                    col = to_arrow_column(values, f.type, what)
                 arrays.append(col)
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return decode
+
+
+def _result_of(batch: pa.RecordBatch, label: str, keys: list[str]) -> Callable[[int], str]:
+    """Names row ``i``'s result in a type error: who computed it, and the
+    output lifetime and key it belongs to (when the batch has them)."""
+    names = batch.schema.names
+
+    def what(i: int) -> str:
+        if S_COL not in names or E_COL not in names:
+            return label
+        s, e = batch.column(S_COL)[i].as_py(), batch.column(E_COL)[i].as_py()
+        key = [batch.column(k)[i].as_py() for k in keys if k in names]
+        return f"{label} (output {describe_window(WindowDescriptor(s, e))}{of_key(key)})"
+
+    return what
 
 
 _persisted: ContextVar[list[DataFrame] | None] = ContextVar("udm_persisted", default=None)
@@ -757,8 +774,14 @@ def released_with(owner: DataFrame, tables: list[DataFrame]) -> DataFrame:
     return owner
 
 
-def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[str, T.DataType]]:
-    """Type pickled result columns from their values.
+def decode_pickled(
+    df: DataFrame,
+    columns: list[str],
+    labels: dict[str, str] | None = None,
+    keys: Sequence[str] = (),
+) -> tuple[DataFrame, dict[str, T.DataType]]:
+    """Type pickled result columns from their values (``labels``: who
+    computed each column, and ``keys``, for an error naming a result).
 
     The pickled table is persisted (the UDMs run once), one job unifies
     the value types of every column over all rows, and a ``mapInArrow``
@@ -793,7 +816,8 @@ def decode_pickled(df: DataFrame, columns: list[str]) -> tuple[DataFrame, dict[s
         for f in df.schema.fields
     ]
     schema = T.StructType(fields)
-    decoded = map_in_arrow(df, _decode(arrow_schema(schema), columns), schema)
+    decode = _decode(arrow_schema(schema), columns, labels or {}, list(keys))
+    decoded = map_in_arrow(df, decode, schema)
     return decoded, types
 
 

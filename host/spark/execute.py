@@ -244,7 +244,8 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
     computed = map_in_arrow(df, project_batches, schema)
     pickled = [n for n, t in zip(tmp, types, strict=True) if t is None]
     if pickled:
-        computed, _ = decode_pickled(computed, pickled)
+        shown = {t: f"select({n}=...)" for t, (n, _, _) in zip(tmp, udfs, strict=True)}
+        computed, _ = decode_pickled(computed, pickled, shown, keys)
     sel = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
     sel += [e.alias(n) for n, e in native]
     sel += [F.col(t).alias(n) for t, (n, _, _) in zip(tmp, udfs, strict=True)]

@@ -344,7 +344,8 @@ def replay(
     cached: list[DataFrame] = []
     if rtype is None:
         with tracking_persisted() as cached:
-            result, inferred = decode_pickled(result, [_RESULT])
+            label = {_RESULT: f"UDM {call.udm.name!r}"}
+            result, inferred = decode_pickled(result, [_RESULT], label, keys)
         rtypes = inferred[_RESULT]
     result_cols: list[Column]
     if isinstance(rtypes, T.StructType):
