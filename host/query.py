@@ -872,7 +872,7 @@ class Stream:
             in_rows, in_layout, _ = run_reference(before)
 
         def group(p: Mapping[str, Any]) -> Any:
-            return p[keys[0]] if len(keys) == 1 else tuple(p[k] for k in keys)
+            return key_of(p, keys)
 
         if keys:
             groups = sorted({group(p) for _, _, p in in_rows}, key=repr)
@@ -1335,6 +1335,24 @@ def check_output_names(keys: Sequence[str], columns: Sequence[str]) -> None:
         seen.add(c)
 
 
+def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
+    """A row's group as a dict key: the key column's value (a tuple for
+    several), an array key as a tuple and a struct key as a tuple of
+    (field, value) pairs, since lists and dicts cannot be dict keys."""
+
+    def hashable(v: Any) -> Any:
+        if isinstance(v, list):
+            return tuple(hashable(x) for x in v)
+        if isinstance(v, dict):
+            return tuple((f, hashable(x)) for f, x in v.items())
+        return v
+
+    if len(keys) == 1:
+        found: Hashable = hashable(p[keys[0]])
+        return found
+    return tuple(hashable(p[k]) for k in keys)
+
+
 def rows_to_cht(
     rows: Iterable[Row], keys: Sequence[str], layout: Layout
 ) -> Cht | dict[Hashable, Cht]:
@@ -1342,7 +1360,7 @@ def rows_to_cht(
         return Cht(IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows)
     groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
     for s, e, p in rows:
-        k = p[keys[0]] if len(keys) == 1 else tuple(p[c] for c in keys)
+        k = key_of(p, keys)
         groups.setdefault(k, []).append(IntervalEvent(s, e, layout.payload(p)))
     return {k: Cht(v) for k, v in groups.items()}
 
@@ -1501,12 +1519,17 @@ def _window_rows(
             raise KeyError(
                 f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {columns}"
             )
-    groups: dict[tuple[Any, ...], list[IntervalEvent[Any]]] = {}
+    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+    values: dict[Hashable, tuple[Any, ...]] = {}  # the key columns as written
     for s, e, p in rows:
-        groups.setdefault(tuple(p[k] for k in keys), []).append(IntervalEvent(s, e, p))
+        group = key_of(p, keys) if keys else ()
+        if group not in groups:
+            groups[group], values[group] = [], tuple(p[k] for k in keys)
+        groups[group].append(IntervalEvent(s, e, p))
     # per group, per call: output events
     outputs: list[tuple[tuple[Any, ...], list[list[IntervalEvent[Any]]]]] = []
-    for key, events in groups.items():
+    for group, events in groups.items():
+        key = values[group]
         per_call = [
             list(
                 evaluate(

@@ -575,6 +575,36 @@ def test_an_untyped_result_that_does_not_fit_names_its_udm_and_window(spark: Any
         query.to_cht()  # udm's actions raise the error behind Spark's
 
 
+def test_array_and_struct_keys_are_tuples_in_to_cht(spark: Any) -> None:
+    """Lists and dicts cannot be dict keys: to_cht failed with a bare
+    "unhashable type: 'list'" on either engine (to_dataframe worked)."""
+    df = spark.createDataFrame(
+        [([1, 2], (1, "x"), 1, 1.0), ([3], (2, "y"), 2, 5.0), ([1, 2], (1, "x"), 3, 3.0)],
+        "k array<int>, s struct<n: int, c: string>, ts long, v double",
+    )
+    for key, want in (
+        ("k", {(1, 2): [(0, 10, 2.0)], (3,): [(0, 10, 5.0)]}),
+        ("s", {(("n", 1), ("c", "x")): [(0, 10, 2.0)], (("n", 2), ("c", "y")): [(0, 10, 5.0)]}),
+    ):
+        query = (
+            Stream.from_dataframe(df, start="ts", key=key)
+            .tumbling_window(10)
+            .aggregate("stats.mean", value="v")
+        )
+        expected = {k: Cht(v) for k, v in want.items()}
+        assert query.to_cht(engine="spark") == expected
+        assert query.to_cht(engine="reference") == expected
+    rows = (
+        Stream.from_dataframe(df, start="ts", key="k")
+        .tumbling_window(10)
+        .aggregate("stats.mean", value="v")
+        .to_dataframe()
+        .orderBy("mean")
+        .collect()
+    )
+    assert [tuple(r) for r in rows] == [(0, 10, [1, 2], 2.0), (0, 10, [3], 5.0)]
+
+
 def test_in_memory_source_runs_on_spark_with_timestamps(spark: Any) -> None:
     stream = Stream.from_cht(READINGS, key="sensor", timestamps=True)
     query = stream.tumbling_window(10).aggregate(value_range, value="temp")
