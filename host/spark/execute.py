@@ -139,9 +139,12 @@ def translate_error(exc: Exception) -> Exception | None:
     m = re.search(r"\[USER_RAISED_EXCEPTION\] (.*?)(?: SQLSTATE: \w+)?$", text, re.S)
     if m:
         return ValueError(m.group(1).strip())
-    m = re.search(r"\n(\w*(?:Type|Value|Key)Error: .*)", text)
+    m = re.search(r"\n(\w*(?:Type|Value|Key)Error): (.*)", text)
     if m:
-        return ValueError(m.group(1).strip())
+        name, message = m.group(1), m.group(2).strip()
+        if name == "TypeError":  # a result of the wrong type: what udm raises in-process
+            return TypeError(message)
+        return ValueError(message if name == "ValueError" else f"{name}: {message}")
     return None
 
 
