@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from udm.sdk.base import (
+    _NAME,
     Aggregate,
     Operator,
     TimeSensitiveAggregate,
@@ -225,6 +226,25 @@ class Function:
         if name is None and fn.__name__ == "<lambda>":
             raise UdmDefinitionError(
                 "@function on a lambda: give it a name with function(f, name=...)"
+            )
+        # what @aggregate and @operator refuse, for the same reasons: a UDF
+        # returns its value (paper, section IV: "a method call")
+        where = f"@function on {fn.__qualname__}"
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise UdmDefinitionError(f"{where}: an async function; UDFs are plain functions")
+        if inspect.isgeneratorfunction(fn):
+            raise UdmDefinitionError(
+                f"{where}: a generator (it yields), but a UDF returns one value per event; "
+                "return it"
+            )
+        if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
+            raise UdmDefinitionError(
+                f"{where}: name={name!r}; a UDF name is an identifier (letters, digits, "
+                "underscores), or dotted identifiers for one used in-process"
+            )
+        if not isinstance(deterministic, bool):
+            raise UdmDefinitionError(
+                f"{where} declares deterministic={deterministic!r}; properties are True or False"
             )
         functools.update_wrapper(self, fn)
         self.fn = fn

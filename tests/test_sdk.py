@@ -809,6 +809,45 @@ class TestShapesCaughtAtDefinition:
 
         assert list(each().compute_result([3])) == [3]
 
+    def test_function_is_checked_like_the_other_decorators(self) -> None:
+        """@function let an async function or a generator through (their
+        coroutine or generator objects became payloads), stored
+        deterministic="no" (truthy: declared deterministic) and took any name."""
+        with pytest.raises(UdmDefinitionError, match=r"@function on .*plus: an async function"):
+
+            @function
+            async def plus(x: int) -> int:
+                return x + 1
+
+        with pytest.raises(UdmDefinitionError, match=r"@function on .*gen: a generator"):
+
+            @function
+            def gen(x: int) -> Any:
+                yield x
+
+        with pytest.raises(
+            UdmDefinitionError,
+            match=r"@function on .*ident declares deterministic='no'; properties are True or False",
+        ):
+
+            @function(deterministic="no")  # type: ignore[arg-type]
+            def ident(x: int) -> int:
+                return x
+
+        with pytest.raises(
+            UdmDefinitionError, match=r"name='bad name'; a UDF name is an identifier"
+        ):
+
+            @function(name="bad name")
+            def named(x: int) -> int:
+                return x
+
+        @function(name="local.f", deterministic=False)
+        def fine(x: int) -> int:
+            return x
+
+        assert fine.name == "local.f" and fine.properties.deterministic is False
+
     def test_invertible_and_mergeable_are_for_incremental_udms(self) -> None:
         class Helpers(Aggregate):
             def compute_result(self, payloads: Sequence[Any]) -> Any:
