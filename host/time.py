@@ -109,6 +109,10 @@ def to_ticks(value: Any) -> int:
             raise TimeConversionError(
                 f"{value!r} is neither an ISO 8601 datetime nor 'inf'"
             ) from None
+    if type(value).__name__ == "NaTType":  # pandas.NaT, a datetime whose fields are NaN
+        raise TimeConversionError(
+            "NaT (not a time) cannot be converted to ticks; drop or fill missing times first"
+        )
     # pandas.Timestamp is a datetime subclass but carries nanoseconds.
     nanos = getattr(value, "nanosecond", None)
     if isinstance(value, _dt.datetime):
@@ -153,13 +157,28 @@ def to_ticks(value: Any) -> int:
 
 
 def to_duration_ticks(value: Any) -> int:
-    """Convert a duration (``int`` ticks or ``timedelta``-like) to ticks."""
+    """Convert a duration (``int`` ticks, numpy integers, ``timedelta``,
+    ``pandas.Timedelta`` or ``numpy.timedelta64``) to ticks, within the
+    int64 tick range."""
+    ticks = _duration(value)
+    if not -INFINITY <= ticks <= INFINITY:
+        what = f"{ticks} ticks" if isinstance(value, int) else f"{value!r} ({ticks} ticks)"
+        raise TimeConversionError(
+            f"a duration of {what} is beyond the int64 tick range "
+            f"(at most {INFINITY} ticks, about 292,000 years)"
+        )
+    return ticks
+
+
+def _duration(value: Any) -> int:
     if isinstance(value, bool):
         raise TimeConversionError(
             f"{value!r} is a bool, not a duration; use int ticks or datetime.timedelta"
         )
     if isinstance(value, int):
         return value
+    if type(value).__name__ == "NaTType":  # pandas.NaT
+        raise TimeConversionError("NaT (not a time) is not a duration; drop or fill it first")
     if isinstance(value, _dt.timedelta):
         nanos = getattr(value, "nanoseconds", 0)
         if nanos:
@@ -171,8 +190,14 @@ def to_duration_ticks(value: Any) -> int:
     if type_name.startswith("numpy") and hasattr(value, "astype"):
         import numpy as np
 
-        if isinstance(value, np.timedelta64):
+        if isinstance(value, np.timedelta64):  # before np.integer, its base class
+            if np.isnat(value):
+                raise TimeConversionError(
+                    "NaT (not a time) is not a duration; drop or fill it first"
+                )
             return _from_numpy(value, "timedelta64[us]")
+        if isinstance(value, np.integer):
+            return int(value)
     raise TimeConversionError(
         f"cannot convert {value!r} ({type(value).__name__}) to a duration in ticks; "
         "use int ticks or datetime.timedelta"

@@ -15,6 +15,7 @@ does not overlap ``[m, inf)``).
 from __future__ import annotations
 
 import inspect
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -227,9 +228,9 @@ class SnapshotWindow(WindowSpec):
 
 
 def _count(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"count window size must be an integer >= 1, got {value!r}")
-    return value
+    return int(value)  # a numpy integer too
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ class CountByStartWindow(WindowSpec):
     kind: ClassVar[str] = "count_by_start"
 
     def __post_init__(self) -> None:
-        _count(self.count)
+        object.__setattr__(self, "count", _count(self.count))
 
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
@@ -279,7 +280,7 @@ class CountByEndWindow(WindowSpec):
     kind: ClassVar[str] = "count_by_end"
 
     def __post_init__(self) -> None:
-        _count(self.count)
+        object.__setattr__(self, "count", _count(self.count))
 
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY

@@ -121,11 +121,14 @@ class TestDatetimes:
         )
         assert to_ticks(pd.Timestamp("3000-01-01")) == 32_503_680_000 * TICKS_PER_SECOND
 
-    def test_numpy_nat_rejected(self) -> None:
+    @pytest.mark.parametrize("nat", [np.datetime64("NaT"), pd.NaT])
+    def test_nat_rejected(self, nat: object) -> None:
+        """pandas' NaT was reported as having sub-microsecond precision."""
         with pytest.raises(TimeConversionError) as err:
-            to_ticks(np.datetime64("NaT"))
-        assert "NaT" in str(err.value)
-        assert "missing" in str(err.value)
+            to_ticks(nat)
+        assert str(err.value) == (
+            "NaT (not a time) cannot be converted to ticks; drop or fill missing times first"
+        )
 
 
 class TestArrow:
@@ -240,6 +243,29 @@ class TestDurations:
     def test_long_numpy_durations_are_exact(self) -> None:
         days = 400 * 365  # more than the 292 years of nanosecond int64
         assert to_duration_ticks(np.timedelta64(days, "D")) == days * 86_400 * TICKS_PER_SECOND
+
+    def test_numpy_integers_are_ticks(self) -> None:
+        assert to_duration_ticks(np.int64(5)) == 5 and to_duration_ticks(np.int32(-2)) == -2
+
+    @pytest.mark.parametrize("nat", [np.timedelta64("NaT"), pd.NaT])
+    def test_nat_is_not_a_duration(self, nat: object) -> None:
+        with pytest.raises(TimeConversionError, match=r"^NaT \(not a time\) is not a duration"):
+            to_duration_ticks(nat)
+
+    def test_durations_beyond_int64_rejected(self) -> None:
+        """They were accepted, and a window of that size failed later with
+        bounds that contradicted each other."""
+        assert to_duration_ticks(INFINITY) == INFINITY
+        with pytest.raises(TimeConversionError) as err:
+            to_duration_ticks(2**63)
+        assert str(err.value) == (
+            "a duration of 9223372036854775808 ticks is beyond the int64 tick range "
+            "(at most 9223372036854775807 ticks, about 292,000 years)"
+        )
+        with pytest.raises(
+            TimeConversionError, match=r"^a duration of datetime.timedelta\(days=999999999"
+        ):
+            to_duration_ticks(dt.timedelta.max)
 
     def test_bool_and_string_rejected(self) -> None:
         with pytest.raises(TimeConversionError) as err:

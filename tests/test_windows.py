@@ -393,6 +393,21 @@ class TestFromDict:
         with pytest.raises(ValueError, match=r"^a snapshot window takes no parameters, not size$"):
             window_from_dict({"kind": "snapshot", "size": 3})
 
+    def test_numpy_integers_are_sizes_and_counts(self) -> None:
+        """They were refused ("must be an integer") while to_ticks took them."""
+        import numpy as np
+
+        assert CountByStartWindow(np.int64(2)) == CountByStartWindow(2)
+        assert CountByEndWindow(np.int32(3)).count == 3
+        assert type(CountByEndWindow(np.int32(3)).count) is int
+        assert HoppingWindow(np.int64(10), np.int64(5)) == HoppingWindow(10, 5)
+
+    def test_sizes_beyond_the_tick_range_are_refused_when_created(self) -> None:
+        with pytest.raises(ValueError, match="beyond the int64 tick range"):
+            TumblingWindow(2**63)
+        with pytest.raises(ValueError, match="beyond the int64 tick range"):
+            HoppingWindow(10, 2**64)
+
     @pytest.mark.parametrize("count", [0, -1, True, 2.0])
     def test_bad_counts(self, count: Any) -> None:
         with pytest.raises(ValueError) as err:
