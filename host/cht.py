@@ -190,8 +190,8 @@ def _matching(expected: list[Any], actual: list[Any], close: Any) -> list[int | 
 
 
 def cht_match(
-    expected: Iterable[IntervalEvent[Any]],
-    actual: Iterable[IntervalEvent[Any]],
+    expected: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
+    actual: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
 ) -> tuple[
@@ -208,6 +208,9 @@ def cht_match(
     each row pairs with at most one other, and as many rows pair as
     possible.
     """
+    # (start, end, payload) tuples as a Cht takes them (checked the same way)
+    expected = expected if isinstance(expected, Cht) else Cht(expected)
+    actual = actual if isinstance(actual, Cht) else Cht(actual)
     by_lifetime: dict[tuple[int, int], tuple[list[Any], list[Any]]] = {}
     for e in sorted(expected, key=_sort_key):
         by_lifetime.setdefault((e.start, e.end), ([], []))[0].append(e)
@@ -234,8 +237,8 @@ def cht_match(
 
 
 def cht_diff(
-    expected: Iterable[IntervalEvent[Any]],
-    actual: Iterable[IntervalEvent[Any]],
+    expected: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
+    actual: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
 ) -> tuple[list[IntervalEvent[Any]], list[IntervalEvent[Any]]]:
@@ -246,8 +249,8 @@ def cht_diff(
 
 
 def cht_equal(
-    a: Iterable[IntervalEvent[Any]],
-    b: Iterable[IntervalEvent[Any]],
+    a: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
+    b: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
     rel_tol: float = 0.0,
     abs_tol: float = 0.0,
 ) -> bool:

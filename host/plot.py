@@ -69,6 +69,27 @@ def _datetime_label(ticks: float) -> str:
     return text.removesuffix("+00:00").removesuffix(":00").removesuffix(" 00:00")
 
 
+#: axis steps for datetime axes, in ticks: 1 s ... 1 day ... 100 years
+_STEPS = [
+    n * unit
+    for unit, ns in (
+        (1_000_000, (1, 2, 5, 10, 15, 30)),
+        (60_000_000, (1, 2, 5, 10, 15, 30)),
+        (3_600_000_000, (1, 2, 3, 6, 12)),
+        (86_400_000_000, (1, 2, 7, 14, 30, 91, 182, 365, 730, 1826, 3652, 36524)),
+    )
+    for n in ns
+]
+
+
+def _time_step(span: float, most: int = 6) -> float:
+    """The smallest round step giving at most ``most`` ticks over ``span``."""
+    for step in _STEPS:
+        if span / step <= most:
+            return step
+    return span / most
+
+
 def _fmt(payload: Any) -> str:
     if isinstance(payload, float):
         return f"{payload:.4g}"
@@ -185,9 +206,16 @@ def plot_timeline(
             ax.spines[side].set_visible(False)
     axes[-1, 0].set_xlim(lo, hi)
     if datetimes:
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-        axes[-1, 0].xaxis.set_major_formatter(FuncFormatter(lambda x, _: _datetime_label(x)))
+        axis = axes[-1, 0].xaxis
+        # round times (multiples of a minute, an hour ...), few enough that
+        # their datetime labels, slanted, never overlap
+        axis.set_major_locator(MultipleLocator(_time_step(hi - lo)))
+        axis.set_major_formatter(FuncFormatter(lambda x, _: _datetime_label(x)))
+        axes[-1, 0].tick_params(axis="x", labelrotation=25)
+        for text in axes[-1, 0].get_xticklabels():
+            text.set_horizontalalignment("right")
         axes[-1, 0].set_xlabel("application time (UTC)")
     else:
         axes[-1, 0].set_xlabel("application time (ticks)")

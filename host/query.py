@@ -213,9 +213,13 @@ class SelectNode:
 @dataclass(frozen=True)
 class GroupNode:
     keys: tuple[str, ...]
+    replaces: tuple[str, ...] = ()  #: the grouping before this one, if any
 
     def describe(self) -> str:
-        return "group_apply " + (", ".join(self.keys) if self.keys else "(no key)")
+        text = "group_apply " + (", ".join(self.keys) if self.keys else "(no key)")
+        if self.replaces and self.replaces != self.keys:
+            text += f" (replacing the grouping by {', '.join(self.replaces)})"
+        return text
 
 
 @dataclass(frozen=True)
@@ -545,6 +549,19 @@ def _is_datetime(value: Any) -> bool:
     return arrow_type.startswith(("timestamp", "date"))
 
 
+def _why_not_a_time(*times: Any) -> str:
+    """What :func:`to_ticks` says of the first of ``times`` it refuses
+    (sub-microsecond precision, an unknown type ...), for an error message."""
+    for t in times:
+        if t is None:
+            continue
+        try:
+            to_ticks(t)
+        except (ValueError, TypeError) as exc:
+            return f" ({exc})"
+    return ""
+
+
 def _invalid(reason: str, row: Any) -> InvalidEventError:
     return InvalidEventError(
         f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
@@ -679,9 +696,11 @@ class Stream:
             else:
                 start, end, payload = ev
             lifetime = check_row(start, end, "interval", "start", "end")
+            if lifetime == reason_no_end("end"):  # in memory, an open end is written inf
+                lifetime = "'end' is null (an event that has not ended ends at INFINITY, 'inf')"
             if isinstance(lifetime, str):
                 if on_invalid == "raise":
-                    raise _invalid(lifetime, ev) from None
+                    raise _invalid(lifetime + _why_not_a_time(start, end), ev) from None
                 dropped[lifetime] = dropped.get(lifetime, 0) + 1
                 continue
             is_map = isinstance(payload, Mapping)
@@ -753,6 +772,13 @@ class Stream:
         the lifetime is unchanged.
         """
         entries = []
+        clash = [name for name in named if name in self._keys]
+        if clash:
+            raise ValueError(
+                f"select({clash[0]}=...): {clash[0]!r} is a key column of the stream, and key "
+                "columns stay as they are (each group's windows are the group's); name the "
+                "new column otherwise, or regroup with group_apply() on it"
+            )
         for name, expr in named.items():
             returns = None
             if isinstance(expr, tuple):
@@ -769,9 +795,12 @@ class Stream:
 
     def group_apply(self, *keys: str) -> Stream:
         """Split the stream by key columns: each group gets its own windows,
-        and window results carry the key columns."""
+        and window results carry the key columns. The grouping stays until
+        the next ``group_apply``, which replaces it (as a Group&Apply after
+        another's results regroups them): group by several columns at once
+        with ``group_apply("site", "sensor")``."""
         ks = _keys(list(keys))
-        return self._with(GroupNode(ks), ks)
+        return self._with(GroupNode(ks, self._keys), ks)
 
     def aggregate(self, *args: Any, **kwargs: Any) -> NoReturn:
         """Not on a stream: UDAs run per window, so window the stream first
@@ -882,6 +911,11 @@ class Stream:
                 raise KeyError(f"plot(key={key!r}): no such group; groups: {groups[:20]}")
             in_rows = [r for r in in_rows if group(r[2]) == key]
             out_rows = [r for r in out_rows if group(r[2]) == key]
+        elif key is not None:
+            raise KeyError(
+                f"plot(key={key!r}): the stream is not grouped (no key columns); drop key= "
+                "to draw it all, or group it with group_apply() or key="
+            )
 
         def shown(p: Mapping[str, Any], lay: Layout) -> Any:
             payload = lay.payload(p)
@@ -1173,6 +1207,8 @@ class WindowedStream:
         policies = {resolve_output_policy(output_policy, self.window, c.udm) for c in calls}
         if len(policies) != 1:
             raise ValueError(f"the aggregates resolve to different output policies {policies}")
+        if not isinstance(emit_empty, bool):
+            raise TypeError(f"emit_empty= is True or False, got {emit_empty!r}")
         if emit_empty and not isinstance(self.window, HoppingWindow):
             raise ValueError(
                 f"emit_empty applies to hopping and tumbling windows only; {self.window!r} "
@@ -1204,9 +1240,17 @@ def _make_call(
         )
     instance = instantiate(resolved, dict(args) or None)
     if value is not None and not (isinstance(value, str) or callable(value)):
-        value = tuple(value)
-        if not all(isinstance(v, str) for v in value):
-            raise TypeError(f"value= takes a column name, a list of names or a function: {value!r}")
+        shown = value
+        try:
+            value = tuple(value)
+        except TypeError:
+            value = None
+        if value is None or not all(isinstance(v, str) for v in value):
+            raise TypeError(
+                f"value= takes a column name, a list of names or a function, got {shown!r}"
+            )
+    if alias is not None and (not isinstance(alias, str) or not alias):
+        raise TypeError(f"alias= names the result column: a non-empty string, got {alias!r}")
     name = alias or (instance.name or type(instance).__name__).replace(".", "_")
     return UdmCall(name, instance, value, returns)
 
@@ -1218,6 +1262,10 @@ def _multi_call(name: str, spec: Any) -> UdmCall:
         if not 1 <= len(spec) <= 3:
             raise TypeError(f"{name}=... takes (uda,), (uda, value) or (uda, value, args)")
         udm, value, args = (*spec, None, None)[:3]
+        if args is not None and not isinstance(args, Mapping):
+            raise TypeError(
+                f"{name}=(uda, value, args): args is a dict of the UDA's arguments, got {args!r}"
+            )
         return _make_call(name, udm, value, None, args or {})
     return _make_call(name, spec, None, None, {})
 
@@ -1324,13 +1372,28 @@ def op_layout(op: WindowOp, columns: Sequence[tuple[str, str, str | None]]) -> L
     return Layout(None, tuple((c, c) for c, _, _ in columns))
 
 
-def check_output_names(keys: Sequence[str], columns: Sequence[str]) -> None:
+def check_output_names(
+    keys: Sequence[str], op: WindowOp, columns: Sequence[tuple[str, str, str | None]]
+) -> None:
+    """Refuse result columns (from :func:`result_columns`) that clash with
+    the lifetime, the keys or each other, with a fix that applies."""
     seen = {"start", "end", *keys}
-    for c in columns:
+    for c, call, part in columns:
         if c in seen:
+            if part is None:
+                fix = "name the result with alias= (or aggregate(name=...))"
+            elif op.kind == "aggregate":
+                fix = (
+                    f"give the aggregate a name, aggregate(name=(uda, value)), so its fields "
+                    f"become name_{part}"
+                )
+            else:
+                fix = (
+                    f"the operator's output field {part!r} keeps its name: rename the field "
+                    "in the UDO, or the key column before the window"
+                )
             raise ValueError(
-                f"result column {c!r} clashes with the start/end or key columns; "
-                "name the result with alias= (or aggregate(name=...))"
+                f"result column {c!r} of {call!r} clashes with the start/end or key columns; {fix}"
             )
         seen.add(c)
 
@@ -1415,7 +1478,7 @@ def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
                 layout = Layout(None, tuple((c, c) for c in columns))
         elif isinstance(node, GroupNode):
             missing = [k for k in node.keys if k not in columns]
-            if missing:
+            if missing and rows:  # no rows: nothing to group, no columns to know
                 raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
             keys = node.keys
         elif isinstance(node, WhereNode):
@@ -1493,7 +1556,7 @@ def _select_rows(
     if len(names) != len(node.columns):
         _python_udf(next(c for c in node.columns if not isinstance(c, str)), "select")
     missing = [c for c in names if c not in columns]
-    if missing:
+    if missing and rows:
         raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
     keep = list(dict.fromkeys([*keys, *names]))
     fns = [
@@ -1515,7 +1578,7 @@ def _window_rows(
 ) -> tuple[list[Row], list[str], Layout]:
     for c in op.calls:
         missing = [col for col in (c.columns() or []) if col not in columns]
-        if missing:
+        if missing and rows:
             raise KeyError(
                 f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {columns}"
             )
@@ -1551,7 +1614,7 @@ def _window_rows(
         for i, c in enumerate(op.calls)
     ]
     cols = result_columns(op, structs)
-    check_output_names(keys, [c for c, _, _ in cols])
+    check_output_names(keys, op, cols)
     out_rows: list[Row] = []
     for key, per_call in outputs:
         base = dict(zip(keys, key, strict=True))

@@ -128,3 +128,40 @@ def test_a_query_over_datetimes_is_drawn_and_explained_in_datetimes() -> None:
     ticks = Stream.from_cht([(0, 1, 1.0)]).tumbling_window(10).aggregate(median)
     assert ticks.plot().axes[-1].get_xlabel() == "application time (ticks)"
     assert "  - window TumblingWindow(size=10)" in ticks.explain().splitlines()
+
+
+def test_datetime_axis_labels_are_round_times_that_never_overlap() -> None:
+    """Labels were every 1,000 s ('2025-12-31 23:16:40', ...), each pair of
+    neighbours overlapping."""
+    import datetime as dt
+    import itertools
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    minute = dt.timedelta(minutes=1)
+    for span, step in (
+        (dt.timedelta(hours=3), "1h"),
+        (dt.timedelta(days=2), "1d"),
+        (dt.timedelta(minutes=1), "30s"),
+    ):
+        stream = Stream.from_cht([(t0, t0 + minute, 1.0), (t0 + span, t0 + span + minute, 2.0)])
+        query = stream.hopping_window(max(span / 4, 10 * minute / 60), max(span / 16, minute / 12))
+        fig = query.aggregate(median).plot()
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        labels = [t for t in fig.axes[-1].get_xticklabels() if t.get_text()]
+        boxes = [t.get_window_extent(canvas.get_renderer()) for t in labels]
+        assert 3 <= len(labels) <= 7, [t.get_text() for t in labels]
+        assert not any(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+        ticks = [t.get_position()[0] for t in labels]
+        steps = {round(b - a) for a, b in itertools.pairwise(ticks)}
+        want = {"1h": 3_600_000_000, "1d": 86_400_000_000, "30s": 30_000_000}[step]
+        assert steps == {want}, steps
+        assert all(t % want == 0 for t in ticks)  # round times: whole hours, days ...
+
+
+def test_plot_of_an_ungrouped_stream_refuses_a_key() -> None:
+    query = Stream.from_cht([(0, 1, {"temp": 1.0})]).tumbling_window(10).aggregate(median, "temp")
+    with pytest.raises(KeyError, match=r"plot\(key='lab'\): the stream is not grouped"):
+        query.plot(key="lab")

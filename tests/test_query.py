@@ -511,3 +511,125 @@ def test_dict_payloads_lacking_a_field_have_it_null_as_table_rows() -> None:
     assert counted.to_cht(engine="reference") == {1: [(0, 1, 1)], None: [(1, 2, 1)]}
     with pytest.raises(KeyError, match=r"key columns \['sensor'\] are not in the events"):
         Stream.from_cht(events, key="sensor")
+
+
+# ------------------------------------------------ found by a black-box probe
+
+
+@aggregate
+def summed(values: list[float]) -> float:
+    return float(sum(values))
+
+
+def test_an_empty_in_memory_source_gives_an_empty_result() -> None:
+    """With a key or value column and no events (none given, or all dropped
+    as invalid), to_cht said the column was not in the stream."""
+    dropped = Stream.from_cht([(5, 5, {"k": "a", "v": 1})], key="k", on_invalid="drop")
+    assert dropped.tumbling_window(5).aggregate(summed, value="v").to_cht() == {}
+    assert Stream.from_cht([], key="k").to_cht() == {}
+    only_cti = Stream.from_events([Cti(5)], key="k")
+    assert only_cti.tumbling_window(5).aggregate(summed, value="v").to_cht() == {}
+    assert Stream.from_cht([]).tumbling_window(5).aggregate(summed, value="v").to_cht() == Cht()
+    assert Stream.from_cht([]).select("x").to_cht() == Cht()
+
+
+def test_a_second_group_apply_replaces_the_grouping_and_explain_says_so() -> None:
+    src = [(0, 1, {"k": "a", "j": 1, "v": 1.0}), (0, 1, {"k": "b", "j": 1, "v": 10.0})]
+    regrouped = Stream.from_cht(src, key="k").group_apply("j")
+    query = regrouped.tumbling_window(5).aggregate(summed, value="v")
+    assert query.to_cht() == {1: Cht([(0, 5, 11.0)])}
+    assert "  - group_apply j (replacing the grouping by k)" in query.explain().splitlines()
+    both = Stream.from_cht(src).group_apply("k", "j").tumbling_window(5)
+    assert both.aggregate(summed, value="v").to_cht() == {
+        ("a", 1): Cht([(0, 5, 1.0)]),
+        ("b", 1): Cht([(0, 5, 10.0)]),
+    }
+
+
+def test_select_cannot_overwrite_a_key_column() -> None:
+    """select(k=...) replaced the key values and so regrouped silently."""
+    with pytest.raises(ValueError) as err:
+        Stream.from_cht([(0, 1, {"k": "a", "v": 1})], key="k").select(k=lambda p: 1)
+    assert str(err.value).startswith("select(k=...): 'k' is a key column of the stream")
+
+
+@aggregate
+def with_k(values: list[float]) -> dict[str, Any]:
+    return {"k": "z", "n": len(values)}
+
+
+@operator
+def emits_k(values: list[float]) -> list[dict[str, Any]]:
+    return [{"k": "z", "x": v} for v in values]
+
+
+def test_a_struct_field_clashing_with_a_key_gets_a_fix_that_works() -> None:
+    """The error suggested alias=, which does not rename struct fields."""
+    windowed = Stream.from_cht([(0, 1, {"k": "a", "v": 1})], key="k").tumbling_window(5)
+    with pytest.raises(ValueError) as err:
+        windowed.aggregate(with_k, value="v", alias="r").to_cht()
+    assert str(err.value) == (
+        "result column 'k' of 'r' clashes with the start/end or key columns; give the "
+        "aggregate a name, aggregate(name=(uda, value)), so its fields become name_k"
+    )
+    assert windowed.aggregate(r=(with_k, "v")).to_cht() == {
+        "a": Cht([(0, 5, {"r_k": "z", "r_n": 1})])
+    }
+    with pytest.raises(ValueError, match="the operator's output field 'k' keeps its name"):
+        windowed.apply(emits_k, value="v").to_cht()
+
+
+def test_wrong_argument_types_name_the_argument() -> None:
+    windowed = Stream.from_cht([(1, 2, {"v": 1.0}), (17, 18, {"v": 1.0})]).tumbling_window(5)
+    for call, message in (
+        (
+            lambda: windowed.aggregate(summed, value=42),
+            "value= takes a column name, a list of names or a function, got 42",
+        ),
+        (
+            lambda: windowed.aggregate(x=(summed, "v", 3)),
+            "x=(uda, value, args): args is a dict of the UDA's arguments, got 3",
+        ),
+        (
+            lambda: windowed.aggregate(summed, value="v", emit_empty="no"),
+            "emit_empty= is True or False, got 'no'",
+        ),
+        (
+            lambda: windowed.aggregate(summed, value="v", alias=5),
+            "alias= names the result column: a non-empty string, got 5",
+        ),
+        (
+            lambda: windowed.aggregate(summed, value="v", alias=""),
+            "alias= names the result column: a non-empty string, got ''",
+        ),
+    ):
+        with pytest.raises(TypeError) as err:
+            call()
+        assert str(err.value) == message
+
+
+def test_from_cht_says_why_a_time_is_invalid() -> None:
+    import numpy as np
+
+    with pytest.raises(InvalidEventError) as err:
+        Stream.from_cht([(1, None, 1)])
+    assert "'end' is null (an event that has not ended ends at INFINITY, 'inf')" in str(err.value)
+    assert "shape=" not in str(err.value)  # from_cht takes no shape
+    fine = np.datetime64("2024-01-01T00:00:00.000000001")
+    with pytest.raises(InvalidEventError) as err:
+        Stream.from_cht([(fine, np.datetime64("2024-01-01T00:00:01"), 1)])
+    assert (
+        "'start' is not a valid time (np.datetime64('2024-01-01T00:00:00.000000001') "
+        "has sub-microsecond precision" in str(err.value)
+    )
+
+
+def test_cht_comparisons_take_tuples_as_cht_does() -> None:
+    from udm.host import cht_diff, cht_equal
+
+    assert cht_equal(Cht([(0, 1, 1.0)]), [(0, 1, 1.0)])
+    assert cht_equal([(0, 1, 1.0)], [(0, 1, 1.0 + 1e-12)], rel_tol=1e-9)
+    assert cht_diff([(0, 1, 1.0)], [(0, 2, 1.0)]) == (
+        [IntervalEvent(0, 1, 1.0)],
+        [IntervalEvent(0, 2, 1.0)],
+    )

@@ -667,7 +667,7 @@ def evaluate_op(
         types = [inferred.get(_result_col(i), t) for i, t in enumerate(types)]
     structs = [list(t.fieldNames()) if isinstance(t, T.StructType) else None for t in types]
     cols = result_columns(op, structs)
-    check_output_names(keys, [c for c, _, _ in cols])
+    check_output_names(keys, op, cols)
     index = {c.name: i for i, c in enumerate(op.calls)}
     select = [S_COL, E_COL, *[q(k) for k in keys]]
     for col, call_name, field in cols:

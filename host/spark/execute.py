@@ -80,6 +80,12 @@ def apply_simple(
 ) -> tuple[EventFrame, tuple[str, ...]]:
     if isinstance(node, GroupNode):
         missing = [k for k in node.keys if k not in frame.columns]
+        if missing and not frame.columns:
+            raise ValueError(
+                f"key columns {missing}: the stream's in-memory source has no events, so "
+                "Spark cannot know its columns; to_cht(engine='reference') gives the empty "
+                "result, or build the stream from a DataFrame with a schema"
+            )
         if missing:
             raise KeyError(f"key columns {missing} are not in the stream; columns: {frame.columns}")
         return frame, node.keys
