@@ -260,6 +260,11 @@ def test_a_null_seq_and_batch_options_are_refused_clearly(spark: Any) -> None:
     )
     with pytest.raises(Exception, match=r"replay row \(insert, id 'x', start 1\) has a null seq"):
         replay(df, TumblingWindow(5), Mean, key="sensor", value="temp").collect()
+    # an insert without an id: the first was taken with id None, and a
+    # second failed as a duplicate of it
+    no_id = spark.createDataFrame([(r[0] or 0, *r[1:2], None, *r[3:]) for r in rows], df.schema)
+    with pytest.raises(Exception, match=r"replay row #0 \(insert, start 1\) has a null id"):
+        replay(no_id, TumblingWindow(5), Mean, key="sensor", value="temp").collect()
     for option, value in (("emit_empty", True), ("watermark", 5)):
         with pytest.raises(ValueError, match=rf"^{option}= is a batch option; replay runs"):
             replay(df, TumblingWindow(5), Mean, key="sensor", value="temp", **{option: value})

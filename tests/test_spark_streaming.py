@@ -366,6 +366,54 @@ def test_malformed_rows_fail_naming_the_row_or_are_dropped_and_counted(
     assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == {"a": Cht([(0, 10 * S, 2.0)])}
 
 
+@pytest.mark.parametrize("policy", ["raise", "drop"])
+def test_a_broadcast_cti_going_backwards_is_refused_or_dropped_and_counted(
+    spark: Any, tmp_path: Path, policy: str
+) -> None:
+    """Spark dropped it as late, silently, under every policy (an in-band
+    one raised or was counted). With drop, an insert without an id is an
+    invalid row too (it was given an id of its own, where replay refused)."""
+    from udm.host.spark.streaming import changelog_cht, stream_counts
+
+    no_id = {"kind": "insert", "id": None, "start": 3 * S, "end": 4 * S, "k": "a", "v": 9.0}
+    batches = [
+        [_ins(0, 1, "a", 1.0), no_id, _cti(20)],
+        [_cti(10), _ins(1, 25, "a", 5.0)],  # CTI 10 after CTI 20
+        [_cti(100)],
+    ]
+    _write(tmp_path / "in", batches)
+    changelog = _changelog(spark, tmp_path / "in", cti_policy=policy, on_invalid=policy)
+    if policy == "raise":
+        with pytest.raises(Exception, match=r"null id \(every insert of an element stream needs"):
+            _run(changelog, tmp_path)
+        batches[0].remove(no_id)
+        _write(tmp_path / "in2", batches)
+        changelog = _changelog(spark, tmp_path / "in2", cti_policy=policy)
+        with pytest.raises(
+            Exception,
+            match=r"broadcast CTI \(seq 2\) goes backwards: the latest broadcast CTI is 20000000",
+        ):
+            _run(changelog, tmp_path, name="out2")
+        return
+    log = _run(changelog, tmp_path)
+    assert stream_counts(log) == {"late_dropped": 1, "late_adjusted": 0, "invalid_dropped": 1}
+    kept = [[_ins(0, 1, "a", 1.0), _cti(20)], [_ins(1, 25, "a", 5.0)], [_cti(100)]]
+    assert _cht_by_key(changelog_cht(log, ["k"]), "mean") == _reference(kept)
+
+
+def test_a_key_or_result_named_like_a_changelog_column_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """It failed deep in Spark with AMBIGUOUS_REFERENCE."""
+    from udm.host.spark.streaming import stream_changelog
+
+    df = spark.readStream.schema("id string, ts long, v double").json(str(tmp_path))
+    for kw, what in (({"key": "id"}, "key column 'id'"), ({"name": "seq"}, "result column 'seq'")):
+        with pytest.raises(ValueError) as err:
+            stream_changelog(df, WINDOW, "stats.mean", value="v", start="ts", **kw)
+        assert str(err.value).startswith(f"{what} has the name of one of the changelog's own")
+
+
 def test_a_window_that_is_not_a_window_spec_is_refused(spark: Any, tmp_path: Path) -> None:
     from datetime import timedelta
 
@@ -556,4 +604,26 @@ def test_a_broadcast_cti_the_watermark_cannot_carry_is_refused(ticks: int) -> No
     with pytest.raises(ValueError, match=rf"^broadcast CTI at {ticks} ticks \(seq 1\): "):
         list(_pack(iter([batch])))
     fine = batch.set_column(1, _CTI, pa.array([None, 1000], pa.int64()))
-    assert [b.num_rows for b in _pack(iter([fine]))] == [2]
+    # the CTI row with its time (for the watermark), its copy without (for
+    # the processor to check its order), the event row
+    [packed] = list(_pack(iter([fine])))
+    assert packed.column(_CTI).to_pylist() == [1000, None, None]
+
+
+def test_a_row_in_a_message_reads_as_the_input_wrote_it() -> None:
+    """An event stream's bad row read {'k': 'a', 'start': None, 'end': None,
+    'te': ..., 'kind': 'insert', 'id': None, 'new_end': None}: internal
+    names, and columns the input does not have."""
+    from udm.host.spark.streaming import _E, _ID, _KIND, _NE, _S, _show_row
+
+    row = {
+        _S: None,
+        _E: None,
+        "te": None,
+        "k": "a",
+        "v": 2.0,
+        _KIND: "insert",
+        _ID: None,
+        _NE: None,
+    }
+    assert _show_row(row, {_S: "ts"}) == "{'ts': None, 'te': None, 'k': 'a', 'v': 2.0}"

@@ -112,6 +112,11 @@ def _elements(table: pa.Table, id_col: str, payload: list[str]) -> list[tuple[El
         if s is None:
             raise ValueError(f"replay row #{seqs[i]} ({kind}, id {ids[i]!r}) has a null start")
         element: Element
+        if kind in ("insert", "retract") and ids[i] is None:
+            raise ValueError(
+                f"replay row #{seqs[i]} ({kind}, start {s!r}) has a null id; every insert needs "
+                "an id, which its retractions name"
+            )
         if kind == "insert":
             element = Insert(ids[i], s, INFINITY if ends[i] is None else ends[i], rows[i])
         elif kind == "retract":

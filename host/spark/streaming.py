@@ -57,7 +57,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from udm.host.engine import Host
-from udm.host.errors import InvalidElementError
+from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.invoke import instantiate, udm_label
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
@@ -174,8 +174,11 @@ class _HostProcessor(StatefulProcessor):
         events: bool = False,
         buckets: int = 32,
         integer_fields: dict[str, pa.DataType] | None = None,
+        input_names: dict[str, str] | None = None,
     ) -> None:
         self.buckets = buckets
+        # the input's names of the internal columns, for rows in messages
+        self.input_names = input_names or {}
         # result fields with integer parts, whose values are checked as batch
         # output is: Spark's pandas conversion would truncate 21.5 to 21
         self.integer_fields = integer_fields or {}
@@ -342,17 +345,43 @@ class _HostProcessor(StatefulProcessor):
         by_key: dict[tuple[Any, ...], list[int]] = {}
         key_lists = [cols[k] for k in self.keys]
         rows_of = by_key.setdefault
+        late = 0
         for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
             broadcast = key_lists and kinds[i] == "cti" and all(v is None for v in kt)
             if broadcast and cols[_S][i] is not None:
-                continue  # a broadcast CTI: it served the watermark
+                # a broadcast CTI: it served the watermark; here its order is
+                # checked, as a host checks its CTIs
+                late += self._broadcast_order(bucket, cols[_S][i], cols.get(_SEQ, [None] * n)[i])
+                continue
             # (one without a time served nothing: its key's lane counts or
             # raises it as invalid)
             rows_of(kt, []).append(i)
         frames = [
             self._rows(bucket, kt, key_rows, cols, payloads, wm) for kt, key_rows in by_key.items()
         ]
+        if late:  # counted on a stats row of the broadcast's (null) key
+            frames.append(self._frame([], [None] * len(self.keys), (late, 0, 0)))
         return frames, set(by_key)
+
+    def _broadcast_order(self, bucket: dict[str, Any], t: int, seq: Any) -> int:
+        """1 if broadcast CTI ``t`` goes backwards and the CTI policy drops
+        it (Spark has dropped it from the watermark), else 0; raises under
+        ``raise``. Every broadcast CTI comes to this one bucket (null keys
+        hash alike), which keeps the latest."""
+        latest = bucket.get("broadcast")
+        if latest is None or t >= latest:
+            bucket["broadcast"] = t
+            return 0
+        if CtiPolicy.parse(self.options["cti_policy"]) is CtiPolicy.RAISE:
+            where = "" if seq is None else f" (seq {seq})"
+            raise CtiViolationError(
+                Cti(t),
+                0 if seq is None else seq,
+                f"broadcast CTI{where} goes backwards: the latest broadcast CTI is "
+                f"{format_time(latest)}; fix the source, or use cti_policy='drop' to drop "
+                "and count such CTIs",
+            )
+        return 1
 
     def _payloads(self, table: pa.Table) -> list[Any]:
         """What the host receives per row: the value column's values when
@@ -508,7 +537,7 @@ class _HostProcessor(StatefulProcessor):
         kinds, starts, ends, ids = cols[_KIND], cols[_S], cols[_E], cols[_ID]
 
         def shown(i: int) -> str:
-            return _show_row({c: v[i] for c, v in cols.items()}, self.columns)
+            return _show_row({c: v[i] for c, v in cols.items()}, self.input_names)
 
         for i in indices:
             kind = kinds[i]
@@ -516,7 +545,8 @@ class _HostProcessor(StatefulProcessor):
             if kind == "cti" and s is not None:
                 element(Cti(s))
                 continue
-            reason = _check(kind, s, e, cols[_NE][i], self.shape)
+            ident = 0 if self.events else ids[i]  # an event stream's rows have no ids
+            reason = _check(kind, s, e, cols[_NE][i], self.shape, ident)
             if reason:
                 if self.on_invalid == "drop":
                     invalid += 1
@@ -531,10 +561,8 @@ class _HostProcessor(StatefulProcessor):
                 if deferred is not None and s < deferred:
                     element(None)  # late for the waiting CTI: the policy applies
                 ident = ids[i]
-                if ident is None:
-                    # an event stream has no ids; an element without one gets
-                    # an id no user id can equal
-                    ident = meta["n"] if self.events else _AutoId(meta["n"])
+                if ident is None:  # an event stream has no ids (an element's was checked)
+                    ident = meta["n"]
                     meta["n"] += 1
                 else:
                     ident = _ident(ident)
@@ -711,9 +739,16 @@ def _pack(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             if (ticks := to_ticks(at)) < _MIN_BROADCAST:  # Spark would drop it as late
                 seq = rows.column(_SEQ)[i].as_py() if _SEQ in rows.column_names else None
                 raise ValueError(_early_broadcast(ticks, seq))
+            blob = _ipc(rows.slice(i, 1))
             out_groups.append(int(groups[i]))
             out_ctis.append(at)
-            blobs.append(_ipc(rows.slice(i, 1)))
+            blobs.append(blob)
+            # and a copy that is never late, for the processor to check the
+            # CTI's order: Spark silently drops the first when it is behind
+            # the watermark, i.e. when the broadcast CTIs go backwards
+            out_groups.append(int(groups[i]))
+            out_ctis.append(None)
+            blobs.append(blob)
         events = np.flatnonzero(~has_cti)
         if len(events):
             order = events[np.argsort(groups[events], kind="stable")]
@@ -742,8 +777,15 @@ def _ipc(table: pa.Table) -> bytes:
 
 
 def _unpack(frames: Iterator[Any]) -> pa.Table:
-    """A bucket's rows of one micro-batch, from the packed rows."""
-    tables = [pa.ipc.open_stream(blob).read_all() for pdf in frames for blob in pdf[_ROWS].tolist()]
+    """A bucket's rows of one micro-batch, from the packed rows. A packed
+    row with a CTI time served the watermark; its copy without one (see
+    :func:`_pack`) is the one taken."""
+    tables = [
+        pa.ipc.open_stream(blob).read_all()
+        for pdf in frames
+        for blob, cti in zip(pdf[_ROWS].tolist(), pdf[_CTI].isna().tolist(), strict=True)
+        if cti
+    ]
     return pa.concat_tables(tables)
 
 
@@ -767,9 +809,15 @@ def _ident(v: Any) -> Any:
     return v
 
 
-def _check(kind: str, s: int | None, e: int | None, ne: int | None, shape: str) -> str | None:
+def _check(
+    kind: str, s: int | None, e: int | None, ne: int | None, shape: str, ident: Any = 0
+) -> str | None:
+    """Why an input row is invalid (``ident``: an element row's id; event
+    streams have none), or None."""
     if s is None:
         return "null start"
+    if kind in ("insert", "retract") and ident is None:
+        return "null id (every insert of an element stream needs an id, which its retractions name)"
     if kind == "retract" and ne is None:
         return "null new_end (a full retraction gives the start itself)"
     if kind == "insert" and shape == "interval" and e is None:
@@ -779,24 +827,15 @@ def _check(kind: str, s: int | None, e: int | None, ne: int | None, shape: str) 
     return None
 
 
-@dataclass(frozen=True)
-class _AutoId:
-    """The id of an element insert that came without one."""
-
-    n: int
-
-    def __repr__(self) -> str:
-        return f"<no id #{self.n}>"
-
-
-_SHOWN = {"s": "start", "e": "end", "ne": "new_end"}
-
-
-def _show_row(row: dict[str, Any], columns: list[str]) -> str:
-    names = (k.removeprefix("udm__") for k in row)
-    shown = {
-        _SHOWN.get(n, n): _py(v) for n, (k, v) in zip(names, row.items(), strict=True) if k != _CTI
-    }
+def _show_row(row: dict[str, Any], names: dict[str, str]) -> str:
+    """A row as the input wrote it: internal columns under the input's
+    column names (``names``), those the input does not have left out."""
+    shown = {}
+    for k, v in row.items():
+        if not k.startswith("udm__"):
+            shown[k] = _py(v)
+        elif k in names:
+            shown[names[k]] = _py(v)
     return repr(shown)
 
 
@@ -961,6 +1000,15 @@ def stream_changelog(
         result_struct = list(rtype.fields)
     else:
         result_struct = [T.StructField(name, rtype, True)]
+    own = ("kind", "seq", "id", "start", "end", "new_end", *_COUNTS)
+    clash = [c for c in [*keys, *(f.name for f in result_struct)] if c in own]
+    if clash:
+        what = "key column" if clash[0] in keys else "result column"
+        raise ValueError(
+            f"{what} {clash[0]!r} has the name of one of the changelog's own columns "
+            f"({', '.join(own)}); rename it: a key column with withColumnRenamed before "
+            "streaming, a result with name= (a struct result's fields in the UDM)"
+        )
     fields = [
         T.StructField("kind", T.StringType(), False),
         T.StructField("seq", T.LongType(), False),
@@ -987,6 +1035,12 @@ def stream_changelog(
         timers=input == "elements",  # only element streams carry broadcast CTIs
         events=input == "events",
         buckets=state_buckets,
+        input_names={
+            _S: start,
+            **({_E: end} if end is not None else {}),
+            **({_SEQ: seq} if seq else {}),
+            **({_KIND: kind, _ID: id, _NE: new_end} if input == "elements" else {}),
+        },
         integer_fields={
             f.name: arrow_schema(T.StructType([f])).field(0).type
             for f in result_struct
