@@ -116,7 +116,7 @@ def _micro_batch(rows: list[tuple[str, int, float, int]], events: bool) -> Itera
             sm._GROUP: pa.array([0] * n, pa.int32()),
             "k": [r[0] for r in rows],
             sm._KIND: ["insert"] * n,
-            sm._ID: pa.nulls(n, pa.int64()),
+            sm._ID: pa.array([r[3] for r in rows], pa.int64()),  # elements need ids
             sm._S: pa.array([r[1] for r in rows], pa.int64()),
             sm._E: pa.array([r[1] + 1 for r in rows], pa.int64()),
             sm._NE: pa.nulls(n, pa.int64()),
@@ -393,16 +393,23 @@ def test_a_retraction_without_its_keys_is_explained() -> None:
         list(p.handleInputRows((0,), _elements_batch(rows), _Timer()))  # type: ignore[arg-type]
 
 
-def test_an_element_insert_without_an_id_never_takes_a_users_id() -> None:
-    # it was given 0, 1, ... and collided with a user's id 0
+def test_an_element_insert_without_an_id_is_an_invalid_row() -> None:
+    """It got an id of its own (first 0, 1, ..., which collided with a
+    user's id 0; then one no user id could equal), where replay and the
+    host refuse it: no retraction can ever name it."""
     rows = [
         ("insert", None, 1, 2, None, "a"),
         ("insert", 0, 3, 4, None, "a"),
         ("cti", None, 20, None, None, "a"),
     ]
-    p = _element_processor("raise")
+    with pytest.raises(ValueError) as err:
+        list(_element_processor("raise").handleInputRows((0,), _elements_batch(rows), _Timer()))  # type: ignore[arg-type]
+    assert "null id (every insert of an element stream needs an id" in str(err.value)
+    assert "'kind': 'insert', 'id': None, 'start': 1" in str(err.value)
+    p = _element_processor("drop")
     out: list[dict[str, Any]] = []
     for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
         out += frame.astype(object).where(frame.notna(), None).to_dict("records")
     inserts = [(r[sm._S], r[sm._E], r["mean"]) for r in out if r["kind"] == "insert"]
-    assert inserts == [(0, 10, 1.0)]  # both events in window [0, 10)
+    assert inserts == [(0, 10, 1.0)]  # the event with an id
+    assert [r["invalid_dropped"] for r in out if r["kind"] == "stats"] == [1]

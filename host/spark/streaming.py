@@ -178,7 +178,14 @@ class _HostProcessor(StatefulProcessor):
     ) -> None:
         self.buckets = buckets
         # the input's names of the internal columns, for rows in messages
-        self.input_names = input_names or {}
+        self.input_names = input_names or {
+            _S: "start",
+            _E: "end",
+            _NE: "new_end",
+            _KIND: "kind",
+            _ID: "id",
+            _SEQ: "seq",
+        }
         # result fields with integer parts, whose values are checked as batch
         # output is: Spark's pandas conversion would truncate 21.5 to 21
         self.integer_fields = integer_fields or {}
@@ -337,6 +344,7 @@ class _HostProcessor(StatefulProcessor):
         kind, any row, errors and drops named per row."""
         n = table.num_rows
         cols = {c: table.column(c).to_pylist() for c in table.column_names}
+        ids_given = _ID in cols  # an element stream's rows; an event stream ships none
         for name, value in ((_KIND, "insert"), (_ID, None), (_NE, None)):
             cols.setdefault(name, [value] * n)  # not shipped for an event stream
         payloads = self._payloads(table)
@@ -357,7 +365,8 @@ class _HostProcessor(StatefulProcessor):
             # raises it as invalid)
             rows_of(kt, []).append(i)
         frames = [
-            self._rows(bucket, kt, key_rows, cols, payloads, wm) for kt, key_rows in by_key.items()
+            self._rows(bucket, kt, key_rows, cols, payloads, wm, ids_given)
+            for kt, key_rows in by_key.items()
         ]
         if late:  # counted on a stats row of the broadcast's (null) key
             frames.append(self._frame([], [None] * len(self.keys), (late, 0, 0)))
@@ -504,8 +513,10 @@ class _HostProcessor(StatefulProcessor):
         cols: dict[str, list[Any]],
         payloads: list[Any],
         wm: int | None,
+        ids_given: bool = True,
     ) -> list[dict[str, Any]]:
-        """Feed one key's rows of this micro-batch to its host."""
+        """Feed one key's rows of this micro-batch to its host (``ids_given``:
+        rows of an element stream, whose inserts need ids)."""
         key_values = list(kt)
         host, meta = self._host(bucket["keys"].get(kt))
         before = host.stats.dropped, host.stats.adjusted
@@ -545,7 +556,7 @@ class _HostProcessor(StatefulProcessor):
             if kind == "cti" and s is not None:
                 element(Cti(s))
                 continue
-            ident = 0 if self.events else ids[i]  # an event stream's rows have no ids
+            ident = ids[i] if ids_given else 0  # an event stream's rows have no ids
             reason = _check(kind, s, e, cols[_NE][i], self.shape, ident)
             if reason:
                 if self.on_invalid == "drop":
