@@ -70,7 +70,12 @@ def main() -> None:
 
 @app.command()
 def version() -> None:
-    """Print the udm version."""
+    """Print the udm version.
+
+    [bold]Examples[/bold]
+
+      udm-cli version
+    """
     from udm.sdk import __version__
 
     typer.echo(__version__)
@@ -202,12 +207,12 @@ def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.medi
 
       udm-cli show stats.quantile
     """
-    from udm.host.registry import UnknownUdmError
+    from udm.host.registry import DuplicateUdmError, UnknownUdmError
 
     registry = _registry()
     try:
         entry = registry.entry(name)
-    except UnknownUdmError as exc:
+    except (UnknownUdmError, DuplicateUdmError) as exc:
         raise _fail(str(exc)) from None
     console = _console()
     console.print(f"[bold]{escape(entry.name)}[/bold]  ({escape(entry.flavor)})", markup=True)
@@ -356,6 +361,8 @@ def test(
                 console.print(f"no timeline of {chosen.fixture.title}: {exc}", markup=False)
             else:
                 console.print(f"timeline of {chosen.fixture.title} written to {plot}", markup=False)
+    elif plot is not None and invalid:
+        console.print(f"no timeline written to {plot}: no fixture ran (all invalid)", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice
@@ -695,7 +702,11 @@ def run(
             except Exception as exc:
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
             metrics = getattr(query, "metrics", None)
-            drops = metrics.invalid_rows(wait=True) if metrics is not None else None
+            drops = None
+            if metrics is not None:
+                # reported below, with the output: not also as a log warning
+                metrics._logged = True
+                drops = metrics.invalid_rows(wait=True)
             written.append((name, path, time.perf_counter() - t, drops))
     for name, path, seconds, drops in written:
         result = spark.read.format(fmt).options(header="true", inferSchema="true").load(str(path))

@@ -107,6 +107,16 @@ class QuerySpec(BaseModel):
         defaults = {"header": "true", "inferSchema": "true"} if src.format == "csv" else {}
         reader = spark.read.format(src.format).options(**{**defaults, **src.options})
         df = reader.load(str(path))
+        # CSV and JSON columns are known once Spark has read the source: a
+        # missing one is reported now, at its field (KeyError's message
+        # prefix names the field, see _field_of)
+        prefix = {"source.start": "start", "source.end": "end", "source.key": "key"}
+        for field, col in self.named_columns():
+            if col not in df.columns:
+                raise KeyError(
+                    f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
+                    f"its columns are {df.columns}"
+                )
         if src.where:
             df = df.where(src.where)
         stream = Stream.from_dataframe(
@@ -172,7 +182,7 @@ def _field_of(message: str, udm_field: str) -> str:
     ):
         if message.startswith(prefix):
             return field
-    if any(w in message for w in ("where", "cannot resolve", "PARSE", "UNRESOLVED")):
+    if any(w in message.lower() for w in ("where", "cannot resolve", "parse", "unresolved")):
         return "source.where"
     if "column" in message:
         return "source"
@@ -280,12 +290,12 @@ def check_query_file(path: Path) -> None:
         spec, data = _spec(path)
         # the UDM name needs only the registry: report it before Spark starts
         field, name = spec.udm_field()
-        from udm.host.registry import UnknownUdmError, get_registry
+        from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
 
         line = getattr(data, "lines", {}).get(field, 1)
         try:
             udm = get_registry().resolve(name)
-        except UnknownUdmError as exc:
+        except (UnknownUdmError, DuplicateUdmError) as exc:
             raise QueryFileError(f"{path}:{line}: {field}: {_first_line(exc)}") from None
         # aggregate: takes a UDA, apply: a UDO
         wanted = {"aggregate": "aggregate", "apply": "operator"}[field]

@@ -199,7 +199,8 @@ class Host:
         self._value_fn = make_value_fn(value)
         self.validator = StreamValidator(cti_policy=cti_policy)
         self.retractions = retractions
-        self._args = dict(args or {})
+        # as created: what a UDM stores while it runs is not an argument
+        self._arguments = _udm_arguments(self.udm)
         self.keys: dict[Hashable, _KeyState] = {}
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
@@ -1145,7 +1146,7 @@ class Host:
             return repr(option)
 
         return {
-            "args": repr(sorted(self._args.items())),
+            "args": self._arguments,
             "input_clipping": self.clipping.value,
             "output_policy": self.policy.value,
             "consistency": self.consistency.value,
@@ -1275,3 +1276,21 @@ def output_cht_by_key(outputs: Iterable[Element]) -> dict[Hashable, Cht]:
         key = ident.key if isinstance(ident, OutputId) else None
         groups.setdefault(key, []).append(IntervalEvent(ev.start, ev.end, ev.payload))
     return {k: Cht(v) for k, v in groups.items()}
+
+
+def _udm_arguments(udm: Any) -> str:
+    """A UDM instance's arguments as text, for a snapshot's options: a
+    decorated UDM's ``args`` (``quantile(q=0.9)``), else the plain values
+    (numbers, strings, bools, None, tuples of them) its ``__init__`` stored,
+    which render the same in every process."""
+    found = getattr(udm, "args", None)
+    if not isinstance(found, dict):
+        found = vars(udm) if hasattr(udm, "__dict__") else {}
+
+    def plain(v: Any) -> bool:
+        if isinstance(v, tuple):
+            return all(plain(x) for x in v)
+        return v is None or isinstance(v, bool | int | float | str)
+
+    return repr(sorted((str(k), v) for k, v in found.items() if plain(v)))
+

@@ -655,7 +655,7 @@ def test_restore_rejects_a_different_query() -> None:
         ({"key": "k"}, "key: None in the snapshot, 'k' here"),
         ({"retractions": False}, "retractions: True in the snapshot, False here"),
         ({"fast_path": False}, "fast_path: True in the snapshot, False here"),
-        ({"args": {"n": 2}}, "args: [] in the snapshot, [('n', 2)] here"),
+        ({"args": {"n": 2}}, "args: [('n', 1)] in the snapshot, [('n', 2)] here"),
     ],
 )
 def test_restore_rejects_other_query_options(option: dict[str, Any], message: str) -> None:
@@ -693,6 +693,25 @@ def test_restore_rejects_other_query_options(option: dict[str, Any], message: st
     assert message in str(err.value)
     assert "restore it into a host created with the same options" in str(err.value)
     assert other.keys == {}  # nothing was loaded
+
+
+def test_restore_compares_arguments_bound_to_the_udm() -> None:
+    """Arguments bound by calling the class (quantile(q=0.9)) were not
+    compared, only those given as args=: a snapshot of scaled(x=2) resumed
+    under scaled(x=3), blending both."""
+
+    @aggregate
+    def scaled(values: list[float], x: int = 1) -> float:
+        return sum(values) * x
+
+    first = Host(TumblingWindow(10), scaled(x=2))
+    first.process(Insert("a", 1, 2, 1.0))
+    blob = first.snapshot()
+    with pytest.raises(
+        ValueError, match=r"args: \[\('x', 2\)\] in the snapshot, \[\('x', 3\)\] here"
+    ):
+        Host(TumblingWindow(10), scaled(x=3)).restore(blob)
+    Host(TumblingWindow(10), scaled, args={"x": 2}).restore(blob)  # the same arguments
 
 
 # --- cleanup ---------------------------------------------------------------
