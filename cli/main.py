@@ -673,6 +673,8 @@ def run(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from udm.cli.queryfile import literal_path
+
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
     _check_query_file(query_file)
@@ -688,7 +690,11 @@ def run(
         task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
         spark = _spark(master, query_file)
         queries = _queries(query_file, spark)
-        written: list[tuple[str, Path, float, dict[str, int] | None]] = []
+        for name, query in queries.items():
+            problem = _output_problem(name, query, output / name)
+            if problem:
+                raise _fail(f"{query_file}: query {name!r}: {problem}")
+        written: list[tuple[str, Path, float, dict[str, int] | None, Any]] = []
         for name, query in queries.items():
             progress.update(task, description=escape(f"running {name}"))
             t = time.perf_counter()
@@ -707,9 +713,13 @@ def run(
                 # reported below, with the output: not also as a log warning
                 metrics._logged = True
                 drops = metrics.invalid_rows(wait=True)
-            written.append((name, path, time.perf_counter() - t, drops))
-    for name, path, seconds, drops in written:
-        result = spark.read.format(fmt).options(header="true", inferSchema="true").load(str(path))
+            written.append((name, path, time.perf_counter() - t, drops, df.schema))
+    for name, path, seconds, drops, schema in written:
+        # read back with the written schema: its column order and types
+        # (JSON would come back sorted by name, times as text); Hadoop
+        # takes [ ] { } * ? in a path as a pattern
+        result = spark.read.format(fmt).schema(schema).option("header", "true")
+        result = result.load(literal_path(path))
         rows = result.count()
         if preview > 0:
             _preview(console, f"{name}: {rows:,} rows", result, preview)
@@ -727,10 +737,38 @@ def _spark_message(exc: Exception) -> str:
     """The useful first line of a Spark/Py4J error (UDM failures name the
     UDM, window and key there)."""
     text = str(exc)
-    for line in text.splitlines():
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
         if "UDM " in line or "invalid event" in line:
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+            return line
+    first = lines[0] if lines else type(exc).__name__
+    if isinstance(exc, KeyError) and first[:1] in "'\"" and first[-1:] == first[:1]:
+        first = first[1:-1]  # KeyError quotes its message
+    return first
+
+
+def _output_problem(name: str, query: Any, path: Path) -> str | None:
+    """Why ``run`` cannot write query ``name`` to ``path``: a name that is
+    not one folder name (``..``, ``a/b``, empty) would write elsewhere, and
+    a folder holding files that are not an earlier output would be lost."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        return (
+            f"the output name {name!r} is not a folder name (it would write outside "
+            "the output folder); name the query with letters, digits, - and _"
+        )
+    if not (hasattr(query, "to_dataframe") or hasattr(query, "write")):
+        return (
+            f"is a {type(query).__name__}, not a Stream or a DataFrame; query(spark) and "
+            "queries(spark) return Streams or DataFrames"
+        )
+    if path.is_dir() and any(path.iterdir()) and not (path / "_SUCCESS").exists():
+        return (
+            f"{path} exists and is not an earlier output of Spark (no _SUCCESS file), so "
+            "run would replace what it holds; pick another --output or remove the folder"
+        )
+    if path.exists() and not path.is_dir():
+        return f"{path} is a file; pick another --output"
+    return None
 
 
 @app.command(short_help="Print each query's plan; with --plot, draw a sample's events and windows.")

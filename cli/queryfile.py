@@ -12,13 +12,21 @@ A query file is either
 from __future__ import annotations
 
 import os
+import re
 import runpy
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from udm.host.fixtures.schema import (
     FixtureError,
@@ -34,6 +42,15 @@ class QueryFileError(ValueError):
     """A query file that cannot be used; the message says where and why."""
 
 
+def _option_text(value: Any) -> Any:
+    """A reader option as Spark takes it: ``true``/``false`` for bools."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
 class SourceSpec(BaseModel):
     """Where the events come from: a file or directory Spark can read."""
 
@@ -47,7 +64,8 @@ class SourceSpec(BaseModel):
     key: str | list[str] | None = None
     on_invalid: Literal["raise", "drop"] = "raise"
     where: str | None = None
-    options: dict[str, str] = Field(default_factory=dict)
+    # YAML writes true, 1 and 0.5 as bool, int and float: Spark reads text
+    options: dict[str, Annotated[str, BeforeValidator(_option_text)]] = Field(default_factory=dict)
 
 
 class QuerySpec(BaseModel):
@@ -106,7 +124,7 @@ class QuerySpec(BaseModel):
         # CSV: a header and inferred types unless the options say otherwise
         defaults = {"header": "true", "inferSchema": "true"} if src.format == "csv" else {}
         reader = spark.read.format(src.format).options(**{**defaults, **src.options})
-        df = reader.load(str(path))
+        df = reader.load(literal_path(path))
         # CSV and JSON columns are known once Spark has read the source: a
         # missing one is reported now, at its field (KeyError's message
         # prefix names the field, see _field_of)
@@ -138,6 +156,12 @@ class QuerySpec(BaseModel):
         if self.aggregate is not None:
             return windowed.aggregate(self.aggregate, self.value, **options)
         return windowed.apply(self.apply, self.value, **options)
+
+
+def literal_path(path: Path) -> str:
+    """``path`` for Spark's readers, which take ``[ ] { } * ?`` as a
+    pattern: escaped, so a file named ``r[1].parquet`` is read as named."""
+    return re.sub(r"([\[\]{}*?])", r"\\\1", str(path))
 
 
 def _spec(path: Path) -> tuple[QuerySpec, Any]:

@@ -397,6 +397,46 @@ def test_run_a_yaml_spec(spark: Any, readings: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.spark
+def test_run_writes_only_inside_output_name_and_reads_back_as_written(
+    spark: Any, readings: Path, tmp_path: Path
+) -> None:
+    """name: ".." replaced the output folder's parent (its files lost); a
+    folder of the user's under OUTPUT/NAME was silently replaced; a path
+    with [ ] was written, then read back as a pattern and failed; the JSON
+    preview came back with sorted columns and times as text."""
+    parent = tmp_path / "parent"
+    (parent / "o").mkdir(parents=True)
+    (parent / "canary.txt").write_text("keep")
+    dots = spec(tmp_path, 'name: ".."\n' + textwrap.dedent(MEDIAN), "dots.yaml")
+    result = invoke("run", str(dots), "-o", str(parent / "o"))
+    assert result.exit_code == 1
+    assert "the output name '..' is not a folder name" in result.output.replace("\n", "")
+    assert (parent / "canary.txt").read_text() == "keep"
+    mine = tmp_path / "o2" / "median"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("mine")
+    result = invoke("run", str(spec(tmp_path, MEDIAN)), "-o", str(tmp_path / "o2"))
+    assert result.exit_code == 1 and "is not an earlier output of Spark" in result.output.replace(
+        "\n", ""
+    )
+    assert (mine / "notes.txt").read_text() == "mine"
+    odd = tmp_path / "o [1]"
+    result = invoke(
+        "run", str(spec(tmp_path, MEDIAN)), "-o", str(odd), "--format", "json", "--preview", "1"
+    )
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if "start" in line and "end" in line)
+    assert [c.strip() for c in header.strip("┃│ ").split("┃" if "┃" in header else "│")] == [
+        "start",
+        "end",
+        "sensor",
+        "median",
+    ]
+    again = invoke("run", str(spec(tmp_path, MEDIAN)), "-o", str(odd))  # its own output: replaced
+    assert again.exit_code == 0, again.output
+
+
+@pytest.mark.spark
 def test_run_a_python_file_with_two_outputs_as_csv(
     spark: Any, readings: Path, tmp_path: Path
 ) -> None:
