@@ -317,19 +317,26 @@ def check_query_file(path: Path) -> None:
         from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
 
         line = getattr(data, "lines", {}).get(field, 1)
+        problems: list[str] = []  # every one, not only the first
         try:
             udm = get_registry().resolve(name)
         except (UnknownUdmError, DuplicateUdmError) as exc:
-            raise QueryFileError(f"{path}:{line}: {field}: {_first_line(exc)}") from None
-        # aggregate: takes a UDA, apply: a UDO
-        wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
-        kind = getattr(udm, "kind", "function")
-        if kind != wanted:
-            what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
-            other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
-            advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
-            raise QueryFileError(f"{path}:{line}: {field}: {name!r} is a {what}; {advice}")
-        _check_source(path, spec, data)
+            problems.append(f"{path}:{line}: {field}: {_first_line(exc)}")
+        else:
+            # aggregate: takes a UDA, apply: a UDO
+            wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
+            kind = getattr(udm, "kind", "function")
+            if kind != wanted:
+                what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
+                other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
+                advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
+                problems.append(f"{path}:{line}: {field}: {name!r} is a {what}; {advice}")
+        try:
+            _check_source(path, spec, data)
+        except QueryFileError as exc:
+            problems.append(str(exc))
+        if problems:
+            raise QueryFileError("\n".join(problems))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
 

@@ -1293,4 +1293,3 @@ def _udm_arguments(udm: Any) -> str:
         return v is None or isinstance(v, bool | int | float | str)
 
     return repr(sorted((str(k), v) for k, v in found.items() if plain(v)))
-

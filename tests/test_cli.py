@@ -531,6 +531,51 @@ def test_run_refuses_a_udm_of_the_wrong_kind_before_spark(
     assert "Spark" not in result.output  # refused before Spark started
 
 
+def test_run_reports_every_pre_spark_mistake_at_once(tmp_path: Path) -> None:
+    """An unknown UDM hid a missing source path (fixed one, the next run
+    showed the other)."""
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: nothere.parquet, start: ts}
+        window: {kind: tumbling, size: 10}
+        aggregate: stats.nope
+        value: temp
+        """,
+        "mix.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert f"{bad}:3: aggregate: no UDM is registered as 'stats.nope'" in text
+    assert f"{bad}:1: source.path: {tmp_path / 'nothere.parquet'} does not exist" in text
+
+
+def test_a_field_of_several_forms_is_one_mistake_naming_the_field(tmp_path: Path) -> None:
+    """key and value take a name or a list of names: a wrong one read as
+    two lines for the internal fields source.key.str and
+    source.key.list[str].0."""
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: r.parquet, start: ts, key: [1, sensor]}
+        window: {kind: tumbling, size: 10}
+        aggregate: stats.max
+        value: {a: temp}
+        """,
+        "forms.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines == [
+        f"error: {bad}:1: source.key: as str: Input should be a valid string; as list[str]: "
+        "item 0: Input should be a valid string",
+        f"{bad}:4: value: as str: Input should be a valid string; as list[str]: Input should "
+        "be a valid list",
+    ]
+
+
 @pytest.mark.spark
 def test_run_names_query_mistakes_without_a_traceback(
     spark: Any, readings: Path, tmp_path: Path
