@@ -592,10 +592,17 @@ def _spark(master: str, query_file: Path) -> Any:
     from udm.cli.queryfile import worker_path
 
     worker_path(query_file)
+    import logging
+
+    from pyspark.logger import PySparkLogger
     from pyspark.sql import SparkSession
 
     from udm.host.spark.session import local_session
 
+    # PySpark logs an analysis error's query context with its Java trace
+    # at ERROR, before the CLI's one-line report of the same error
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
     active = SparkSession.getActiveSession()
     if active is not None:
         return active

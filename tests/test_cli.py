@@ -437,6 +437,24 @@ def test_run_writes_only_inside_output_name_and_reads_back_as_written(
 
 
 @pytest.mark.spark
+def test_run_reports_an_unresolved_where_once_at_its_line(
+    spark: Any, readings: Path, tmp_path: Path, capfd: Any
+) -> None:
+    """PySpark first logged the error's query context with a Java trace at
+    ERROR (about 5 KB), then the CLI reported it."""
+    bad = spec(
+        tmp_path,
+        MEDIAN.replace("key: sensor}", 'key: sensor, where: "nosuch > 1"}'),
+        "where.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert f"{bad}:1: source.where: [UNRESOLVED_COLUMN" in result.output.replace("\n", "")
+    captured = capfd.readouterr()
+    assert "SQLQueryContextLogger" not in captured.err + captured.out + result.output
+
+
+@pytest.mark.spark
 def test_run_a_python_file_with_two_outputs_as_csv(
     spark: Any, readings: Path, tmp_path: Path
 ) -> None:
