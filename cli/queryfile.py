@@ -16,6 +16,7 @@ import re
 import runpy
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -114,7 +115,7 @@ class QuerySpec(BaseModel):
             named += [(field, c) for c in ([cols] if isinstance(cols, str) else cols or [])]
         return named
 
-    def stream(self, spark: Any, base: Path) -> Any:
+    def stream(self, spark: Any, base: Path, where: Callable[[str], str] | None = None) -> Any:
         from udm.host.query import Stream
 
         src = self.source
@@ -129,12 +130,19 @@ class QuerySpec(BaseModel):
         # missing one is reported now, at its field (KeyError's message
         # prefix names the field, see _field_of)
         prefix = {"source.start": "start", "source.end": "end", "source.key": "key"}
-        for field, col in self.named_columns():
-            if col not in df.columns:
-                raise KeyError(
-                    f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
-                    f"its columns are {df.columns}"
-                )
+        missing = [
+            f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
+            f"its columns are {df.columns}"
+            for field, col in self.named_columns()
+            if col not in df.columns
+        ]
+        if missing and where is not None:  # every one, each at its line
+            fields = [f for f, c in self.named_columns() if c not in df.columns]
+            raise QueryFileError(
+                "\n".join(f"{where(f)}: {f}: {m}" for f, m in zip(fields, missing, strict=True))
+            )
+        if missing:
+            raise KeyError(missing[0])
         if src.where:
             df = df.where(src.where)
         stream = Stream.from_dataframe(
@@ -184,7 +192,7 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
     name = spec.name or path.name.split(".")[0]
     field, _ = spec.udm_field()
     try:
-        return {name: spec.stream(spark, path.parent)}
+        return {name: spec.stream(spark, path.parent, lambda f: f"{path}:{_line(data, f)}")}
     except QueryFileError:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have

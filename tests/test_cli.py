@@ -455,6 +455,29 @@ def test_run_reports_an_unresolved_where_once_at_its_line(
 
 
 @pytest.mark.spark
+def test_run_reports_every_missing_csv_column_at_its_line(spark: Any, tmp_path: Path) -> None:
+    """CSV columns are known once Spark reads the file: a missing value
+    column had no file:line, and the columns came one run at a time."""
+    (tmp_path / "small.csv").write_text("ts,sensor,temp\n1,a,1.0\n")
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: small.csv, format: csv, start: tss, key: sensor}
+        window: {kind: tumbling, size: 10}
+        aggregate: stats.median
+        value: tempp
+        """,
+        "csv.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    columns = "its columns are ['ts', 'sensor', 'temp']"
+    assert f"{bad}:1: source.start: start column 'tss' is not in small.csv; {columns}" in text
+    assert f"{bad}:4: value: value column 'tempp' is not in small.csv; {columns}" in text
+
+
+@pytest.mark.spark
 def test_run_a_python_file_with_two_outputs_as_csv(
     spark: Any, readings: Path, tmp_path: Path
 ) -> None:
