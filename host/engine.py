@@ -307,8 +307,6 @@ class Host:
                 else:
                     self.cti = checked.time
                     candidate = fast.cti_advance(checked.time, out)
-                    if checked.time >= INFINITY:  # the end: nothing can follow
-                        candidate = INFINITY
                     if candidate > self.output_cti:
                         self.output_cti = candidate
                         out.append(Cti(candidate))

@@ -578,7 +578,7 @@ class GridPath:
             bound = min(lowest, c)
             self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
             self._swept = len(self.events)
-        if self.point_end:
+        if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
         k_open = (c - self.size - self.offset) // self.hop + 1
         return min(c, k_open * self.hop + self.offset)

@@ -39,6 +39,11 @@ class TimeConversionError(ValueError):
     """A value cannot be converted to ticks without losing information."""
 
 
+#: pandas' and numpy's missing times, wherever they are met
+_NAT_TIME = "NaT (not a time) cannot be converted to ticks; drop or fill missing times first"
+_NAT_DURATION = "NaT (not a time) is not a duration; drop or fill it first"
+
+
 def _from_nanos(nanos: int, what: Any) -> int:
     if nanos % 1000:
         raise TimeConversionError(
@@ -110,9 +115,7 @@ def to_ticks(value: Any) -> int:
                 f"{value!r} is neither an ISO 8601 datetime nor 'inf'"
             ) from None
     if type(value).__name__ == "NaTType":  # pandas.NaT, a datetime whose fields are NaN
-        raise TimeConversionError(
-            "NaT (not a time) cannot be converted to ticks; drop or fill missing times first"
-        )
+        raise TimeConversionError(_NAT_TIME)
     # pandas.Timestamp is a datetime subclass but carries nanoseconds.
     nanos = getattr(value, "nanosecond", None)
     if isinstance(value, _dt.datetime):
@@ -132,10 +135,7 @@ def to_ticks(value: Any) -> int:
 
         if isinstance(value, np.datetime64):
             if np.isnat(value):
-                raise TimeConversionError(
-                    "NaT (not a time) cannot be converted to ticks; "
-                    "drop or fill missing times first"
-                )
+                raise TimeConversionError(_NAT_TIME)
             return to_ticks(_from_numpy(value, "datetime64[us]"))
         if isinstance(value, np.integer):
             return to_ticks(int(value))
@@ -170,6 +170,8 @@ def to_duration_ticks(value: Any) -> int:
     return ticks
 
 
+
+
 def _duration(value: Any) -> int:
     if isinstance(value, bool):
         raise TimeConversionError(
@@ -178,7 +180,7 @@ def _duration(value: Any) -> int:
     if isinstance(value, int):
         return value
     if type(value).__name__ == "NaTType":  # pandas.NaT
-        raise TimeConversionError("NaT (not a time) is not a duration; drop or fill it first")
+        raise TimeConversionError(_NAT_DURATION)
     if isinstance(value, _dt.timedelta):
         nanos = getattr(value, "nanoseconds", 0)
         if nanos:
@@ -192,9 +194,7 @@ def _duration(value: Any) -> int:
 
         if isinstance(value, np.timedelta64):  # before np.integer, its base class
             if np.isnat(value):
-                raise TimeConversionError(
-                    "NaT (not a time) is not a duration; drop or fill it first"
-                )
+                raise TimeConversionError(_NAT_DURATION)
             return _from_numpy(value, "timedelta64[us]")
         if isinstance(value, np.integer):
             return int(value)
