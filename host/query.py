@@ -492,8 +492,13 @@ def reason_end_of_time(col: str) -> str:
     return f"{col!r} is the end of time (a point event cannot start there)"
 
 
-def reason_no_end(col: str) -> str:
-    return f"{col!r} is null (interval events need an end; use shape='edge' for open events)"
+#: how a query says that an event has not ended, for a null end's reason
+OPEN_BY_SHAPE = "interval events need an end; use shape='edge' for open events"
+OPEN_IN_MEMORY = "an event that has not ended ends at INFINITY, 'inf'"
+
+
+def reason_no_end(col: str, open_end: str = OPEN_BY_SHAPE) -> str:
+    return f"{col!r} is null ({open_end})"
 
 
 def reason_order(start: str, end: str) -> str:
@@ -501,9 +506,16 @@ def reason_order(start: str, end: str) -> str:
 
 
 def check_row(
-    start: Any, end: Any, shape: Shape, start_col: str, end_col: str | None
+    start: Any,
+    end: Any,
+    shape: Shape,
+    start_col: str,
+    end_col: str | None,
+    open_end: str = OPEN_BY_SHAPE,
 ) -> tuple[int, int] | str:
-    """Ticks of one in-memory row's lifetime, or the reason it is invalid."""
+    """Ticks of one in-memory row's lifetime, or the reason it is invalid
+    (``open_end``: how the caller's input writes an event that has not
+    ended, for a null end)."""
     if start is None:
         return reason_null(start_col)
     try:
@@ -517,7 +529,7 @@ def check_row(
     if end is None:
         if shape == "edge":
             return s, INFINITY
-        return reason_no_end(end_col)
+        return reason_no_end(end_col, open_end)
     try:
         e = to_ticks(end)
     except (ValueError, TypeError):
@@ -695,9 +707,7 @@ class Stream:
                 start, end, payload = ev.start, ev.end, ev.payload
             else:
                 start, end, payload = ev
-            lifetime = check_row(start, end, "interval", "start", "end")
-            if lifetime == reason_no_end("end"):  # in memory, an open end is written inf
-                lifetime = "'end' is null (an event that has not ended ends at INFINITY, 'inf')"
+            lifetime = check_row(start, end, "interval", "start", "end", OPEN_IN_MEMORY)
             if isinstance(lifetime, str):
                 if on_invalid == "raise":
                     raise _invalid(lifetime + _why_not_a_time(start, end), ev) from None

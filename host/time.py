@@ -170,8 +170,6 @@ def to_duration_ticks(value: Any) -> int:
     return ticks
 
 
-
-
 def _duration(value: Any) -> int:
     if isinstance(value, bool):
         raise TimeConversionError(
