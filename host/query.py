@@ -1512,14 +1512,13 @@ def _spark_step(
     the columns the Spark engine has at that point. A filter only decides
     which rows stay, so the kept rows keep their values exactly."""
     from udm.host.spark.execute import apply_simple, collect_rows
-    from udm.host.spark.frame import from_rows
 
     if isinstance(node, WhereNode):
         tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(rows)]
-        frame, _ = apply_simple(_table_of(spark, from_rows, tagged, node), keys, node)
+        frame, _ = apply_simple(_table_of(spark, tagged, node), keys, node)
         kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
         return [r for i, r in enumerate(rows) if i in kept], columns
-    frame, _ = apply_simple(_table_of(spark, from_rows, rows, node), keys, node)
+    frame, _ = apply_simple(_table_of(spark, rows, node), keys, node)
     return collect_rows(frame), frame.columns
 
 
@@ -1527,7 +1526,9 @@ def _spark_step(
 _ROW_COL = "__udm_row"
 
 
-def _table_of(spark: Any, from_rows: Any, rows: list[Row], node: Node) -> Any:
+def _table_of(spark: Any, rows: list[Row], node: Node) -> Any:
+    from udm.host.spark.frame import from_rows
+
     try:
         return from_rows(spark, rows, False)
     except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
@@ -1595,7 +1596,7 @@ def _window_rows(
     groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
     values: dict[Hashable, tuple[Any, ...]] = {}  # the key columns as written
     for s, e, p in rows:
-        group = key_of(p, keys) if keys else ()
+        group = key_of(p, keys)
         if group not in groups:
             groups[group], values[group] = [], tuple(p[k] for k in keys)
         groups[group].append(IntervalEvent(s, e, p))
