@@ -354,12 +354,13 @@ class _HostProcessor(StatefulProcessor):
         key_lists = [cols[k] for k in self.keys]
         rows_of = by_key.setdefault
         late = 0
+        seqs = cols.get(_SEQ)
         for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
             broadcast = key_lists and kinds[i] == "cti" and all(v is None for v in kt)
             if broadcast and cols[_S][i] is not None:
                 # a broadcast CTI: it served the watermark; here its order is
                 # checked, as a host checks its CTIs
-                late += self._broadcast_order(bucket, cols[_S][i], cols.get(_SEQ, [None] * n)[i])
+                late += self._broadcast_order(bucket, cols[_S][i], seqs and seqs[i])
                 continue
             # (one without a time served nothing: its key's lane counts or
             # raises it as invalid)
@@ -556,8 +557,9 @@ class _HostProcessor(StatefulProcessor):
             if kind == "cti" and s is not None:
                 element(Cti(s))
                 continue
-            ident = ids[i] if ids_given else 0  # an event stream's rows have no ids
-            reason = _check(kind, s, e, cols[_NE][i], self.shape, ident)
+            # an event stream's rows have no ids; an element stream's need one
+            no_id = ids_given and ids[i] is None
+            reason = _check(kind, s, e, cols[_NE][i], self.shape, no_id)
             if reason:
                 if self.on_invalid == "drop":
                     invalid += 1
@@ -821,13 +823,13 @@ def _ident(v: Any) -> Any:
 
 
 def _check(
-    kind: str, s: int | None, e: int | None, ne: int | None, shape: str, ident: Any = 0
+    kind: str, s: int | None, e: int | None, ne: int | None, shape: str, no_id: bool = False
 ) -> str | None:
-    """Why an input row is invalid (``ident``: an element row's id; event
-    streams have none), or None."""
+    """Why an input row is invalid, or None (``no_id``: an element row
+    whose id is null)."""
     if s is None:
         return "null start"
-    if kind in ("insert", "retract") and ident is None:
+    if kind in ("insert", "retract") and no_id:
         return "null id (every insert of an element stream needs an id, which its retractions name)"
     if kind == "retract" and ne is None:
         return "null new_end (a full retraction gives the start itself)"
