@@ -130,19 +130,16 @@ class QuerySpec(BaseModel):
         # missing one is reported now, at its field (KeyError's message
         # prefix names the field, see _field_of)
         prefix = {"source.start": "start", "source.end": "end", "source.key": "key"}
-        missing = [
-            f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
-            f"its columns are {df.columns}"
+        missing = [  # (field, message): a field may name several columns
+            (field, f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
+             f"its columns are {df.columns}")
             for field, col in self.named_columns()
             if col not in df.columns
-        ]
+        ]  # fmt: skip
         if missing and where is not None:  # every one, each at its line
-            fields = [f for f, c in self.named_columns() if c not in df.columns]
-            raise QueryFileError(
-                "\n".join(f"{where(f)}: {f}: {m}" for f, m in zip(fields, missing, strict=True))
-            )
+            raise QueryFileError("\n".join(f"{where(f)}: {f}: {m}" for f, m in missing))
         if missing:
-            raise KeyError(missing[0])
+            raise KeyError(missing[0][1])
         if src.where:
             df = df.where(src.where)
         stream = Stream.from_dataframe(
