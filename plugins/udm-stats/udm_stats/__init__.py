@@ -123,7 +123,7 @@ def _sorted(values: list[Any]) -> list[Any]:
     return sorted(values, key=_rank)
 
 
-def _exact(x: Any, udm: str) -> Fraction | None:
+def _as_fraction(x: Any, udm: str) -> Fraction | None:
     """A number exactly, or None for NaN and the infinities."""
     if isinstance(x, numbers.Integral):
         return Fraction(int(x))
@@ -148,7 +148,7 @@ def _interpolate(a: Any, b: Any, t: Fraction, udm: str) -> Any:
     and ``inf`` give NaN). Exact arithmetic never overflows where the
     result is finite: ``a*(1 - t) + b*t`` in floats does for values near
     the float range."""
-    fa, fb = _exact(a, udm), _exact(b, udm)
+    fa, fb = _as_fraction(a, udm), _as_fraction(b, udm)
     if fa is None or fb is None:
         if a != a or b != b:
             return a if a != a else b
