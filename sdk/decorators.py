@@ -48,19 +48,16 @@ def _make_udm_class(
     name: str | None,
     props: dict[str, Any],
 ) -> type[Udm]:
-    what = "@aggregate" if issubclass(base, Aggregate | TimeSensitiveAggregate) else "@operator"
-    _check_decorated(fn, what)
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-        raise UdmDefinitionError(
-            f"{what} on {fn.__qualname__}: an async function; UDMs are plain functions"
+    if issubclass(base, Aggregate | TimeSensitiveAggregate):
+        _check_decorated(
+            fn,
+            "@aggregate",
+            name,
+            "an aggregate returns one value per window; return it, or use @operator for "
+            "zero or more outputs",
         )
-    if what == "@aggregate" and inspect.isgeneratorfunction(fn):
-        raise UdmDefinitionError(
-            f"@aggregate on {fn.__qualname__}: a generator (it yields), but an aggregate "
-            "returns one value per window; return it, or use @operator for zero or more outputs"
-        )
-    if name is None and fn.__name__ == "<lambda>":
-        raise UdmDefinitionError(f"{what} on a lambda: give it a name with {what}(name=...)")
+    else:
+        _check_decorated(fn, "@operator", name, None)  # an operator may yield its outputs
     unknown = set(props) - _PROPERTY_NAMES
     if unknown:
         raise UdmDefinitionError(
@@ -128,9 +125,12 @@ def _make_udm_class(
     return type(fn.__name__, (base,), namespace)
 
 
-def _check_decorated(fn: Any, what: str) -> None:
+def _check_decorated(fn: Any, what: str, name: str | None, one_value: str | None) -> None:
     """Decorators wrap plain functions: a class is a UDM (or not) on its own,
-    and a name passed where the function goes is a common slip."""
+    a name passed where the function goes is a common slip, a lambda has no
+    name of its own, and the host calls the function and uses what it
+    returns, so it is not async, nor a generator where one value is due
+    (``one_value`` says why; None where yielding outputs is right)."""
     if isinstance(fn, type):
         raise UdmDefinitionError(
             f"{what} wraps a function, but {fn.__qualname__} is a class; a UDM class "
@@ -141,6 +141,16 @@ def _check_decorated(fn: Any, what: str) -> None:
     if not callable(fn) or not hasattr(fn, "__qualname__"):
         raise UdmDefinitionError(
             f"{what} wraps a function (def ...), got {type(fn).__name__} {fn!r}"
+        )
+    if name is None and fn.__name__ == "<lambda>":
+        raise UdmDefinitionError(f"{what} on a lambda: give it a name with {what}(name=...)")
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise UdmDefinitionError(
+            f"{what} on {fn.__qualname__}: an async function; UDMs are plain functions"
+        )
+    if one_value is not None and inspect.isgeneratorfunction(fn):
+        raise UdmDefinitionError(
+            f"{what} on {fn.__qualname__}: a generator (it yields), but {one_value}"
         )
 
 
@@ -222,21 +232,9 @@ class Function:
     def __init__(
         self, fn: Callable[..., Any], name: str | None = None, deterministic: bool = True
     ) -> None:
-        _check_decorated(fn, "@function")
-        if name is None and fn.__name__ == "<lambda>":
-            raise UdmDefinitionError(
-                "@function on a lambda: give it a name with function(f, name=...)"
-            )
-        # what @aggregate and @operator refuse, for the same reasons: a UDF
-        # returns its value (paper, section IV: "a method call")
+        # a UDF returns its value (paper, section IV: "a method call")
+        _check_decorated(fn, "@function", name, "a UDF returns one value per event; return it")
         where = f"@function on {fn.__qualname__}"
-        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
-            raise UdmDefinitionError(f"{where}: an async function; UDFs are plain functions")
-        if inspect.isgeneratorfunction(fn):
-            raise UdmDefinitionError(
-                f"{where}: a generator (it yields), but a UDF returns one value per event; "
-                "return it"
-            )
         if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
             raise UdmDefinitionError(
                 f"{where}: name={name!r}; a UDF name is an identifier (letters, digits, "
