@@ -112,7 +112,8 @@ def _time_all(builds: dict[str, Callable[[], Any]]) -> dict[str, float]:
 def batch() -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    from udm.host.query import Stream, agg
+    from udm.host.plan import agg
+    from udm.host.query import Stream
 
     spark = _session()
     df = _events(spark)

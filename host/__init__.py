@@ -10,19 +10,16 @@ from udm.host.engine import Consistency, Host, OutputId, output_cht, output_cht_
 from udm.host.errors import (
     CtiViolationError,
     InvalidElementError,
+    InvalidEventError,
     StreamError,
     UdmInvocationError,
 )
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import agg
 from udm.host.policies import InputClipping, OutputPolicy, default_output_policy
-from udm.host.query import (
-    InvalidEventError,
-    QueryMetrics,
-    Stream,
-    WindowedStream,
-    agg,
-    register_udm,
-)
+from udm.host.query import Stream, WindowedStream
 from udm.host.reference import evaluate, evaluate_by_key, filter_events, project
+from udm.host.registry import register_udm
 from udm.host.stream import Cti, Element, Insert, Retract, edge_end, edge_start, point
 from udm.host.time import (
     INFINITY,

@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CtiViolationError", "InvalidElementError", "StreamError", "UdmInvocationError"]
+__all__ = [
+    "CtiViolationError",
+    "InvalidElementError",
+    "InvalidEventError",
+    "OperatorError",
+    "StreamError",
+    "UdmInvocationError",
+]
 
 
 class StreamError(ValueError):
@@ -65,3 +72,24 @@ class UdmInvocationError(RuntimeError):
             more = len(self.events) - self.SHOWN
             message += f"; the window's events: {shown}" + (f" and {more} more" if more > 0 else "")
         super().__init__(message)
+
+
+class InvalidEventError(ValueError):
+    """An input row cannot be an event (null or unparsable time, end not
+    after start). The message names the column and shows the row."""
+
+
+class OperatorError(ValueError):
+    """A temporal operator (join, union, alter_lifetime, align, finalize)
+    was given something it cannot take: a start function that is not
+    monotone, streams whose keys differ, a negative duration, an
+    ExternalCTI whose count is below what arrived. The message names the
+    operator and the offending element; the operator's state is unchanged.
+    """
+
+    def __init__(self, operator: str, reason: str, element: Any = None) -> None:
+        self.operator = operator
+        self.element = element
+        self.reason = reason
+        at = f" at {element!r}" if element is not None else ""
+        super().__init__(f"{operator}{at}: {reason}")

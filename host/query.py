@@ -1,4 +1,4 @@
-"""The fluent query API: streams of events, windows, UDMs, in-process or on Spark.
+"""The fluent query API: streams of events, windows, UDMs and temporal operators.
 
 A :class:`Stream` is a lazy query plan over events with lifetimes::
 
@@ -14,32 +14,75 @@ other than its time columns (key columns included). Group keys
 their own windows, as StreamInsight's group-and-apply. A window operation
 (:meth:`WindowedStream.aggregate`, :meth:`WindowedStream.apply`) yields a
 new stream whose payload columns are the key columns and the results, so
-queries chain.
+queries chain; streams combine with :meth:`Stream.union`,
+:meth:`Stream.join` and :meth:`Stream.left_anti_join`, and lifetimes change
+with :meth:`Stream.alter_lifetime` and its shortcuts (CEDR's operators).
 
-Two engines run a plan with the same semantics: Spark (``to_dataframe()``,
-and ``to_cht()`` of DataFrame sources) and the in-process reference
-evaluator (``to_cht(engine="reference")``, and in-memory sources), which
-calls :func:`udm.host.evaluate` per group. This module never imports
-pyspark; the Spark engine lives in :mod:`udm.host.spark` and is imported on
-first use.
+The methods only build a plan (:mod:`udm.host.plan`); engines run it
+(:mod:`udm.host.engines`): ``to_cht(engine=...)`` with ``"reference"`` (the
+oracle), ``"host"`` (the incremental in-process operator graph, also
+:meth:`Stream.to_events`) or ``"spark"``, ``to_dataframe()`` on Spark and
+``to_stream()`` on Structured Streaming. This module never imports pyspark.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import logging
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from udm.host.cht import Cht, derive_cht
-from udm.host.invoke import PLAIN_TYPES, ValueFn, instantiate, make_value_fn
+from udm.host.engines import get_engine
+from udm.host.errors import InvalidEventError, OperatorError
+from udm.host.invoke import instantiate
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import (
+    INTERNAL_PREFIX,
+    SCALAR_COL,
+    AggSpec,
+    AlignNode,
+    AlterLifetimeNode,
+    AntiJoinNode,
+    FinalizeNode,
+    GroupNode,
+    JoinNode,
+    JoinPredicate,
+    JoinProjection,
+    OnInvalid,
+    PlanNode,
+    Row,
+    SelectNode,
+    Shape,
+    Source,
+    UdmCall,
+    UnionNode,
+    ValueArg,
+    WhereNode,
+    WindowOp,
+    agg,
+    consistency_levels,
+    is_column,
+    linear_chain,
+    non_negative_duration,
+    rewrite_sources,
+    sources,
+    with_consistency,
+)
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.reference import evaluate
-from udm.host.stream import Element
-from udm.host.time import INFINITY, format_time, iso_time, to_ticks
+from udm.host.registry import register_udm, resolve_udm
+from udm.host.rows import (
+    OPEN_IN_MEMORY,
+    UdfError,
+    check_row,
+    invalid_event,
+    is_datetime,
+    rows_to_cht,
+    start_of,
+    why_not_a_time,
+)
+from udm.host.stream import Element, ExternalCti
+from udm.host.time import INFINITY, to_duration_ticks, to_ticks
 from udm.host.validation import CtiPolicy
 from udm.host.windows import (
     CountByEndWindow,
@@ -49,7 +92,6 @@ from udm.host.windows import (
     TumblingWindow,
     WindowSpec,
 )
-from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent
 
@@ -59,529 +101,15 @@ if TYPE_CHECKING:
 __all__ = [
     "AggSpec",
     "InvalidEventError",
+    "OperatorError",
     "QueryMetrics",
     "Stream",
     "UdfError",
     "WindowedStream",
     "agg",
+    "consistency_levels",
     "register_udm",
 ]
-
-log = logging.getLogger("udm.query")
-
-#: Internal column names of the normalized event table (ticks, int64).
-S_COL = "__udm_s"
-E_COL = "__udm_e"
-INTERNAL_PREFIX = "__udm_"
-
-Shape = Literal["point", "interval", "edge"]
-OnInvalid = Literal["raise", "drop"]
-ValueArg = str | Sequence[str] | Callable[[Any], Any] | None
-Row = tuple[int, int, dict[str, Any]]
-
-
-class InvalidEventError(ValueError):
-    """An input row cannot be an event (null or unparsable time, end not
-    after start). The message names the column and shows the row."""
-
-
-# ---------------------------------------------------------------- registry
-
-_LOCAL_UDMS: dict[str, Any] = {}
-
-
-def register_udm(name: str, udm: Any) -> None:
-    """Make a UDM available by ``name`` in this process, ahead of installed
-    libraries (a notebook's quick override); validated like discovered UDMs.
-    :meth:`udm.host.registry.Registry.register` is the library-qualified way."""
-    from udm.host.registry import validate_udm
-
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a UDM name must be a non-empty string, got {name!r}")
-    validate_udm(udm, f"register_udm({name!r})")
-    _LOCAL_UDMS[name] = udm
-
-
-def _resolve_udm(name_or_udm: Any) -> Any:
-    """A UDM from itself, a ``register_udm`` name, or a registry name
-    (``library.name`` or ``module:attribute``)."""
-    if not isinstance(name_or_udm, str):
-        return name_or_udm
-    if name_or_udm in _LOCAL_UDMS:
-        return _LOCAL_UDMS[name_or_udm]
-    from udm.host.registry import get_registry
-
-    return get_registry().resolve(name_or_udm)
-
-
-# ------------------------------------------------------------ plan pieces
-
-
-@dataclass(frozen=True)
-class AggSpec:
-    """One aggregate of a multi-aggregate call (see :func:`agg`)."""
-
-    udm: Any
-    value: ValueArg = None
-    returns: Any = None
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-def agg(udm: Any, value: ValueArg = None, *, returns: Any = None, **args: Any) -> AggSpec:
-    """An aggregate for ``aggregate(name=agg(...), ...)``: the UDM (name,
-    class or instance), its ``value`` mapping, result type and arguments."""
-    return AggSpec(udm, value, returns, dict(args))
-
-
-def _pick(columns: Sequence[str]) -> Callable[[Any], Any]:
-    cols = list(columns)
-
-    def pick(payload: Any) -> Any:
-        try:
-            return {c: payload[c] for c in cols}
-        except KeyError as exc:
-            raise KeyError(f"payload {payload!r} has no field {exc.args[0]!r}") from None
-
-    return pick
-
-
-@dataclass(frozen=True)
-class UdmCall:
-    """A resolved UDM invocation: output name, instance, input mapping."""
-
-    name: str
-    udm: Udm
-    value: ValueArg
-    returns: Any = None
-
-    @property
-    def value_fn(self) -> ValueFn:
-        if self.value is None or isinstance(self.value, str) or callable(self.value):
-            return make_value_fn(self.value)
-        return _pick(self.value)
-
-    def columns(self) -> list[str] | None:
-        """Input columns the UDM reads (``None``: the whole payload)."""
-        if isinstance(self.value, str):
-            return [self.value]
-        if self.value is None or callable(self.value):
-            return None
-        return list(self.value)
-
-    def describe(self) -> str:
-        if self.value is None:
-            v = "payload"
-        elif isinstance(self.value, str):
-            v = repr(self.value)
-        elif callable(self.value):
-            v = getattr(self.value, "__name__", "fn")
-        else:
-            v = repr(list(self.value))
-        args = _udm_arguments(self.udm)
-        shown = "".join(f", {k}={a!r}" for k, a in args.items())
-        return f"{self.udm.name}({v}{shown}) [{self.udm.flavor()}]"
-
-
-def _udm_arguments(udm: Udm) -> dict[str, Any]:
-    """The arguments a UDM was created with, for ``explain``: a decorated
-    function's ``args``, else the instance's public attributes."""
-    state = vars(udm) if hasattr(udm, "__dict__") else {}
-    if isinstance(state.get("args"), dict):
-        return dict(state["args"])
-    return {k: a for k, a in state.items() if not k.startswith("_") and not callable(a)}
-
-
-@dataclass(frozen=True)
-class WhereNode:
-    predicate: Any
-
-    def describe(self) -> str:
-        return f"where {_describe_expr(self.predicate)}"
-
-
-@dataclass(frozen=True)
-class SelectNode:
-    columns: tuple[Any, ...]
-    named: tuple[tuple[str, Any, Any], ...]  # (name, UDF or Column, returns)
-
-    def describe(self) -> str:
-        parts = [_describe_expr(c) for c in self.columns]
-        parts += [f"{n}={_describe_expr(e)}" for n, e, _ in self.named]
-        return "select " + ", ".join(parts)
-
-
-@dataclass(frozen=True)
-class GroupNode:
-    keys: tuple[str, ...]
-    replaces: tuple[str, ...] = ()  #: the grouping before this one, if any
-
-    def describe(self) -> str:
-        text = "group_apply " + (", ".join(self.keys) if self.keys else "(no key)")
-        if self.replaces and self.replaces != self.keys:
-            text += f" (replacing the grouping by {', '.join(self.replaces)})"
-        return text
-
-
-@dataclass(frozen=True)
-class WindowOp:
-    """A windowed aggregate (one or more UDAs) or operator."""
-
-    window: WindowSpec
-    kind: Literal["aggregate", "operator"]
-    calls: tuple[UdmCall, ...]
-    clipping: InputClipping
-    policy: OutputPolicy
-    emit_empty: bool
-    watermark: int
-    partial: bool | None
-    multi: bool  # aggregate(name=..., ...): struct fields are prefixed with the name
-
-    def mergeable(self) -> bool:
-        """Whether partial aggregation may be used: every UDA merges states
-        and does not depend on input order."""
-        return self.kind == "aggregate" and all(
-            c.udm.incremental
-            and bool(c.udm.properties.mergeable)
-            and c.udm.properties.order_insensitive
-            for c in self.calls
-        )
-
-    def uses_panes(self) -> bool:
-        """Whether partial states of point events are kept per pane of
-        gcd(size, hop): overlapping hopping windows of time-insensitive
-        UDAs, whose states do not depend on the window, so a pane's state
-        serves every window holding it ("No pane, no gain", Li et al.)."""
-        w = self.window
-        return (
-            isinstance(w, HoppingWindow)
-            and w.size > w.hop
-            and all(not c.udm.time_sensitive for c in self.calls)
-        )
-
-    def use_partial(self) -> bool:
-        """Whether Spark folds partial states per input partition. By
-        default on hopping and tumbling windows whenever every UDA can
-        merge. Snapshot and count windows only on request: their windows
-        depend on every endpoint of a key, so assigning them sends each key
-        to one worker anyway, where evaluating them directly is far cheaper
-        than assigning them in Spark SQL for partial states."""
-        if self.partial is None:
-            return isinstance(self.window, HoppingWindow) and self.mergeable()
-        if self.partial and not self.mergeable():
-            bad = [c.udm.name for c in self.calls if not c.udm.properties.mergeable]
-            raise ValueError(
-                f"partial=True needs mergeable, order-insensitive incremental aggregates; "
-                f"{', '.join(bad) or 'these UDMs'} cannot merge states"
-            )
-        return self.partial
-
-    def spark_route(self) -> Literal["grid", "endpoints", "assigned"]:
-        """How Spark runs the operation: hopping and tumbling windows in the
-        worker (``grid``), snapshot and count windows in the worker unless
-        partially aggregated (``endpoints``), else windows assigned in Spark
-        SQL (``assigned``: partial snapshot/count windows, ``emit_empty``)."""
-        if isinstance(self.window, HoppingWindow):
-            return "assigned" if self.emit_empty else "grid"
-        return "assigned" if self.use_partial() else "endpoints"
-
-    def describe(self, datetimes: bool = False) -> str:
-        """The operation; ``datetimes`` (a query over datetimes) shows window
-        sizes in units (``1h``) and the watermark as a UTC datetime."""
-        wm = ""
-        if self.watermark < INFINITY:
-            shown = iso_time(self.watermark) if datetimes else format_time(self.watermark)
-            wm = f", watermark={shown}"
-        lines = [f"window {self.window.describe(durations=datetimes)}{wm}"]
-        for c in self.calls:
-            lines.append(f"  {self.kind} {c.name} = {c.describe()}")
-        opts = f"input_clipping={self.clipping.value}, output_policy={self.policy.value}"
-        if self.emit_empty:
-            opts += ", emit_empty"
-        lines.append(f"  {opts}")
-        return "\n".join(lines)
-
-
-Node = WhereNode | SelectNode | GroupNode | WindowOp
-
-
-def _describe_expr(expr: Any) -> str:
-    if isinstance(expr, str):
-        return expr
-    if isinstance(expr, Function):
-        return f"udf {expr.name}"
-    if callable(expr) and not _is_column(expr):
-        return f"udf {getattr(expr, '__name__', type(expr).__name__)}"
-    return str(expr)
-
-
-def _is_column(expr: Any) -> bool:
-    return type(expr).__name__ == "Column" and type(expr).__module__.startswith("pyspark")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where the events come from: a Spark DataFrame or in-memory rows."""
-
-    df: Any = None
-    rows: tuple[Row, ...] | None = None
-    start: str = "start"
-    end: str | None = None
-    shape: Shape = "point"
-    on_invalid: OnInvalid = "raise"
-    scalar: bool = False  # in-memory payloads were scalars, held in column "value"
-    timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
-    dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
-    # the metrics of the latest run of any query on this source (one entry)
-    latest: list[QueryMetrics] = field(default_factory=list, compare=False, repr=False)
-
-    def datetimes(self) -> bool:
-        """Whether the events' times are datetimes (timestamps, dates or
-        strings) rather than int ticks: plans and plots then show them so."""
-        if self.df is None:
-            return self.timestamps
-        types = {f.name: f.dataType.typeName() for f in self.df.schema.fields}
-        return types.get(self.start) in ("timestamp", "timestamp_ntz", "date", "string")
-
-    def describe(self) -> str:
-        if self.df is not None:
-            cols = ", ".join(f"{f.name}: {f.dataType.simpleString()}" for f in self.df.schema)
-            if self.shape == "point":
-                life = f"point events at {self.start!r}"
-            elif self.shape == "edge":
-                life = (
-                    f"edge events [{self.start!r}, {self.end!r}), open while {self.end!r} is null"
-                )
-            else:
-                life = f"interval events [{self.start!r}, {self.end!r})"
-            return f"DataFrame[{cols}]\n  {life}; on_invalid={self.on_invalid}"
-        assert self.rows is not None
-        return f"{len(self.rows)} in-memory events; on_invalid={self.on_invalid}"
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How a CHT payload is made from an output row: one column's value
-    (``scalar``) or a dict of fields read from columns."""
-
-    scalar: str | None
-    fields: tuple[tuple[str, str], ...]
-
-    def payload(self, row: Mapping[str, Any]) -> Any:
-        if self.scalar is not None:
-            return row[self.scalar]
-        return {name: row[col] for name, col in self.fields}
-
-
-#: The column holding scalar (non-dict) payloads of in-memory sources.
-SCALAR_COL = "value"
-
-
-def udf_input(fn: Callable[[Any], Any], scalar: bool) -> Callable[[Any], Any]:
-    """A UDF of the row dict: scalar streams pass the scalar payload."""
-    if not scalar:
-        return fn
-
-    def on_scalar(row: Any) -> Any:
-        return fn(row[SCALAR_COL])
-
-    return on_scalar
-
-
-def udf_of_payload(fn: Callable[[Any], Any], scalar: bool, where: str) -> Callable[[Any], Any]:
-    """A ``where``/``select`` UDF as called on each row: its failure names
-    the UDF and the payload, and says how the payload is passed, since a
-    UDF written for one column (``fahrenheit(celsius)``) gets the dict."""
-    call = udf_input(fn, scalar)
-    name = getattr(fn, "name", None) or getattr(fn, "__name__", None) or repr(fn)
-
-    def called(row: Any) -> Any:
-        try:
-            return call(row)
-        except Exception as exc:
-            shown = row[SCALAR_COL] if scalar else row
-            hint = (
-                ""
-                if scalar
-                else "; a UDF here is called with the event's payload dict (column -> value): "
-                f"for a UDF of one column write lambda p: {name}(p['<column>'])"
-            )
-            raise UdfError(
-                f"UDF {name!r} in {where} failed on payload {shown!r:.200}: "
-                f"{type(exc).__name__}: {exc}{hint}"
-            ) from exc
-
-    return called
-
-
-class UdfError(ValueError):
-    """A UDF in ``where`` or ``select`` raised."""
-
-
-def adapt_op(op: WindowOp, scalar: bool) -> WindowOp:
-    """The window operation as run on rows: on a scalar stream a UDM (or a
-    value function) receives the scalar payload, not the row dict."""
-    if not scalar:
-        return op
-    calls = []
-    for c in op.calls:
-        if c.value is None:
-            c = dataclasses.replace(c, value=SCALAR_COL)
-        elif callable(c.value):
-            c = dataclasses.replace(c, value=udf_input(c.value, True))
-        calls.append(c)
-    return dataclasses.replace(op, calls=tuple(calls))
-
-
-class QueryMetrics:
-    """What a run dropped under ``on_invalid="drop"``, by reason.
-
-    For the Spark engine the counts are observed while the output is
-    computed (no extra job), so they exist once an action on the output
-    DataFrame has finished; ``invalid_rows()`` returns ``None`` before that
-    (or waits with ``wait=True``).
-    """
-
-    def __init__(self, counts: Mapping[str, int] | None = None, observation: Any = None) -> None:
-        self._counts = dict(counts) if counts is not None else None
-        self._observation = observation
-        self._logged = False
-
-    def _ready(self) -> bool:
-        if self._counts is not None or self._observation is None:
-            return True
-        try:
-            return bool(self._observation._jo.future().isCompleted())
-        except Exception:  # pragma: no cover - other Spark builds
-            return True
-
-    def invalid_rows(self, wait: bool = False) -> dict[str, int] | None:
-        """Rows dropped by reason (only reasons that occurred), or ``None``
-        if the output has not been computed yet and ``wait`` is false."""
-        if self._counts is None and self._observation is not None:
-            if not wait and not self._ready():
-                return None
-            got = self._observation.get
-            self._counts = {k: int(v or 0) for k, v in got.items()}
-        counts = {k: v for k, v in (self._counts or {}).items() if v}
-        if counts and not self._logged:
-            self._logged = True
-            log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
-        return counts
-
-    @property
-    def dropped(self) -> int:
-        """Total rows dropped (waits for the output to be computed)."""
-        return sum((self.invalid_rows(wait=True) or {}).values())
-
-    def __repr__(self) -> str:
-        return f"QueryMetrics(invalid_rows={self.invalid_rows()!r})"
-
-
-# ------------------------------------------------------------ validation
-
-
-def reason_null(col: str) -> str:
-    return f"{col!r} is null"
-
-
-def reason_unparsable(col: str) -> str:
-    return f"{col!r} is not a valid time"
-
-
-def reason_end_of_time(col: str) -> str:
-    return f"{col!r} is the end of time (a point event cannot start there)"
-
-
-#: how a query says that an event has not ended, for a null end's reason
-OPEN_BY_SHAPE = "interval events need an end; use shape='edge' for open events"
-OPEN_IN_MEMORY = "an event that has not ended ends at INFINITY, 'inf'"
-
-
-def reason_no_end(col: str, open_end: str = OPEN_BY_SHAPE) -> str:
-    return f"{col!r} is null ({open_end})"
-
-
-def reason_order(start: str, end: str) -> str:
-    return f"{end!r} is not after {start!r}"
-
-
-def check_row(
-    start: Any,
-    end: Any,
-    shape: Shape,
-    start_col: str,
-    end_col: str | None,
-    open_end: str = OPEN_BY_SHAPE,
-) -> tuple[int, int] | str:
-    """Ticks of one in-memory row's lifetime, or the reason it is invalid
-    (``open_end``: how the caller's input writes an event that has not
-    ended, for a null end)."""
-    if start is None:
-        return reason_null(start_col)
-    try:
-        s = to_ticks(start)
-    except (ValueError, TypeError):
-        return reason_unparsable(start_col)
-    if shape == "point" or end_col is None:
-        if s >= INFINITY:
-            return reason_end_of_time(start_col)
-        return s, s + 1
-    if end is None:
-        if shape == "edge":
-            return s, INFINITY
-        return reason_no_end(end_col, open_end)
-    try:
-        e = to_ticks(end)
-    except (ValueError, TypeError):
-        return reason_unparsable(end_col)
-    if e <= s:
-        return reason_order(start_col, end_col)
-    return s, e
-
-
-def _start_of(event: Any) -> Any:
-    if isinstance(event, IntervalEvent):
-        return event.start
-    try:
-        return event[0]
-    except (TypeError, IndexError, KeyError):
-        return None  # from_cht reports the malformed event
-
-
-def _is_datetime(value: Any) -> bool:
-    """Whether an in-memory time is a datetime rather than int ticks: a
-    ``datetime``/``date`` (pandas ``Timestamp`` too), an ISO string, a numpy
-    ``datetime64`` or an Arrow timestamp or date scalar."""
-    if isinstance(value, (dt.date, str)):
-        return True
-    dtype = getattr(value, "dtype", None)  # numpy datetime64
-    if dtype is not None and getattr(dtype, "kind", None) == "M":
-        return True
-    arrow_type = str(getattr(value, "type", ""))  # pyarrow scalars
-    return arrow_type.startswith(("timestamp", "date"))
-
-
-def _why_not_a_time(*times: Any) -> str:
-    """What :func:`to_ticks` says of the first of ``times`` it refuses
-    (sub-microsecond precision, an unknown type ...), for an error message."""
-    for t in times:
-        if t is None:
-            continue
-        try:
-            to_ticks(t)
-        except (ValueError, TypeError) as exc:
-            return f" ({exc})"
-    return ""
-
-
-def _invalid(reason: str, row: Any) -> InvalidEventError:
-    return InvalidEventError(
-        f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
-        "to drop such rows and count them (stream.metrics.invalid_rows())"
-    )
-
-
-# ----------------------------------------------------------------- streams
 
 
 def _keys(key: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -605,13 +133,16 @@ _NEEDS_WINDOW = (
 class Stream:
     """A lazy query over events; every method returns a new stream."""
 
-    def __init__(
-        self, source: Source, nodes: tuple[Node, ...] = (), keys: tuple[str, ...] = ()
-    ) -> None:
-        self._source = source
-        self._nodes = nodes
-        self._keys = keys
+    def __init__(self, plan: PlanNode) -> None:
+        if not isinstance(plan, PlanNode):
+            raise TypeError(f"a Stream wraps a udm.host.plan node, got {plan!r}")
+        self.plan = plan
         self._metrics: QueryMetrics | None = None
+
+    @property
+    def source(self) -> Source:
+        """The stream's first source (its only one unless it joins or unions)."""
+        return sources(self.plan)[0]
 
     @property
     def metrics(self) -> QueryMetrics:
@@ -621,12 +152,14 @@ class Stream:
         ``on_invalid`` was passed reports what the query run from it dropped."""
         if self._metrics is not None:
             return self._metrics
-        return self._source.latest[0] if self._source.latest else QueryMetrics({})
+        latest = self.source.latest
+        return latest[0] if latest else QueryMetrics({})
 
     @metrics.setter
     def metrics(self, value: QueryMetrics) -> None:
         self._metrics = value
-        self._source.latest[:] = [value]
+        for src in sources(self.plan):
+            src.latest[:] = [value]
 
     # ------------------------------------------------------------ sources
 
@@ -698,7 +231,7 @@ class Stream:
         """
         if timestamps is None:
             events = list(events)
-            timestamps = bool(events) and _is_datetime(_start_of(events[0]))
+            timestamps = bool(events) and is_datetime(start_of(events[0]))
         rows: list[Row] = []
         scalar: bool | None = None
         dropped: dict[str, int] = {}
@@ -710,7 +243,7 @@ class Stream:
             lifetime = check_row(start, end, "interval", "start", "end", OPEN_IN_MEMORY)
             if isinstance(lifetime, str):
                 if on_invalid == "raise":
-                    raise _invalid(lifetime + _why_not_a_time(start, end), ev) from None
+                    raise invalid_event(lifetime + why_not_a_time(start, end), ev) from None
                 dropped[lifetime] = dropped.get(lifetime, 0) + 1
                 continue
             is_map = isinstance(payload, Mapping)
@@ -742,35 +275,53 @@ class Stream:
     @classmethod
     def from_events(
         cls,
-        elements: Iterable[Element],
+        elements: Iterable[Element | ExternalCti],
         key: str | Sequence[str] | None = None,
         cti_policy: CtiPolicy | str = CtiPolicy.RAISE,
         timestamps: bool = False,
     ) -> Stream:
-        """Events of a physical stream (inserts, retractions, CTIs): its CHT.
-        Its times are ticks; ``timestamps=True`` makes :meth:`to_dataframe`
-        return timestamps."""
-        cht, _ = derive_cht(elements, cti_policy=cti_policy)
-        return cls.from_cht(cht, key=key, timestamps=timestamps)
+        """Events of a physical stream (inserts, retractions, CTIs).
+
+        The reference and Spark engines read its CHT; the incremental
+        engine (``engine="host"``, :meth:`to_events`) consumes the elements
+        in arrival order, speculation and retractions included. Its times
+        are ticks; ``timestamps=True`` makes :meth:`to_dataframe` return
+        timestamps."""
+        given = tuple(elements)
+        policy = CtiPolicy.parse(cti_policy) if isinstance(cti_policy, str) else cti_policy
+        if any(isinstance(e, ExternalCti) for e in given):
+            from udm.host.operators.consistency import repaired
+
+            valid = repaired(given)  # ExternalCTIs: Finalize's input, repaired by it
+        else:
+            valid = [e for e in given if not isinstance(e, ExternalCti)]
+        cht, _ = derive_cht(valid, cti_policy=policy)
+        stream = cls.from_cht(cht, timestamps=timestamps)
+        source = dataclasses.replace(
+            stream.source, elements=given, cti_policy=policy.value, scalar=_scalar_elements(valid)
+        )
+        out = cls(source)
+        out.metrics = QueryMetrics({})
+        return out.group_apply(*_keys(key)) if key is not None else out
 
     # ---------------------------------------------------------- operators
 
-    def _with(self, node: Node, keys: tuple[str, ...] | None = None) -> Stream:
-        return type(self)(self._source, (*self._nodes, node), self._keys if keys is None else keys)
+    def _with(self, node: PlanNode) -> Stream:
+        return type(self)(node)
 
     @property
     def keys(self) -> tuple[str, ...]:
         """The group key columns."""
-        return self._keys
+        return self.plan.keys()
 
     def where(self, predicate: Any) -> Stream:
         """Keep the events whose payload satisfies ``predicate``: a UDF
         (``@function`` or any callable of the payload dict), a Spark Column
         or a SQL expression string (Spark Columns and SQL run only on Spark,
         or in a reference run as long as they come before any UDF)."""
-        if not (callable(predicate) or isinstance(predicate, str) or _is_column(predicate)):
+        if not (callable(predicate) or isinstance(predicate, str) or is_column(predicate)):
             raise TypeError(f"where() needs a UDF, a Column or a SQL string, got {predicate!r}")
-        return self._with(WhereNode(predicate))
+        return self._with(WhereNode(self.plan, predicate))
 
     def select(self, *columns: Any, **named: Any) -> Stream:
         """Project the payload: keep the named columns, and compute new ones.
@@ -782,7 +333,7 @@ class Stream:
         the lifetime is unchanged.
         """
         entries = []
-        clash = [name for name in named if name in self._keys]
+        clash = [name for name in named if name in self.keys]
         if clash:
             raise ValueError(
                 f"select({clash[0]}=...): {clash[0]!r} is a key column of the stream, and key "
@@ -795,13 +346,13 @@ class Stream:
                 if len(expr) != 2:
                     raise TypeError(f"select({name}=...) takes a UDF or (udf, returns)")
                 expr, returns = expr
-            if not (callable(expr) or _is_column(expr)):
+            if not (callable(expr) or is_column(expr)):
                 raise TypeError(f"select({name}=...) needs a UDF or a Column, got {expr!r}")
             entries.append((name, expr, returns))
         for c in columns:
-            if not (isinstance(c, str) or _is_column(c)):
+            if not (isinstance(c, str) or is_column(c)):
                 raise TypeError(f"select() positional arguments are column names, got {c!r}")
-        return self._with(SelectNode(tuple(columns), tuple(entries)))
+        return self._with(SelectNode(self.plan, tuple(columns), tuple(entries)))
 
     def group_apply(self, *keys: str) -> Stream:
         """Split the stream by key columns: each group gets its own windows,
@@ -810,7 +361,7 @@ class Stream:
         another's results regroups them): group by several columns at once
         with ``group_apply("site", "sensor")``."""
         ks = _keys(list(keys))
-        return self._with(GroupNode(ks, self._keys), ks)
+        return self._with(GroupNode(self.plan, ks, self.keys))
 
     def aggregate(self, *args: Any, **kwargs: Any) -> NoReturn:
         """Not on a stream: UDAs run per window, so window the stream first
@@ -821,6 +372,159 @@ class Stream:
         """Not on a stream: UDOs run per window, so window the stream first
         (``stream.snapshot_window().apply(...)``)."""
         raise TypeError(_NEEDS_WINDOW.format(method="apply"))
+
+    # ------------------------------------------------- temporal operators
+
+    def union(self, *others: Stream) -> Stream:
+        """Bag union with other streams of the same key columns: every
+        event of every stream (columns one lacks are null there)."""
+        parts = [self, *others]
+        for other in others:
+            if not isinstance(other, Stream):
+                raise TypeError(f"union() takes streams, got {other!r}")
+        keys = {p.keys for p in parts}
+        if len(keys) != 1:
+            raise OperatorError(
+                "union",
+                f"the streams have different key columns {sorted(keys)}; group them alike "
+                "(group_apply) before the union",
+            )
+        return self._with(UnionNode(tuple(p.plan for p in parts)))
+
+    def join(
+        self,
+        other: Stream,
+        on: str | Sequence[str] | None = None,
+        where: JoinPredicate | None = None,
+        select: JoinProjection | None = None,
+        suffixes: tuple[str, str] = ("_left", "_right"),
+    ) -> Stream:
+        """Temporal equijoin (CEDR): an event for every pair of this
+        stream's and ``other``'s events with equal ``on`` columns whose
+        lifetimes overlap (and ``where(left, right)`` true), over the
+        intersection of the two lifetimes.
+
+        Args:
+            on: the key columns to match (default: the streams' group keys,
+                which must then be the same); the output is grouped by them.
+                ``on=()`` pairs every two overlapping events.
+            where: a predicate of the two payloads (dicts, or the values of
+                scalar streams).
+            select: the output payload from the two payloads (a dict);
+                by default both payloads' columns, the ``on`` columns
+                once, a name in both suffixed with ``suffixes``.
+        """
+        on_keys = self._join_keys(other, on, "join")
+        _check_callable(where, "join(where=...)")
+        _check_callable(select, "join(select=...)")
+        if len(suffixes) != 2 or suffixes[0] == suffixes[1]:
+            raise ValueError(f"suffixes= are two different strings, got {suffixes!r}")
+        pair = (str(suffixes[0]), str(suffixes[1]))
+        return self._with(JoinNode(self.plan, other.plan, on_keys, where, select, pair))
+
+    def left_anti_join(
+        self,
+        other: Stream,
+        on: str | Sequence[str] | None = None,
+        where: JoinPredicate | None = None,
+    ) -> Stream:
+        """Left anti-semijoin: what remains of each event's lifetime after
+        removing the times at which a matching ``other`` event (equal ``on``
+        columns, ``where(left, right)`` true) is live. StreamInsight's way
+        to detect absence: readings with no heartbeat, orders without a
+        payment."""
+        on_keys = self._join_keys(other, on, "left_anti_join")
+        _check_callable(where, "left_anti_join(where=...)")
+        return self._with(AntiJoinNode(self.plan, other.plan, on_keys, where))
+
+    def _join_keys(self, other: Stream, on: Any, operator: str) -> tuple[str, ...]:
+        if not isinstance(other, Stream):
+            raise TypeError(f"{operator}() takes a Stream, got {other!r}")
+        if on is None:
+            if self.keys != other.keys:
+                raise OperatorError(
+                    operator,
+                    f"the streams' keys differ ({list(self.keys)} and {list(other.keys)}); "
+                    "group both by the same columns, or say which to match with on=",
+                )
+            return self.keys
+        return _keys(on)
+
+    def alter_lifetime(
+        self,
+        start: Callable[[int], int] | None = None,
+        duration: Callable[[int, int], int] | Any = None,
+    ) -> Stream:
+        """AlterLifetime (CEDR): each event's new start is ``start(s)`` and
+        its new duration ``duration(s, e)`` (or a constant duration).
+
+        The paper's constraints are checked as events pass: ``start`` must
+        not decrease as the start grows and may depend on the start only
+        (so CTIs map to CTIs); ``duration`` must not grow when the end
+        shrinks (so a retraction stays a retraction). A full retraction
+        stays a full retraction; without ``duration`` an event that never
+        ends still never ends.
+        """
+        _check_callable(start, "alter_lifetime(start=...)")
+        if duration is not None and not callable(duration):
+            d = _positive_duration(duration, "alter_lifetime(duration=...)")
+            return self._with(
+                AlterLifetimeNode(
+                    self.plan, start, _constant(d), "custom" if start else "set_duration", d
+                )
+            )
+        return self._with(AlterLifetimeNode(self.plan, start, duration))
+
+    def shift(self, by: Any) -> Stream:
+        """Move every lifetime by ``by`` (a duration; negative moves earlier)."""
+        d = to_duration_ticks(by)
+        return self._with(AlterLifetimeNode(self.plan, _shifted(d), None, "shift", d))
+
+    def set_duration(self, duration: Any) -> Stream:
+        """Give every event the lifetime ``[start, start + duration)``: point
+        events become intervals, so a snapshot aggregate over the result is
+        a sliding window of that size (CEDR's W = AlterLifetime(Vs, wl))."""
+        d = _positive_duration(duration, "set_duration()")
+        return self._with(AlterLifetimeNode(self.plan, None, _constant(d), "set_duration", d))
+
+    def to_points(self) -> Stream:
+        """Every event becomes a point event at its start."""
+        return self._with(AlterLifetimeNode(self.plan, None, _constant(1), "to_points", 1))
+
+    def clip_to(self, max_duration: Any) -> Stream:
+        """Cut lifetimes longer than ``max_duration`` to it (Trill's
+        ``ClipEventDuration``); shorter ones are unchanged."""
+        d = _positive_duration(max_duration, "clip_to()")
+        return self._with(AlterLifetimeNode(self.plan, None, _capped(d), "clip_to", d))
+
+    def align(self, blocking: Any = INFINITY) -> Stream:
+        """Align (CEDR): hold elements until the latest start seen is
+        ``blocking`` past them, or a CTI passes them (``INFINITY``, the
+        default: until CTIs), combining retractions with what they change.
+        Fewer retractions downstream, at the price of latency."""
+        return self._with(
+            AlignNode(self.plan, non_negative_duration(blocking, "align(blocking=...)"))
+        )
+
+    def finalize(self, remember: Any = INFINITY) -> Stream:
+        """Finalize (CEDR): ExternalCTIs become in-order CTIs and broken
+        retraction chains are repaired; with a finite ``remember``, a CTI
+        follows ``remember`` behind the latest time seen, so state is
+        bounded and input later than that is dropped and counted."""
+        return self._with(
+            FinalizeNode(self.plan, non_negative_duration(remember, "finalize(remember=...)"))
+        )
+
+    def with_consistency(self, level: Any) -> Stream:
+        """The same query at a consistency level (CEDR's triangle): a
+        Finalize and an Align after every source. ``"strong"``: block until
+        CTIs and remember everything (no retractions out); ``"middle"``: no
+        blocking, remember everything (speculative output, corrected by
+        retractions); ``"weak"``: no blocking, remember ``remember`` (a
+        duration; late input dropped and counted); or ``(blocking,
+        remember)`` durations."""
+        blocking, remember = consistency_levels(level)
+        return type(self)(with_consistency(self.plan, blocking, remember))
 
     def window(self, spec: WindowSpec) -> WindowedStream:
         """Window the stream by any :class:`~udm.host.WindowSpec`."""
@@ -852,32 +556,27 @@ class Stream:
     # ----------------------------------------------------------- running
 
     def explain(self) -> str:
-        """A readable plan: source, operations, and how Spark runs them."""
-        lines = ["Stream plan", f"  source: {self._source.describe()}"]
-        datetimes = self._source.datetimes()
-        for node in self._nodes:
-            text = node.describe(datetimes) if isinstance(node, WindowOp) else node.describe()
-            for i, line in enumerate(text.splitlines()):
-                lines.append(("  - " if i == 0 else "    ") + line)
-            if isinstance(node, WindowOp):
-                lines.append("    spark: " + _spark_strategy(node, self._keys_at(node)))
-        lines.append("  output: " + self._output_description())
-        return "\n".join(lines)
+        """A readable plan: sources, operations, and how Spark runs them."""
+        from udm.host.explain import explain_plan
+
+        return explain_plan(self.plan, self.source.datetimes())
 
     def sample(self, rows: int = 200, where: str | None = None) -> Stream:
-        """The same query over the first ``rows`` source rows by start time,
-        after ``where`` (a Spark SQL condition such as ``"sensor = 's1'"``):
-        a small sample for :meth:`plot` and quick checks. Windows near the
-        sample's end miss the rows after it."""
+        """The same query over the first ``rows`` source rows by start time
+        (of each source), after ``where`` (a Spark SQL condition such as
+        ``"sensor = 's1'"``): a small sample for :meth:`plot` and quick
+        checks. Windows near the sample's end miss the rows after it."""
         if rows < 1:
             raise ValueError(f"sample(rows={rows}) needs at least one row")
-        src = self._source
-        if src.df is None:
-            assert src.rows is not None
-            return type(self)(replace(src, rows=src.rows[:rows]), self._nodes, self._keys)
-        df = src.df if where is None else src.df.where(where)
-        df = df.orderBy(src.start).limit(rows)
-        return type(self)(replace(src, df=df), self._nodes, self._keys)
+
+        def first_rows(src: Source) -> PlanNode:
+            if src.df is None:
+                assert src.rows is not None
+                return dataclasses.replace(src, rows=src.rows[:rows], elements=None)
+            df = src.df if where is None else src.df.where(where)
+            return dataclasses.replace(src, df=df.orderBy(src.start).limit(rows))
+
+        return type(self)(rewrite_sources(self.plan, first_rows))
 
     def plot(
         self,
@@ -895,91 +594,9 @@ class Stream:
         first in sort order by default; a tuple for several key columns).
         Returns the matplotlib figure; ``path`` also saves it (PNG/SVG/PDF).
         """
-        from udm.host.plot import Lane, lanes_for, plot_timeline
+        from udm.host.explain import plot_stream
 
-        at = max((i for i, n in enumerate(self._nodes) if isinstance(n, WindowOp)), default=None)
-        out_rows, layout, _ = run_reference(self)
-        op: WindowOp | None = None
-        if at is None:
-            in_rows, in_layout, keys = out_rows, layout, self._keys
-        else:
-            node = self._nodes[at]
-            assert isinstance(node, WindowOp)
-            op = node
-            keys = self._keys_at(op)
-            before = type(self)(self._source, self._nodes[:at], keys)
-            in_rows, in_layout, _ = run_reference(before)
-
-        def group(p: Mapping[str, Any]) -> Any:
-            return key_of(p, keys)
-
-        if keys:
-            groups = sorted({group(p) for _, _, p in in_rows}, key=repr)
-            if key is None and groups:
-                key = groups[0]
-            elif key is not None and key not in groups:
-                raise KeyError(f"plot(key={key!r}): no such group; groups: {groups[:20]}")
-            in_rows = [r for r in in_rows if group(r[2]) == key]
-            out_rows = [r for r in out_rows if group(r[2]) == key]
-        elif key is not None:
-            raise KeyError(
-                f"plot(key={key!r}): the stream is not grouped (no key columns); drop key= "
-                "to draw it all, or group it with group_apply() or key="
-            )
-
-        def shown(p: Mapping[str, Any], lay: Layout) -> Any:
-            payload = lay.payload(p)
-            if isinstance(payload, dict):
-                payload = {k: v for k, v in payload.items() if k not in keys}
-                if len(payload) == 1:
-                    return next(iter(payload.values()))
-            return payload
-
-        value = op.calls[0].value_fn if op is not None else None
-        inputs = []
-        for s, e, p in in_rows:
-            payload = in_layout.payload(p)
-            inputs.append(IntervalEvent(s, e, value(payload) if value else shown(p, in_layout)))
-        outputs = [IntervalEvent(s, e, shown(p, layout)) for s, e, p in out_rows]
-        if op is None:
-            lanes = [Lane("events", outputs, "output")]
-        else:
-            ctis = [] if op.watermark >= INFINITY else [op.watermark]
-            windows = op.window.windows(inputs, op.watermark)
-            lanes = lanes_for(inputs, windows, outputs, ctis=ctis)
-        if title is None:
-            title = self._plot_title(op, key if keys else None)
-        return plot_timeline(
-            lanes, title=title, path=path, max_events=max_events, datetimes=self._source.datetimes()
-        )
-
-    def _plot_title(self, op: WindowOp | None, key: Any) -> str:
-        parts = []
-        if op is not None:
-            names = ", ".join(c.name for c in op.calls)
-            window = op.window.describe(durations=self._source.datetimes())
-            parts.append(f"{op.kind} {names} over {window}")
-            parts.append(f"clipping={op.clipping.value}, output={op.policy.value}")
-        if key is not None:
-            parts.append(f"key={key!r}")
-        return "; ".join(parts) or "events"
-
-    def _keys_at(self, target: Node) -> tuple[str, ...]:
-        keys: tuple[str, ...] = ()
-        for node in self._nodes:
-            if isinstance(node, GroupNode):
-                keys = node.keys
-            if node is target:
-                break
-        return keys
-
-    def _output_description(self) -> str:
-        cols = ["start", "end", *self._keys]
-        last = next((n for n in reversed(self._nodes) if isinstance(n, WindowOp)), None)
-        if last is not None and last is self._nodes[-1]:
-            cols += [c.name for c in last.calls]
-            return ", ".join(cols) + "  (a struct result becomes one column per field)"
-        return ", ".join(cols) + ", payload columns"
+        return plot_stream(self, path, key=key, title=title, max_events=max_events)
 
     def to_dataframe(self, spark: SparkSession | None = None) -> DataFrame:
         """Run on Spark. Columns: ``start``, ``end`` (timestamps when the
@@ -987,24 +604,19 @@ class Stream:
         end of time is null for timestamps), the key columns, then the payload
         columns: for a window operation its results, struct results flattened
         into one column per field."""
-        from udm.host.spark.evaluate import released_with, tracking_persisted
-        from udm.host.spark.execute import run_spark, to_output
+        from udm.host.spark.execute import SparkEngine
 
         self._batch_only("to_dataframe")
-        with tracking_persisted() as cached:
-            frame, _layout, metrics = run_spark(self, spark)
-        self.metrics = metrics
-        # results typed from their values are cached while the output lives
-        return released_with(to_output(frame), cached)
+        return SparkEngine(spark=spark).to_dataframe(self)
 
     def _batch_only(self, method: str) -> None:
-        df = self._source.df
-        if df is not None and df.isStreaming:
-            raise ValueError(
-                f"{method}() runs a batch query, and this stream's source is a streaming "
-                "DataFrame (spark.readStream): call to_stream() for the output changelog "
-                "and start it with udm.host.spark.streaming.start_stream (docs/streaming.md)"
-            )
+        for src in sources(self.plan):
+            if src.df is not None and src.df.isStreaming:
+                raise ValueError(
+                    f"{method}() runs a batch query, and this stream's source is a streaming "
+                    "DataFrame (spark.readStream): call to_stream() for the output changelog "
+                    "and start it with udm.host.spark.streaming.start_stream (docs/streaming.md)"
+                )
 
     def to_stream(self, **options: Any) -> DataFrame:
         """Run continuously: the output changelog of this query over a
@@ -1015,14 +627,16 @@ class Stream:
         :func:`udm.host.spark.streaming.start_stream`."""
         from udm.host.spark.streaming import stream_changelog
 
-        src = self._source
+        chain = linear_chain(self.plan)
+        src = self.source
         if src.df is None or not src.df.isStreaming:
             raise ValueError("to_stream() needs a streaming DataFrame source (spark.readStream)")
-        ops = [n for n in self._nodes if not isinstance(n, GroupNode)]
+        ops = [] if chain is None else [n for n in chain[1] if not isinstance(n, GroupNode)]
         if len(ops) != 1 or not isinstance(ops[0], WindowOp) or len(ops[0].calls) != 1:
             raise ValueError(
-                "to_stream() runs one window operation with one UDM (no where/select, no "
-                f"several aggregates); this query is:\n{self.explain()}"
+                "to_stream() runs one window operation with one UDM (no where/select, joins, "
+                f"unions or lifetime changes yet, no several aggregates); this query is:\n"
+                f"{self.explain()}"
             )
         op = ops[0]
         if op.emit_empty:
@@ -1040,7 +654,7 @@ class Stream:
             src.df,
             op.window,
             call.udm,
-            key=list(self._keys) or None,
+            key=list(self.keys) or None,
             value=call.value,
             start=src.start,
             end=src.end,
@@ -1054,7 +668,7 @@ class Stream:
         )
 
     def to_cht(
-        self, engine: Literal["auto", "spark", "reference"] = "auto", spark: Any = None
+        self, engine: str = "auto", spark: Any = None, **options: Any
     ) -> Cht | dict[Hashable, Cht]:
         """Run and return the output CHT: a :class:`Cht` without group keys,
         else ``{key: Cht}`` (a tuple key for several key columns), as
@@ -1063,32 +677,38 @@ class Stream:
         (one UDM; a struct result as the dict of its columns) or a dict of
         result columns; otherwise it is the dict of all payload columns.
 
-        ``engine="auto"`` runs DataFrame sources on Spark and in-memory ones
-        in-process; ``"reference"`` collects a DataFrame source and runs the
-        reference evaluator, for small data.
+        ``engine`` names an engine (:func:`udm.host.engines.engine_names`):
+        ``"reference"`` (the oracle, in-process, for small data; a DataFrame
+        source is collected), ``"host"`` (the incremental graph of physical
+        operators, in-process; ``consistency=`` as :meth:`with_consistency`),
+        ``"spark"``; ``"auto"`` runs DataFrame sources on Spark and in-memory
+        ones on the reference engine.
         """
         self._batch_only("to_cht")
         if engine == "auto":
-            engine = "spark" if self._source.df is not None else "reference"
-        if engine == "spark":
-            from udm.host.spark.evaluate import release, tracking_persisted
-            from udm.host.spark.execute import collect_rows, run_spark
+            has_df = any(src.df is not None for src in sources(self.plan))
+            engine = "spark" if has_df else "reference"
+        if spark is not None:
+            options["spark"] = spark
+        runner = get_engine(engine, **options)
+        rows, layout, metrics = runner.collect(self.plan)
+        self.metrics = metrics
+        metrics.invalid_rows(wait=True)
+        return rows_to_cht(rows, self.keys, layout)
 
-            with tracking_persisted() as cached:
-                frame, layout, metrics = run_spark(self, spark)
-            try:
-                rows = collect_rows(frame)
-            finally:
-                release(cached)
-            self.metrics = metrics
-            metrics.invalid_rows(wait=True)
-        elif engine == "reference":
-            rows, layout, metrics = run_reference(self)
-            self.metrics = metrics
-            metrics.invalid_rows()
-        else:
-            raise ValueError(f"unknown engine {engine!r}; use 'auto', 'spark' or 'reference'")
-        return rows_to_cht(rows, self._keys, layout)
+    def to_events(self, consistency: Any = None, **options: Any) -> list[Element]:
+        """Run on the incremental engine and return the output physical
+        stream: inserts, retractions of earlier speculative output, and
+        CTIs, as each operator of the graph emitted them. ``consistency``
+        (as :meth:`with_consistency`) chooses between speculation and
+        blocking. Payloads are read as :meth:`to_cht` reads them."""
+        from udm.host.engines.graph import HostEngine
+
+        self._batch_only("to_events")
+        engine = HostEngine(consistency=consistency, **options)
+        events = engine.events(self.plan)
+        self.metrics = engine.metrics
+        return events
 
 
 class WindowedStream:
@@ -1225,6 +845,7 @@ class WindowedStream:
                 "windows are defined by events and are never empty"
             )
         op = WindowOp(
+            input=self._stream.plan,
             window=self.window,
             kind=kind,
             calls=calls,
@@ -1235,14 +856,14 @@ class WindowedStream:
             partial=partial,
             multi=multi,
         )
-        op.use_partial()  # validates partial=True early
+        op.check_partial()  # refuses partial=True early
         return self._stream._with(op)
 
 
 def _make_call(
     alias: str | None, udm: Any, value: ValueArg, returns: Any, args: Mapping[str, Any]
 ) -> UdmCall:
-    resolved = _resolve_udm(udm)
+    resolved = resolve_udm(udm)
     if isinstance(resolved, Function):
         raise TypeError(
             f"{resolved.name!r} is a UDF (scalar function); use it in where()/select(), "
@@ -1280,385 +901,50 @@ def _multi_call(name: str, spec: Any) -> UdmCall:
     return _make_call(name, spec, None, None, {})
 
 
-def _spark_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
-    by = ", ".join([*keys, "window"])
-    w = op.window
-    route = op.spark_route()
-    if route == "grid":
-        if op.use_partial():
-            run = "partial states folded per partition and per window in the worker (mapInArrow)"
-            if op.uses_panes():
-                run += ", point events folded once per pane of gcd(size, hop)"
-            return (
-                f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "
-                "merged per window (mapInArrow)"
-            )
-        by_what = ", ".join(keys) if keys else "bucket of windows"
-        run = (
-            f"events shuffled by ({by_what}); windows assigned, sorted and evaluated "
-            "in the worker (mapInArrow)"
+# ------------------------------------------------------------ helpers
+
+
+def _check_callable(fn: Any, where: str) -> None:
+    if fn is not None and not callable(fn):
+        raise TypeError(f"{where} takes a function, got {fn!r}")
+
+
+def _positive_duration(value: Any, where: str) -> int:
+    d = to_duration_ticks(value)
+    if d <= 0:
+        raise OperatorError(
+            where, f"a duration must be positive (at least one tick), got {value!r}"
         )
-        return f"{run}; over point events each window is a slice of the events sorted by start"
-    if route == "endpoints":
-        by_what = ", ".join(keys) if keys else "one partition"
-        run = (
-            f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "
-            "sorted and evaluated in the worker (mapInArrow)"
-        )
-        if isinstance(w, CountByStartWindow):
-            points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
-            over = "over point events " if points else ""
-            run += f"; {over}each window is a slice of the events sorted by start"
-        return run
-    if isinstance(w, HoppingWindow):
-        assign = "explode a generated array of window starts per event"
-    elif isinstance(w, SnapshotWindow):
-        assign = "distinct endpoints per key + lead() give windows; join events by endpoint rank"
-    else:
-        edge = "start" if isinstance(w, CountByStartWindow) else "end"
-        assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
-    if op.use_partial():
-        run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
-    else:
-        run = f"groupBy({by}).applyInArrow, events sorted canonically per window"
-    return f"{assign}; {run}"
+    return d
 
 
-# ------------------------------------------------------- shared row logic
+def _constant(d: int) -> Callable[[int, int], int]:
+    def duration(start: int, end: int) -> int:
+        return d
+
+    duration.__name__ = f"constant_{d}"
+    return duration
 
 
-def normalize_value(value: Any) -> Any:
-    """A result in plain Python terms: dataclasses and named tuples become
-    dicts, numpy scalars Python numbers, recursively."""
-    if type(value) in PLAIN_TYPES or isinstance(value, str | bytes | bool | int | float):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): normalize_value(v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: normalize_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple) and hasattr(value, "_asdict"):
-        return {str(k): normalize_value(v) for k, v in value._asdict().items()}
-    if isinstance(value, list | tuple):
-        return [normalize_value(v) for v in value]
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and callable(item):
-        return normalize_value(item())
-    return value
+def _capped(d: int) -> Callable[[int, int], int]:
+    def duration(start: int, end: int) -> int:
+        return min(end - start, d)
+
+    duration.__name__ = f"at_most_{d}"
+    return duration
 
 
-def returns_is_struct(returns: Any) -> bool | None:
-    """Whether an explicit ``returns=`` names a struct (``None``: not given)."""
-    if returns is None:
-        return None
-    if isinstance(returns, str):
-        return returns.strip().lower().startswith("struct")
-    return type(returns).__name__ == "StructType" or (
-        isinstance(returns, type)
-        and (dataclasses.is_dataclass(returns) or hasattr(returns, "__required_keys__"))
-    )
+def _shifted(d: int) -> Callable[[int], int]:
+    def start(s: int) -> int:
+        return s + d
+
+    start.__name__ = f"plus_{d}"
+    return start
 
 
-def result_columns(
-    op: WindowOp, structs: Sequence[Sequence[str] | None]
-) -> list[tuple[str, str, str | None]]:
-    """Output columns of a window operation: (column, call name, struct
-    field or None), given each call's struct fields (None: not a struct)."""
-    out: list[tuple[str, str, str | None]] = []
-    for call, fields in zip(op.calls, structs, strict=True):
-        if fields is None:
-            out.append((call.name, call.name, None))
-        else:
-            for f in fields:
-                out.append((f"{call.name}_{f}" if op.multi else f, call.name, f))
-    return out
-
-
-def op_layout(op: WindowOp, columns: Sequence[tuple[str, str, str | None]]) -> Layout:
-    """The CHT payload of a window operation's output rows."""
-    if not op.multi:
-        if columns and columns[0][2] is None:
-            return Layout(columns[0][0], ())
-        return Layout(None, tuple((f or c, c) for c, _, f in columns))
-    return Layout(None, tuple((c, c) for c, _, _ in columns))
-
-
-def check_output_names(
-    keys: Sequence[str], op: WindowOp, columns: Sequence[tuple[str, str, str | None]]
-) -> None:
-    """Refuse result columns (from :func:`result_columns`) that clash with
-    the lifetime, the keys or each other, with a fix that applies."""
-    seen = {"start", "end", *keys}
-    for c, call, part in columns:
-        if c in seen:
-            if part is None:
-                fix = "name the result with alias= (or aggregate(name=...))"
-            elif op.kind == "aggregate":
-                fix = (
-                    f"give the aggregate a name, aggregate(name=(uda, value)), so its fields "
-                    f"become name_{part}"
-                )
-            else:
-                fix = (
-                    f"the operator's output field {part!r} keeps its name: rename the field "
-                    "in the UDO, or the key column before the window"
-                )
-            raise ValueError(
-                f"result column {c!r} of {call!r} clashes with the start/end or key columns; {fix}"
-            )
-        seen.add(c)
-
-
-def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
-    """A row's group as a dict key: the key column's value (a tuple for
-    several), an array key as a tuple and a struct key as a tuple of
-    (field, value) pairs, since lists and dicts cannot be dict keys."""
-
-    def hashable(v: Any) -> Any:
-        if isinstance(v, list):
-            return tuple(hashable(x) for x in v)
-        if isinstance(v, dict):
-            return tuple((f, hashable(x)) for f, x in v.items())
-        return v
-
-    if len(keys) == 1:
-        found: Hashable = hashable(p[keys[0]])
-        return found
-    return tuple(hashable(p[k]) for k in keys)
-
-
-def rows_to_cht(
-    rows: Iterable[Row], keys: Sequence[str], layout: Layout
-) -> Cht | dict[Hashable, Cht]:
-    if not keys:
-        return Cht(IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows)
-    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
-    for s, e, p in rows:
-        k = key_of(p, keys)
-        groups.setdefault(k, []).append(IntervalEvent(s, e, layout.payload(p)))
-    return {k: Cht(v) for k, v in groups.items()}
-
-
-# -------------------------------------------------------- reference engine
-
-
-def run_reference(stream: Stream) -> tuple[list[Row], Layout, QueryMetrics]:
-    """Run a plan in-process with the reference evaluator."""
-    source = stream._source
-    nodes = list(stream._nodes)
-    metrics = QueryMetrics(dict(source.dropped))
-    if source.df is not None:
-        from udm.host.spark.execute import collect_rows, source_frame
-
-        # Spark expressions before any UDF run in Spark; a filter commutes
-        # with group_apply (it keeps every column), so one after the keys
-        # (from_dataframe(key=...)) runs there too
-        pushed: list[Node] = []
-        groups: list[Node] = []
-        while nodes:
-            node = nodes[0]
-            if isinstance(node, GroupNode):
-                groups.append(nodes.pop(0))
-            elif _spark_only(node) and (not groups or isinstance(node, WhereNode)):
-                pushed.append(nodes.pop(0))
-            else:
-                break
-        nodes = groups + nodes
-        frame, metrics = source_frame(stream, pushed)
-        rows = collect_rows(frame)
-        columns = [c for c in frame.df.columns if c not in (S_COL, E_COL)]
-        scalar = False
-    else:
-        assert source.rows is not None
-        rows = list(source.rows)
-        columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
-        scalar = source.scalar
-        if any(len(p) != len(columns) for _, _, p in rows):
-            # dict payloads are rows of a table: a field some lack is null
-            # there, as in a DataFrame
-            rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
-    layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
-    keys: tuple[str, ...] = ()
-    spark = None if source.df is None else source.df.sparkSession
-    for node in nodes:
-        if spark is not None and not scalar and _spark_only(node):
-            # a Spark expression after a window or a UDF: Spark evaluates
-            # it over the rows computed here, as the Spark engine would
-            rows, columns = _spark_step(spark, node, rows, columns, keys)
-            if isinstance(node, SelectNode):
-                layout = Layout(None, tuple((c, c) for c in columns))
-        elif isinstance(node, GroupNode):
-            missing = [k for k in node.keys if k not in columns]
-            if missing and rows:  # no rows: nothing to group, no columns to know
-                raise KeyError(f"key columns {missing} are not in the stream; columns: {columns}")
-            keys = node.keys
-        elif isinstance(node, WhereNode):
-            pred = udf_of_payload(_python_udf(node.predicate, "where"), scalar, "where()")
-            rows = [r for r in rows if pred(r[2])]
-        elif isinstance(node, SelectNode):
-            rows, columns = _select_rows(rows, columns, keys, node, scalar)
-            layout = Layout(None, tuple((c, c) for c in columns))
-            scalar = False
-        else:
-            rows, columns, layout = _window_rows(rows, columns, keys, adapt_op(node, scalar))
-            scalar = False
-    return rows, layout, metrics
-
-
-def _spark_step(
-    spark: Any, node: Node, rows: list[Row], columns: list[str], keys: tuple[str, ...]
-) -> tuple[list[Row], list[str]]:
-    """A Spark ``where`` or ``select`` over in-process rows (the reference
-    engine's, after a window or a UDF): the rows go to Spark as a table with
-    the columns the Spark engine has at that point. A filter only decides
-    which rows stay, so the kept rows keep their values exactly."""
-    from udm.host.spark.execute import apply_simple, collect_rows
-
-    if isinstance(node, WhereNode):
-        tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(rows)]
-        frame, _ = apply_simple(_table_of(spark, tagged, node), keys, node)
-        kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
-        return [r for i, r in enumerate(rows) if i in kept], columns
-    frame, _ = apply_simple(_table_of(spark, rows, node), keys, node)
-    return collect_rows(frame), frame.columns
-
-
-#: the row number a Spark filter over in-process rows reports back
-_ROW_COL = "__udm_row"
-
-
-def _table_of(spark: Any, rows: list[Row], node: Node) -> Any:
-    from udm.host.spark.frame import from_rows
-
-    try:
-        return from_rows(spark, rows, False)
-    except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
-        raise TypeError(
-            f"{node.describe()}: the reference engine runs Spark expressions after a window "
-            f"or a UDF in Spark, which cannot take these rows as a table ({exc}); use a UDF "
-            "or run on Spark (to_cht(engine='spark'))"
-        ) from None
-
-
-def _spark_only(node: Node) -> bool:
-    if isinstance(node, WhereNode):
-        return isinstance(node.predicate, str) or _is_column(node.predicate)
-    if isinstance(node, SelectNode):
-        return any(_is_column(c) for c in node.columns) or any(
-            _is_column(e) for _, e, _ in node.named
-        )
-    return False
-
-
-def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
-    if isinstance(expr, str) or _is_column(expr):
-        raise TypeError(
-            f"{where}({expr}) is a Spark expression, which the reference engine runs in "
-            "Spark, but this stream has no Spark session (it was not built from a "
-            "DataFrame); run on Spark (to_cht(engine='spark')) or use a UDF"
-        )
-    fn: Callable[[Any], Any] = expr
-    return fn
-
-
-def _select_rows(
-    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode, scalar: bool
-) -> tuple[list[Row], list[str]]:
-    names = [c for c in node.columns if isinstance(c, str)]
-    if len(names) != len(node.columns):
-        _python_udf(next(c for c in node.columns if not isinstance(c, str)), "select")
-    missing = [c for c in names if c not in columns]
-    if missing and rows:
-        raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
-    keep = list(dict.fromkeys([*keys, *names]))
-    fns = [
-        (n, udf_of_payload(_python_udf(e, "select"), scalar, f"select({n}=...)"))
-        for n, e, _ in node.named
-    ]
-    out_cols = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
-    out = []
-    for s, e, p in rows:
-        q = {c: p[c] for c in keep}
-        for n, fn in fns:
-            q[n] = fn(p)
-        out.append((s, e, q))
-    return out, out_cols
-
-
-def _window_rows(
-    rows: list[Row], columns: list[str], keys: tuple[str, ...], op: WindowOp
-) -> tuple[list[Row], list[str], Layout]:
-    for c in op.calls:
-        missing = [col for col in (c.columns() or []) if col not in columns]
-        if missing and rows:
-            raise KeyError(
-                f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {columns}"
-            )
-    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
-    values: dict[Hashable, tuple[Any, ...]] = {}  # the key columns as written
-    for s, e, p in rows:
-        group = key_of(p, keys)
-        if group not in groups:
-            groups[group], values[group] = [], tuple(p[k] for k in keys)
-        groups[group].append(IntervalEvent(s, e, p))
-    # per group, per call: output events
-    outputs: list[tuple[tuple[Any, ...], list[list[IntervalEvent[Any]]]]] = []
-    for group, events in groups.items():
-        key = values[group]
-        per_call = [
-            list(
-                evaluate(
-                    events,
-                    op.window,
-                    c.udm,
-                    input_clipping=op.clipping,
-                    output_policy=op.policy,
-                    value=c.value_fn,
-                    watermark=op.watermark,
-                    emit_empty=op.emit_empty,
-                )
-            )
-            for c in op.calls
-        ]
-        outputs.append((key, per_call))
-    structs = [
-        _struct_fields(c, [ev.payload for _, pc in outputs for ev in pc[i]])
-        for i, c in enumerate(op.calls)
-    ]
-    cols = result_columns(op, structs)
-    check_output_names(keys, op, cols)
-    out_rows: list[Row] = []
-    for key, per_call in outputs:
-        base = dict(zip(keys, key, strict=True))
-        if op.kind == "operator":
-            events_rows = [[ev] for ev in per_call[0]]
-        else:
-            events_rows = [list(evs) for evs in zip(*per_call, strict=True)]
-        for evs in events_rows:
-            first = evs[0]
-            payload = dict(base)
-            for ev, c, fields in zip(evs, op.calls, structs, strict=True):
-                value = normalize_value(ev.payload)
-                if fields is None:
-                    payload[c.name] = value
-                else:
-                    for f in fields:
-                        col = f"{c.name}_{f}" if op.multi else f
-                        payload[col] = None if value is None else value.get(f)
-            out_rows.append((first.start, first.end, payload))
-    out_columns = [*keys, *(c for c, _, _ in cols)]
-    return out_rows, out_columns, op_layout(op, cols)
-
-
-def _struct_fields(call: UdmCall, results: Iterable[Any]) -> list[str] | None:
-    """Fields of a struct result (dicts, dataclasses), or None for scalars."""
-    declared = returns_is_struct(call.returns)
-    fields: dict[str, None] = {}
-    saw_struct = False
-    for r in results:
-        v = normalize_value(r)
-        if isinstance(v, dict):
-            saw_struct = True
-            fields.update(dict.fromkeys(v))
-    if declared is False or not saw_struct:
-        return None
-    return list(fields)
+def _scalar_elements(elements: Iterable[Element]) -> bool:
+    for el in elements:
+        payload = getattr(el, "payload", None)
+        if type(el).__name__ == "Insert":
+            return not isinstance(payload, Mapping)
+    return True

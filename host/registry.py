@@ -45,7 +45,10 @@ __all__ = [
     "UdmPluginWarning",
     "UnknownUdmError",
     "get_registry",
+    "register_udm",
     "reset_registry",
+    "resolve_udm",
+    "unregister_udm",
 ]
 
 #: The entry-point group UDM libraries declare.
@@ -541,3 +544,34 @@ def reset_registry() -> None:
     global _default
     with _default_lock:
         _default = None
+
+
+# ------------------------------------------------------ names in a process
+
+_LOCAL_UDMS: dict[str, Any] = {}
+
+
+def register_udm(name: str, udm: Any) -> None:
+    """Make a UDM available by ``name`` in this process, ahead of installed
+    libraries (a notebook's quick override); validated like discovered UDMs.
+    :meth:`Registry.register` is the library-qualified way."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a UDM name must be a non-empty string, got {name!r}")
+    validate_udm(udm, f"register_udm({name!r})")
+    _LOCAL_UDMS[name] = udm
+
+
+def unregister_udm(name: str) -> None:
+    """Forget a name given to :func:`register_udm` (no error if unknown)."""
+    _LOCAL_UDMS.pop(name, None)
+
+
+def resolve_udm(name_or_udm: Any) -> Any:
+    """A UDM from itself, a :func:`register_udm` name, or a registry name
+    (``library.name`` or ``module:attribute``): how every engine and the
+    CLI turn a name into a UDM."""
+    if not isinstance(name_or_udm, str):
+        return name_or_udm
+    if name_or_udm in _LOCAL_UDMS:
+        return _LOCAL_UDMS[name_or_udm]
+    return get_registry().resolve(name_or_udm)

@@ -13,7 +13,16 @@ from typing import Any
 
 from udm.host.time import INFINITY, format_time, to_ticks
 
-__all__ = ["Cti", "Element", "Insert", "Retract", "edge_end", "edge_start", "point"]
+__all__ = [
+    "Cti",
+    "Element",
+    "ExternalCti",
+    "Insert",
+    "Retract",
+    "edge_end",
+    "edge_start",
+    "point",
+]
 
 
 def _ticks(obj: Any, *names: str) -> None:
@@ -99,6 +108,41 @@ class Cti:
 
 
 Element = Insert | Retract | Cti
+
+
+@dataclass(frozen=True, slots=True)
+class ExternalCti:
+    """CEDR's ExternalCTI: ``count`` elements of the stream have sync times
+    in ``[start, end]`` (both ends included, as in the paper's example).
+    Unlike a :class:`Cti` it may arrive out of order, before the elements
+    it counts; ExternalCTIs never overlap. Only Finalize
+    (``Stream.finalize()``) consumes them: once every counted element of
+    the earliest interval has arrived, it issues ``Cti(end)``.
+    """
+
+    start: int
+    end: int
+    count: int
+
+    def __post_init__(self) -> None:
+        _ticks(self, "start", "end")
+        if type(self.count) is not int or self.count < 0:
+            raise ValueError(f"ExternalCti count is a non-negative int, got {self.count!r}")
+        if self.end < self.start:
+            raise ValueError(
+                f"ExternalCti covers [start, end] with end not before start, got "
+                f"[{format_time(self.start)}, {format_time(self.end)}]"
+            )
+
+    @property
+    def sync_time(self) -> int:
+        return self.start
+
+    def __repr__(self) -> str:
+        return (
+            f"ExternalCti(start={format_time(self.start)}, end={format_time(self.end)}, "
+            f"count={self.count})"
+        )
 
 
 def point(id: Hashable, time: Any, payload: Any = None) -> Insert:

@@ -36,7 +36,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import types as T  # noqa: E402
 from worker_support import Rises, by_key, reference, worker_table  # noqa: E402
 
-from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
+from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import endpoints, members  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
 
@@ -104,7 +104,9 @@ def _run(
     kind = "operator" if udms == [Rises] else "aggregate"
     calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
     policy = policy or default_output_policy(window, calls[0].udm)
-    op = WindowOp(window, kind, calls, clipping, policy, False, watermark, False, False)
+    op = WindowOp(
+        Source(rows=()), window, kind, calls, clipping, policy, False, watermark, False, False
+    )
     fields = [
         T.StructField(S_COL, T.LongType(), False),
         T.StructField(E_COL, T.LongType(), False),

@@ -39,7 +39,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import types as T  # noqa: E402
 from worker_support import Rises, by_key, reference, worker_table  # noqa: E402
 
-from udm.host.query import E_COL, S_COL, UdmCall, WindowOp  # noqa: E402
+from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import evaluate as ev  # noqa: E402
 from udm.host.spark import grid, members  # noqa: E402
 
@@ -179,7 +179,16 @@ def _op(
 ) -> WindowOp:
     calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
     return WindowOp(
-        window, "aggregate", calls, InputClipping.NONE, policy, False, watermark, True, False
+        Source(rows=()),
+        window,
+        "aggregate",
+        calls,
+        InputClipping.NONE,
+        policy,
+        False,
+        watermark,
+        True,
+        False,
     )
 
 
@@ -198,6 +207,7 @@ def _one_call(
 ) -> WindowOp:
     """One aggregate call over ``window`` (HoppingWindow(6, 2)), aligned output."""
     return WindowOp(
+        Source(rows=()),
         window or HoppingWindow(6, 2),
         "aggregate",
         (UdmCall("r0", udm, value),),
@@ -593,6 +603,7 @@ def test_operators_over_point_windows_are_slices(
     udm, policy = udm_policy
     rows = [(k if keyed else None, s, s + 1, float(v)) for k, s, v in points]
     op = WindowOp(
+        Source(rows=()),
         window,
         "operator",
         (UdmCall("r0", udm(), "v"),),

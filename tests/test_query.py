@@ -30,7 +30,11 @@ from udm.host import (
     evaluate_by_key,
     point,
 )
-from udm.host.query import InvalidEventError, Stream, UdfError, agg, register_udm
+from udm.host.errors import InvalidEventError
+from udm.host.plan import agg
+from udm.host.query import Stream
+from udm.host.registry import register_udm
+from udm.host.rows import UdfError
 from udm.host.stream import Cti, Insert, Retract
 from udm.sdk import (
     IncrementalAggregate,
@@ -333,7 +337,7 @@ def test_in_memory_datetimes_give_datetimes_out() -> None:
 
     for given in (events, iter(events), [("2026-01-01T12:00:00Z", "2026-01-01T12:01", 1.0)]):
         stream = Stream.from_cht(given)
-        assert stream._source.timestamps is True
+        assert stream.source.timestamps is True
         assert window(stream) == "  - window TumblingWindow(size=1h)"
         assert stream.to_cht() == [(1_767_268_800_000_000, 1_767_268_860_000_000, 1.0)]
     assert window(Stream.from_cht(events, timestamps=False)) == (
@@ -348,10 +352,10 @@ def test_in_memory_datetimes_give_datetimes_out() -> None:
         np.datetime64("2026-01-01T12:00"),
         pa.scalar(noon, pa.timestamp("us", tz="UTC")),
     ):
-        assert Stream.from_cht([(start, None, 1.0)], on_invalid="drop")._source.timestamps, start
-    assert Stream.from_cht([(np.int64(0), 1, 1.0)])._source.timestamps is False
-    assert Stream.from_cht([(0, 1, 1.0)])._source.timestamps is False
-    assert Stream.from_cht([])._source.timestamps is False
+        assert Stream.from_cht([(start, None, 1.0)], on_invalid="drop").source.timestamps, start
+    assert Stream.from_cht([(np.int64(0), 1, 1.0)]).source.timestamps is False
+    assert Stream.from_cht([(0, 1, 1.0)]).source.timestamps is False
+    assert Stream.from_cht([]).source.timestamps is False
 
 
 def test_explain_names_every_stage() -> None:

@@ -53,8 +53,9 @@ from udm.host import (
     evaluate,
     evaluate_by_key,
 )
+from udm.host.errors import InvalidEventError
 from udm.host.invoke import compute_window
-from udm.host.query import InvalidEventError, Stream
+from udm.host.query import Stream
 from udm.host.spark.evaluate import evaluate_window
 from udm.sdk import aggregate
 

@@ -10,7 +10,7 @@ import pytest
 from test_query import ROWS_SEED, Mean, make_rows, median, rises, rows_cht, value_range
 
 from udm.host import Cht, IntervalEvent, SnapshotWindow, evaluate_by_key
-from udm.host.query import _LOCAL_UDMS, register_udm
+from udm.host.registry import _LOCAL_UDMS, register_udm
 from udm.host.spark.sql import register_sql
 from udm.sdk import aggregate
 

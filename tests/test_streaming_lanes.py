@@ -31,7 +31,7 @@ from udm.sdk import IncrementalAggregate
 pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
-from udm.host.query import UdmCall  # noqa: E402
+from udm.host.plan import UdmCall  # noqa: E402
 from udm.host.spark import streaming as sm  # noqa: E402
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from udm.host import Cht, IntervalEvent, WindowDescriptor, evaluate_by_key
-from udm.host.query import E_COL, S_COL
+from udm.host.plan import E_COL, S_COL
 from udm.sdk import TimeSensitiveOperator
 
 Row = tuple[str | None, int, int, float]

@@ -22,7 +22,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from udm.host.query import E_COL, S_COL, WindowOp
+from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
     Slices,

@@ -44,17 +44,9 @@ from pyspark.sql import types as T
 
 from udm.host.errors import UdmInvocationError
 from udm.host.invoke import compute_window, raw_result, stamp_result, udm_label
+from udm.host.plan import E_COL, S_COL, UdmCall, WindowOp
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.query import (
-    E_COL,
-    S_COL,
-    Layout,
-    UdmCall,
-    WindowOp,
-    check_output_names,
-    op_layout,
-    result_columns,
-)
+from udm.host.rows import Layout, check_output_names, op_layout, result_columns
 from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, q
 from udm.host.spark.types import (
     accepts,
@@ -70,6 +62,7 @@ from udm.host.spark.types import (
     unify,
 )
 from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
+from udm.host.strategy import spark_route, use_partial
 from udm.host.windows import describe_window, of_key
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -579,7 +572,7 @@ def _assigned_results(
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
     bucket = F.expr(f"{WO} div {BUCKET}").alias("__udm_bucket")
-    if op.use_partial():
+    if use_partial(op):
         part_schema = T.StructType(
             [
                 *key_fields,
@@ -647,7 +640,7 @@ def evaluate_op(
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)
     key_fields = [T.StructField(k, schema_of[k].dataType, True) for k in keys]
-    route = op.spark_route()
+    route = spark_route(op)
     if route == "grid":
         from udm.host.spark.grid import grid_results
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -19,32 +20,47 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.errors import UdmInvocationError
-from udm.host.query import (
+from udm.host.engines import EngineResult
+from udm.host.errors import InvalidEventError, UdmInvocationError
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import (
     E_COL,
     S_COL,
     SCALAR_COL,
+    AlignNode,
     GroupNode,
-    InvalidEventError,
-    Layout,
-    Node,
-    QueryMetrics,
+    PlanNode,
     Row,
     SelectNode,
+    Source,
     WhereNode,
     WindowOp,
-    _is_column,
-    adapt_op,
-    udf_of_payload,
+    detached,
+    is_column,
 )
-from udm.host.spark.evaluate import _pickled_field, decode_pickled, evaluate_op, to_arrow_column
+from udm.host.rows import Layout, adapt_op, udf_of_payload
+from udm.host.spark import evaluate as spark_evaluate
+from udm.host.spark.evaluate import (
+    _pickled_field,
+    decode_pickled,
+    evaluate_op,
+    to_arrow_column,
+)
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
 
-__all__ = ["collect_rows", "run_spark", "source_frame", "to_output"]
+__all__ = [
+    "SparkEngine",
+    "SparkTable",
+    "apply_simple",
+    "collect_rows",
+    "register_handler",
+    "source_frame",
+    "to_output",
+]
 
 
 def _session(spark: SparkSession | None) -> SparkSession:
@@ -59,10 +75,9 @@ def _session(spark: SparkSession | None) -> SparkSession:
 
 
 def source_frame(
-    stream: Stream, pushed: list[Node] | None = None, spark: SparkSession | None = None
+    source: Source, pushed: list[PlanNode] | None = None, spark: SparkSession | None = None
 ) -> tuple[EventFrame, QueryMetrics]:
     """The normalized source table, with leading Spark-only nodes applied."""
-    source = stream._source
     if source.df is not None:
         frame, metrics = normalize(source)
     else:
@@ -76,10 +91,11 @@ def source_frame(
 
 
 def apply_simple(
-    frame: EventFrame, keys: tuple[str, ...], node: Node, scalar: bool = False
+    frame: EventFrame, keys: tuple[str, ...], node: PlanNode, scalar: bool = False
 ) -> tuple[EventFrame, tuple[str, ...]]:
+    """A group, where or select node over an event table."""
     if isinstance(node, GroupNode):
-        missing = [k for k in node.keys if k not in frame.columns]
+        missing = [k for k in node.group_keys if k not in frame.columns]
         if missing and not frame.columns:
             raise ValueError(
                 f"key columns {missing}: the stream's in-memory source has no events, so "
@@ -88,7 +104,7 @@ def apply_simple(
             )
         if missing:
             raise KeyError(f"key columns {missing} are not in the stream; columns: {frame.columns}")
-        return frame, node.keys
+        return frame, node.group_keys
     if isinstance(node, WhereNode):
         return frame.with_df(_where(frame, node.predicate, scalar)), keys
     if isinstance(node, SelectNode):
@@ -96,29 +112,125 @@ def apply_simple(
     raise TypeError(f"not a simple node: {node!r}")
 
 
-def run_spark(
-    stream: Stream, spark: SparkSession | None = None
-) -> tuple[EventFrame, Layout, QueryMetrics]:
-    """The output event table of a plan and how to read CHT payloads."""
-    frame, metrics = source_frame(stream, spark=spark)
-    keys: tuple[str, ...] = ()
-    scalar = stream._source.scalar
-    layout = (
-        Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in frame.columns))
-    )
-    for node in stream._nodes:
-        if isinstance(node, WindowOp):
-            frame, layout = evaluate_op(frame, keys, adapt_op(node, scalar))
-            scalar = False
-        else:
-            frame, keys = apply_simple(frame, keys, node, scalar)
-            if isinstance(node, SelectNode):
-                layout = Layout(None, tuple((c, c) for c in frame.columns))
-                scalar = False
-    return frame, layout, metrics
+@dataclass(frozen=True)
+class SparkTable:
+    """A node's output as the Spark engine holds it: the event table, its
+    group keys, how to read CHT payloads, and whether payloads are scalars."""
+
+    frame: EventFrame
+    keys: tuple[str, ...]
+    layout: Layout
+    scalar: bool
+
+
+class SparkEngine:
+    """Runs a plan as Spark batch jobs; each node maps an event table to
+    the next (dispatching on the node's class), a node read twice is
+    computed once in the plan Spark optimizes."""
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession | None = None) -> None:
+        self.spark = spark
+        self._memo: dict[int, SparkTable] = {}
+        self._metrics: list[QueryMetrics] = []
+
+    def table(self, plan: PlanNode) -> tuple[SparkTable, QueryMetrics]:
+        """The output table of ``plan`` and the metrics of its sources."""
+        self._memo.clear()
+        self._metrics = []
+        out = self.run(plan)
+        return out, _combined(self._metrics)
+
+    def collect(self, plan: PlanNode) -> EngineResult:
+        """The output rows of ``plan`` on the driver (for ``to_cht``)."""
+        with spark_evaluate.tracking_persisted() as cached:
+            out, metrics = self.table(plan)
+        try:
+            rows = collect_rows(out.frame)
+        finally:
+            spark_evaluate.release(cached)
+        return EngineResult(rows, out.layout, metrics)
+
+    def to_dataframe(self, stream: Stream) -> DataFrame:
+        """``Stream.to_dataframe``: the output as a DataFrame."""
+        with spark_evaluate.tracking_persisted() as cached:
+            out, metrics = self.table(stream.plan)
+        stream.metrics = metrics
+        # results typed from their values are cached while the output lives
+        return spark_evaluate.released_with(output(out.frame), cached)
+
+    def run(self, node: PlanNode) -> SparkTable:
+        """The output table of ``node``."""
+        found = self._memo.get(id(node))
+        if found is None:
+            handler = _HANDLERS.get(type(node))
+            if handler is None:
+                raise TypeError(f"the Spark engine cannot run {type(node).__name__} nodes")
+            found = handler(self, node)
+            self._memo[id(node)] = found
+        return found
+
+    def _source(self, node: PlanNode) -> SparkTable:
+        assert isinstance(node, Source)
+        frame, metrics = source_frame(node, spark=self.spark)
+        self._metrics.append(metrics)
+        layout = (
+            Layout(SCALAR_COL, ())
+            if node.scalar
+            else Layout(None, tuple((c, c) for c in frame.columns))
+        )
+        return SparkTable(frame, (), layout, node.scalar)
+
+    def _simple(self, node: PlanNode) -> SparkTable:
+        before = self.run(node.inputs[0])
+        frame, keys = apply_simple(before.frame, before.keys, node, before.scalar)
+        if isinstance(node, SelectNode):
+            layout = Layout(None, tuple((c, c) for c in frame.columns))
+            return SparkTable(frame, keys, layout, False)
+        return SparkTable(frame, keys, before.layout, before.scalar)
+
+    def _window(self, node: PlanNode) -> SparkTable:
+        assert isinstance(node, WindowOp)
+        before = self.run(node.input)
+        op = detached(adapt_op(node, before.scalar))
+        frame, layout = evaluate_op(before.frame, before.keys, op)
+        return SparkTable(frame, before.keys, layout, False)
+
+    def _pass(self, node: PlanNode) -> SparkTable:
+        return self.run(node.inputs[0])
+
+
+def _combined(metrics: list[QueryMetrics]) -> QueryMetrics:
+    if len(metrics) == 1:
+        return metrics[0]
+    counts: dict[str, int] = {}
+    for m in metrics:
+        for reason, n in (m.invalid_rows(wait=True) or {}).items():
+            counts[reason] = counts.get(reason, 0) + n
+    return QueryMetrics(counts)
+
+
+_HANDLERS: dict[type[PlanNode], Callable[[SparkEngine, PlanNode], SparkTable]] = {
+    Source: SparkEngine._source,
+    GroupNode: SparkEngine._simple,
+    WhereNode: SparkEngine._simple,
+    SelectNode: SparkEngine._simple,
+    WindowOp: SparkEngine._window,
+    AlignNode: SparkEngine._pass,  # Align never changes a CHT
+}
+
+
+def register_handler(
+    node_class: type[PlanNode], handler: Callable[[SparkEngine, PlanNode], SparkTable]
+) -> None:
+    """How the Spark engine runs nodes of ``node_class`` (for modules that
+    add operators: :mod:`udm.host.spark.algebra`)."""
+    _HANDLERS[node_class] = handler
 
 
 def to_output(frame: EventFrame) -> DataFrame:
+    """The user-facing DataFrame of an event table."""
     return output(frame)
 
 
@@ -187,7 +299,7 @@ def _where(frame: EventFrame, predicate: Any, scalar: bool) -> DataFrame:
     df = frame.df
     if isinstance(predicate, str):
         return df.where(F.expr(predicate))
-    if _is_column(predicate):
+    if is_column(predicate):
         return df.where(predicate)
     payload = frame.columns
     fn = udf_of_payload(predicate, scalar, "where()")
@@ -221,8 +333,8 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
         *dict.fromkeys([*keys, *[n for n in names if isinstance(n, str)]]),
     ]
     keep_cols = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
-    native = [(n, e) for n, e, _ in node.named if _is_column(e)]
-    udfs = [(n, e, r) for n, e, r in node.named if not _is_column(e)]
+    native = [(n, e) for n, e, _ in node.named if is_column(e)]
+    udfs = [(n, e, r) for n, e, r in node.named if not is_column(e)]
     out = df.select(*keep_cols, *[e.alias(n) for n, e in native]) if not udfs else df
     if not udfs:
         return out

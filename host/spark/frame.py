@@ -23,12 +23,9 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.query import (
-    E_COL,
-    S_COL,
-    QueryMetrics,
-    Row,
-    Source,
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import E_COL, S_COL, Row, Source
+from udm.host.rows import (
     reason_end_of_time,
     reason_no_end,
     reason_null,

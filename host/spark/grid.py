@@ -38,8 +38,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.policies import InputClipping
-from udm.host.query import E_COL, S_COL, WindowOp, normalize_value
+from udm.host.rows import normalize_value
 from udm.host.spark import evaluate as ev
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
@@ -58,6 +59,7 @@ from udm.host.spark.members import (
 )
 from udm.host.spark.types import dumps
 from udm.host.spark.windows import hopping_range, never_ends_message
+from udm.host.strategy import use_partial, uses_panes
 from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -130,7 +132,7 @@ def grid_results(
     so the workers derive the end (unless Spark needs it to find buckets)."""
     w = op.window
     assert isinstance(w, HoppingWindow)
-    partial = op.use_partial()
+    partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
     columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
     source = df.selectExpr(*[q(c) for c in columns])
@@ -305,7 +307,7 @@ def _fold_fn(
     size, hop, off = w.size, w.hop, w.offset
     watermark = op.watermark
     k_last = w.last_index_before(watermark) if watermark < INFINITY else None
-    panes = op.uses_panes()
+    panes = uses_panes(op)
     p = math.gcd(size, hop)
     n_bucket = ev.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]

@@ -21,8 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from udm.host.invoke import raw_result, stamp_result
+from udm.host.plan import WindowOp
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.query import WindowOp, normalize_value
+from udm.host.rows import normalize_value
 from udm.host.spark import evaluate as ev
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 from udm.sdk.payloads import payload_key

@@ -36,15 +36,10 @@ from pyspark.sql import types as T
 
 from udm.host.engine import Host, output_cht
 from udm.host.invoke import instantiate
+from udm.host.plan import E_COL, S_COL, UdmCall, ValueArg
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.query import (
-    E_COL,
-    S_COL,
-    UdmCall,
-    ValueArg,
-    _resolve_udm,
-    normalize_value,
-)
+from udm.host.registry import resolve_udm
+from udm.host.rows import normalize_value
 from udm.host.spark.evaluate import (
     _arrow_schema_with_marks,
     _pickled_field,
@@ -241,7 +236,7 @@ def replay(
     if missing:
         raise KeyError(f"replay: columns {missing} are not in the DataFrame; columns: {df.columns}")
     refuse_batch_options(udm_args, "replay runs", "the stream's CTIs")
-    instance = instantiate(_resolve_udm(udm), udm_args or None)
+    instance = instantiate(resolve_udm(udm), udm_args or None)
     name = (instance.name or type(instance).__name__).replace(".", "_")
     call = UdmCall(name, instance, value, returns)
     options: dict[str, Any] = {

@@ -33,8 +33,9 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn, SelectedColumn
 
 from udm.host.invoke import instantiate, udm_label
-from udm.host.query import _resolve_udm, check_row, normalize_value, reason_unparsable
 from udm.host.reference import evaluate
+from udm.host.registry import resolve_udm
+from udm.host.rows import check_row, normalize_value, reason_unparsable
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import q
 from udm.host.spark.session import share_driver_python
@@ -344,7 +345,7 @@ def register_sql(
     """Register ``udm`` (a registered name, class or instance) as a SQL table
     function; returns the SQL name (default: the UDM name, dots as ``_``,
     so ``"stats.median"`` becomes ``stats_median``)."""
-    resolved = _resolve_udm(udm)
+    resolved = resolve_udm(udm)
     if isinstance(resolved, Udm) or (isinstance(resolved, type) and issubclass(resolved, Udm)):
         default = resolved.name
     else:

@@ -59,8 +59,10 @@ from pyspark.sql.streaming.stateful_processor import (
 from udm.host.engine import Host
 from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.invoke import instantiate, udm_label
+from udm.host.plan import UdmCall, ValueArg
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.query import UdmCall, ValueArg, _resolve_udm, normalize_value
+from udm.host.registry import resolve_udm
+from udm.host.rows import normalize_value
 from udm.host.spark.evaluate import _holds_integers, call_type, to_arrow_column
 from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
@@ -929,7 +931,7 @@ def stream_changelog(
         shape = shape or ("point" if end is None else "interval")
     else:
         shape = shape or "edge"
-    instance = instantiate(_resolve_udm(udm), udm_args or None)
+    instance = instantiate(resolve_udm(udm), udm_args or None)
     name = name or (instance.name or type(instance).__name__).replace(".", "_")
     call = UdmCall(name, instance, value, returns)
     policy = advance.policy if advance is not None else cti_policy

@@ -25,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from udm.host.query import normalize_value
+from udm.host.rows import normalize_value
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 

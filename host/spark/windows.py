@@ -25,7 +25,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from udm.host.query import E_COL, S_COL
+from udm.host.plan import E_COL, S_COL
 from udm.host.spark.frame import q, sql_string
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (

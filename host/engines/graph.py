@@ -1,0 +1,428 @@
+"""The host engine: a plan compiled into a graph of physical operators.
+
+Each plan node becomes one physical operator (:mod:`udm.host.operators`),
+connected as the plan is; a node read by several others is compiled once
+and its output multicast. Sources are physical streams: a
+``Stream.from_events`` source is its elements in arrival order (validated
+under its CTI policy, or first repaired by a Finalize when it carries
+ExternalCTIs), in-memory rows are inserts in start order; every source
+ends with a CTI at the end of time, so every window closes. Several
+sources are interleaved element by element.
+
+``consistency`` (as ``Stream.with_consistency``) puts a Finalize and an
+Align after every source; at ``"strong"`` the window and anti-join
+operators are also conservative (they emit only what CTIs made final), so
+the output never retracts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from udm.host.algebra import join_payload
+from udm.host.cht import derive_cht
+from udm.host.engine import Consistency
+from udm.host.engines import EngineResult
+from udm.host.errors import OperatorError
+from udm.host.metrics import QueryMetrics
+from udm.host.operators.base import Collector, Operator, PhysicalElement
+from udm.host.operators.consistency import AlignOperator, FinalizeOperator
+from udm.host.operators.join import AntiJoinOperator, JoinOperator
+from udm.host.operators.lifetime import AlterLifetimeOperator
+from udm.host.operators.relational import ProjectOperator, SelectOperator, UnionOperator
+from udm.host.operators.window import WindowOperator
+from udm.host.plan import (
+    SCALAR_COL,
+    AlignNode,
+    AlterLifetimeNode,
+    AntiJoinNode,
+    FinalizeNode,
+    GroupNode,
+    JoinNode,
+    PlanNode,
+    Row,
+    SelectNode,
+    Source,
+    UnionNode,
+    WhereNode,
+    WindowOp,
+    consistency_levels,
+    with_consistency,
+)
+from udm.host.rows import (
+    Layout,
+    adapt_op,
+    key_of,
+    op_layout,
+    result_columns,
+    udf_of_payload,
+)
+from udm.host.stream import Cti, ExternalCti, Insert
+from udm.host.time import INFINITY
+from udm.host.validation import CtiPolicy, StreamValidator
+
+__all__ = ["HostEngine"]
+
+
+class _ValidateOperator(Operator):
+    """A source's validator: its CTI policy applied before the graph."""
+
+    name = "source"
+
+    def __init__(self, policy: str) -> None:
+        super().__init__(1)
+        self.validator = StreamValidator(cti_policy=CtiPolicy.parse(policy))
+
+    def push(self, port: int, element: PhysicalElement) -> None:
+        checked = self.validator.check(element)  # type: ignore[arg-type]
+        if checked is not None:
+            self.emit(checked)
+
+
+class HostEngine:
+    """Runs a plan in-process, element by element (see the module docstring)."""
+
+    name = "host"
+
+    def __init__(self, consistency: Any = None) -> None:
+        self.consistency = consistency
+        self.metrics = QueryMetrics({})
+        self._ops: dict[int, Operator] = {}
+        self._scalar: dict[int, bool] = {}
+        self._columns: dict[int, list[str] | None] = {}
+        self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
+        self._finalizers: list[FinalizeOperator] = []
+        self._windows: dict[int, WindowOperator] = {}
+        self._conservative = False
+        self._drops: dict[str, int] = {}
+
+    # ------------------------------------------------------------ running
+
+    def _compile_plan(self, plan: PlanNode) -> tuple[PlanNode, Collector]:
+        if self.consistency is not None:
+            blocking, remember = consistency_levels(self.consistency)
+            plan = with_consistency(plan, blocking, remember)
+            self._conservative = blocking >= INFINITY
+        sink = Collector()
+        self.compile(plan).connect(sink)
+        return plan, sink
+
+    def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
+        plan, sink = self._compile_plan(plan)
+        feeds = list(self._feeds)
+        while feeds:
+            alive = []
+            for target, elements in feeds:
+                element = next(elements, None)
+                if element is not None:
+                    target.push(0, element)
+                    alive.append((target, elements))
+            feeds = alive
+        dropped: dict[str, int] = dict(self._drops)
+        late = sum(f.dropped for f in self._finalizers)
+        if late:
+            dropped["late for finalize"] = late
+        self.metrics = QueryMetrics(dropped)
+        return plan, sink.elements
+
+    def events(self, plan: PlanNode) -> list[Any]:
+        """The output physical stream, payloads read as ``to_cht`` reads them."""
+        plan, elements = self._run(plan)
+        layout = self._layout(plan, [el.payload for el in elements if type(el) is Insert])
+        out: list[Any] = []
+        for el in elements:
+            if type(el) is Insert:
+                out.append(Insert(el.id, el.start, el.end, layout.payload(el.payload)))
+            else:
+                out.append(el)
+        return out
+
+    def collect(self, plan: PlanNode) -> EngineResult:
+        """The output rows of ``plan`` (its output stream's CHT)."""
+        plan, elements = self._run(plan)
+        cht, _ = derive_cht(e for e in elements if not isinstance(e, ExternalCti))
+        rows: list[Row] = [(ev.start, ev.end, ev.payload) for ev in cht]
+        layout = self._layout(plan, [p for _, _, p in rows])
+        return EngineResult(rows, layout, self.metrics)
+
+    def _layout(self, plan: PlanNode, payloads: Sequence[Mapping[str, Any]]) -> Layout:
+        columns = list(dict.fromkeys(c for p in payloads for c in p))
+        for p in payloads:  # a field some rows lack is null there, as in a table
+            for c in columns:
+                if c not in p:
+                    p[c] = None  # type: ignore[index]
+        if isinstance(plan, WindowOp):
+            window = self._windows[id(plan)]
+            cols = result_columns(plan, window.struct_fields())
+            return op_layout(plan, cols)
+        if self._scalar.get(id(plan)):
+            return Layout(SCALAR_COL, ())
+        return Layout(None, tuple((c, c) for c in columns))
+
+    # ---------------------------------------------------------- compiling
+
+    def compile(self, node: PlanNode) -> Operator:
+        """The operator whose output is ``node``'s (compiled once)."""
+        found = self._ops.get(id(node))
+        if found is None:
+            handler = _HANDLERS.get(type(node))
+            if handler is None:
+                raise TypeError(f"the host engine cannot run {type(node).__name__} nodes")
+            for child in node.inputs:  # inputs first: a node reads their shapes
+                self.compile(child)
+            found = handler(self, node)
+            self._ops[id(node)] = found
+        return found
+
+    def _input(self, node: PlanNode, i: int = 0) -> Operator:
+        return self.compile(node.inputs[i])
+
+    def _scalar_of(self, node: PlanNode) -> bool:
+        return self._scalar.get(id(node), False)
+
+    def _same_shape(self, node: PlanNode, op: Operator) -> Operator:
+        """Record that ``node`` keeps its input's payload shape."""
+        self._scalar[id(node)] = self._scalar_of(node.inputs[0])
+        self._columns[id(node)] = self._columns.get(id(node.inputs[0]))
+        return op
+
+    def _chain(self, node: PlanNode, op: Operator) -> Operator:
+        self._input(node).connect(op)
+        return op
+
+    def _source(self, node: PlanNode) -> Operator:
+        assert isinstance(node, Source)
+        head = _Pass()
+        self._scalar[id(node)] = node.scalar
+        for reason, n in node.dropped:
+            self._drops[reason] = self._drops.get(reason, 0) + n
+        if node.elements is not None:
+            external = any(isinstance(e, ExternalCti) for e in node.elements)
+            elements = _ending(_wrapped(node.elements, node.scalar))
+            if external:
+                first: Operator = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
+                self._finalizers.append(first)  # type: ignore[arg-type]
+            else:
+                first = _ValidateOperator(node.cti_policy)
+            first.connect(head)
+            self._feeds.append((first, elements))
+            self._columns[id(node)] = None
+            return head
+        rows = self._rows_of(node)
+        self._columns[id(node)] = list(dict.fromkeys(c for _, _, p in rows for c in p))
+        order = sorted(range(len(rows)), key=lambda i: rows[i][0])
+        elements = _ending(Insert(i, rows[i][0], rows[i][1], rows[i][2]) for i in order)
+        self._feeds.append((head, elements))
+        return head
+
+    def _rows_of(self, node: Source) -> list[Row]:
+        if node.df is None:
+            assert node.rows is not None
+            return list(node.rows)
+        from udm.host.engines.reference import ReferenceEngine
+
+        rows, _, metrics = ReferenceEngine().collect(node)
+        for reason, n in (metrics.invalid_rows() or {}).items():
+            self._drops[reason] = self._drops.get(reason, 0) + n
+        return rows
+
+    def _group(self, node: PlanNode) -> Operator:
+        return self._same_shape(node, self._input(node))
+
+    def _where(self, node: PlanNode) -> Operator:
+        assert isinstance(node, WhereNode)
+        _python_only(node.predicate, node)
+        pred = udf_of_payload(node.predicate, self._scalar_of(node.input), "where()")
+        return self._same_shape(node, self._chain(node, SelectOperator(pred)))
+
+    def _select(self, node: PlanNode) -> Operator:
+        assert isinstance(node, SelectNode)
+        scalar = self._scalar_of(node.input)
+        for c in node.columns:
+            if not isinstance(c, str):
+                _python_only(c, node)
+        names = [c for c in node.columns if isinstance(c, str)]
+        keep = list(dict.fromkeys([*node.input.keys(), *names]))
+        fns = []
+        for n, e, _ in node.named:
+            _python_only(e, node)
+            fns.append((n, udf_of_payload(e, scalar, f"select({n}=...)")))
+
+        def project(p: Mapping[str, Any]) -> dict[str, Any]:
+            try:
+                q = {c: p[c] for c in keep}
+            except KeyError as exc:
+                raise KeyError(
+                    f"select(): column {exc.args[0]!r} is not in the stream; payload {p!r:.200}"
+                ) from None
+            for n, fn in fns:
+                q[n] = fn(p)
+            return q
+
+        self._scalar[id(node)] = False
+        self._columns[id(node)] = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
+        return self._chain(node, ProjectOperator(project))
+
+    def _window(self, node: PlanNode) -> Operator:
+        assert isinstance(node, WindowOp)
+        if node.emit_empty:
+            raise OperatorError(
+                node.describe().splitlines()[0],
+                "emit_empty is not available on the incremental engine (it runs only "
+                "non-empty windows); use engine='reference' or 'spark'",
+            )
+        if node.watermark < INFINITY:
+            raise OperatorError(
+                node.describe().splitlines()[0],
+                "watermark= bounds a batch query; the incremental engine's time is its "
+                "CTIs: drop watermark= (events that never end need a CTI to close windows)",
+            )
+        op = adapt_op(node, self._scalar_of(node.input))
+        mode = Consistency.CONSERVATIVE if self._conservative else Consistency.SPECULATIVE
+        window = WindowOperator(op, node.input.keys(), mode)
+        self._windows[id(node)] = window
+        self._scalar[id(node)] = False
+        self._columns[id(node)] = None
+        return self._chain(node, window)
+
+    def _alter(self, node: PlanNode) -> Operator:
+        assert isinstance(node, AlterLifetimeNode)
+        op = AlterLifetimeOperator(node.start_fn, node.duration_fn, node.describe())
+        return self._same_shape(node, self._chain(node, op))
+
+    def _align(self, node: PlanNode) -> Operator:
+        assert isinstance(node, AlignNode)
+        return self._same_shape(node, self._chain(node, AlignOperator(node.blocking)))
+
+    def _finalize(self, node: PlanNode) -> Operator:
+        assert isinstance(node, FinalizeNode)
+        op = FinalizeOperator(node.remember, node.describe())
+        self._finalizers.append(op)
+        return self._same_shape(node, self._chain(node, op))
+
+    def _union(self, node: PlanNode) -> Operator:
+        assert isinstance(node, UnionNode)
+        parts = [self.compile(p) for p in node.parts]
+        cols = [self._columns.get(id(p)) for p in node.parts]
+        columns = None
+        if all(c is not None for c in cols):
+            columns = list(dict.fromkeys(c for part in cols for c in part or []))
+        union = UnionOperator(len(parts), columns)
+        for port, part in enumerate(parts):
+            part.connect(union, port)
+        self._scalar[id(node)] = all(self._scalar_of(p) for p in node.parts)
+        self._columns[id(node)] = columns
+        return union
+
+    def _sides(self, node: JoinNode | AntiJoinNode) -> tuple[Callable[..., Any], ...]:
+        on = node.on
+        sl, sr = self._scalar_of(node.left), self._scalar_of(node.right)
+
+        def key(p: Mapping[str, Any]) -> Any:
+            return key_of(p, on) if on else ()
+
+        def see_left(p: Mapping[str, Any]) -> Any:
+            return p[SCALAR_COL] if sl else p
+
+        def see_right(p: Mapping[str, Any]) -> Any:
+            return p[SCALAR_COL] if sr else p
+
+        return key, see_left, see_right
+
+    def _join(self, node: PlanNode) -> Operator:
+        assert isinstance(node, JoinNode)
+        key, see_left, see_right = self._sides(node)
+        on, where, select, suffixes = node.on, node.where, node.select, node.suffixes
+
+        def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
+            if select is None:
+                return join_payload(lp, rp, on, suffixes)
+            return {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
+
+        predicate = None
+        if where is not None:
+
+            def predicate(lp: Any, rp: Any) -> Any:
+                return where(see_left(lp), see_right(rp))
+
+        join = JoinOperator(key, key, combine, predicate, node.describe())
+        self.compile(node.left).connect(join, 0)
+        self.compile(node.right).connect(join, 1)
+        self._scalar[id(node)] = False
+        self._columns[id(node)] = None
+        return join
+
+    def _anti_join(self, node: PlanNode) -> Operator:
+        assert isinstance(node, AntiJoinNode)
+        key, see_left, see_right = self._sides(node)
+        where = node.where
+        predicate = None
+        if where is not None:
+
+            def predicate(lp: Any, rp: Any) -> Any:
+                return where(see_left(lp), see_right(rp))
+
+        anti = AntiJoinOperator(key, key, predicate, self._conservative, node.describe())
+        self.compile(node.left).connect(anti, 0)
+        self.compile(node.right).connect(anti, 1)
+        self._scalar[id(node)] = self._scalar_of(node.left)
+        self._columns[id(node)] = self._columns.get(id(node.left))
+        return anti
+
+
+class _Pass(Operator):
+    """Where a source's elements enter the graph."""
+
+    name = "source"
+
+    def push(self, port: int, element: PhysicalElement) -> None:
+        self.emit(element)
+
+
+def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:
+    for el in elements:
+        if type(el) is Insert:
+            payload = el.payload
+            if scalar or not isinstance(payload, Mapping):
+                payload = {SCALAR_COL: payload}
+            else:
+                payload = {str(k): v for k, v in payload.items()}
+            yield Insert(el.id, el.start, el.end, payload)
+        else:
+            yield el
+
+
+def _ending(elements: Iterator[Any] | Any) -> Iterator[Any]:
+    """The elements, then a CTI at the end of time (unless they end with one)."""
+    last = None
+    for el in elements:
+        last = el
+        yield el
+    if not (type(last) is Cti and last.time >= INFINITY):
+        yield Cti(INFINITY)
+
+
+def _python_only(expr: Any, node: PlanNode) -> None:
+    from udm.host.plan import is_column
+
+    if isinstance(expr, str) or is_column(expr):
+        raise TypeError(
+            f"{node.describe()}: a Spark expression, which the incremental engine cannot run; "
+            "use a UDF, or engine='reference' or 'spark'"
+        )
+
+
+_HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
+    Source: HostEngine._source,
+    GroupNode: HostEngine._group,
+    WhereNode: HostEngine._where,
+    SelectNode: HostEngine._select,
+    WindowOp: HostEngine._window,
+    AlterLifetimeNode: HostEngine._alter,
+    AlignNode: HostEngine._align,
+    FinalizeNode: HostEngine._finalize,
+    UnionNode: HostEngine._union,
+    JoinNode: HostEngine._join,
+    AntiJoinNode: HostEngine._anti_join,
+}

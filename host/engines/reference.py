@@ -1,0 +1,507 @@
+"""The reference engine: every plan node over whole canonical history tables.
+
+Each node maps its inputs' CHT rows to its output's, by the papers'
+definitions: window operations through :func:`udm.host.evaluate` per group,
+the CEDR operators through :mod:`udm.host.algebra`. Align and Finalize
+with unbounded memory do not change a CHT; Finalize with a bounded
+``remember`` is defined over the physical stream it receives (what arrives
+after its forced CTIs is dropped), so a source given as a physical stream
+is finalized before its CHT is derived. This is the oracle every other
+engine is checked against; it is meant for small data.
+
+Spark Columns and SQL strings in ``where``/``select`` need Spark: at the
+head of a DataFrame source they run there before the rows are collected;
+after a UDF or a window, Spark evaluates them over the rows computed here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from udm.host.algebra import alter_lifetime, anti_join_rows, join_rows, union_rows
+from udm.host.cht import derive_cht
+from udm.host.engines import EngineResult
+from udm.host.errors import OperatorError
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import (
+    E_COL,
+    S_COL,
+    SCALAR_COL,
+    AlignNode,
+    AlterLifetimeNode,
+    AntiJoinNode,
+    FinalizeNode,
+    GroupNode,
+    JoinNode,
+    PlanNode,
+    Row,
+    SelectNode,
+    Source,
+    UnionNode,
+    WhereNode,
+    WindowOp,
+    is_column,
+    sources,
+)
+from udm.host.reference import evaluate
+from udm.host.rows import (
+    Layout,
+    adapt_op,
+    check_output_names,
+    key_of,
+    normalize_value,
+    op_layout,
+    result_columns,
+    struct_fields,
+    udf_of_payload,
+)
+from udm.host.stream import Cti
+from udm.host.time import INFINITY
+from udm.sdk.events import IntervalEvent
+
+__all__ = ["ReferenceEngine", "Table", "finalize_elements", "spark_only"]
+
+
+@dataclass
+class Table:
+    """A node's output as the reference engine holds it."""
+
+    rows: list[Row]
+    columns: list[str]
+    layout: Layout
+    keys: tuple[str, ...]
+    scalar: bool
+
+    def payloads_as_given(self) -> Callable[[Mapping[str, Any], bool], Any]:
+        """What a join's ``where``/``select`` receive: the scalar of a
+        scalar stream, else the payload dict."""
+        return _seen(self.scalar)
+
+
+def _seen(scalar: bool) -> Callable[[Mapping[str, Any], bool], Any]:
+    return (lambda p, _l: p[SCALAR_COL]) if scalar else (lambda p, _l: p)
+
+
+def spark_only(node: PlanNode) -> bool:
+    """Whether a ``where``/``select`` needs Spark (a Column or SQL string)."""
+    if isinstance(node, WhereNode):
+        return isinstance(node.predicate, str) or is_column(node.predicate)
+    if isinstance(node, SelectNode):
+        return any(is_column(c) for c in node.columns) or any(
+            is_column(e) for _, e, _ in node.named
+        )
+    return False
+
+
+class ReferenceEngine:
+    """Runs a plan in-process over whole CHTs (see the module docstring)."""
+
+    name = "reference"
+
+    def __init__(self, **options: Any) -> None:
+        if options:
+            raise TypeError(f"the reference engine takes no options, got {sorted(options)}")
+        self._memo: dict[int, Table] = {}
+        self._metrics: dict[str, int] = {}
+        self._spark: Any = None
+
+    def collect(self, plan: PlanNode) -> EngineResult:
+        """The output rows of ``plan``."""
+        self._memo.clear()
+        self._metrics = {}
+        for src in sources(plan):
+            if src.df is not None and self._spark is None:
+                self._spark = src.df.sparkSession
+        table = self.run(plan)
+        return EngineResult(table.rows, table.layout, QueryMetrics(self._metrics))
+
+    def run(self, node: PlanNode) -> Table:
+        """The output table of ``node`` (each node runs once per collect)."""
+        found = self._memo.get(id(node))
+        if found is None:
+            found = self._pushed(node) or self._dispatch(node)
+            self._memo[id(node)] = found
+        return found
+
+    def _dispatch(self, node: PlanNode) -> Table:
+        handler = _HANDLERS.get(type(node))
+        if handler is None:
+            raise TypeError(f"the reference engine cannot run {type(node).__name__} nodes")
+        return handler(self, node)
+
+    def _count(self, dropped: Mapping[str, int]) -> None:
+        for reason, n in dropped.items():
+            self._metrics[reason] = self._metrics.get(reason, 0) + n
+
+    # ------------------------------------------------------------ sources
+
+    def _source(self, node: PlanNode) -> Table:
+        assert isinstance(node, Source)
+        if node.df is not None:
+            return self._spark_prefix(node, [])
+        assert node.rows is not None
+        self._count(dict(node.dropped))
+        rows = list(node.rows)
+        columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+        if any(len(p) != len(columns) for _, _, p in rows):
+            # dict payloads are rows of a table: a field some lack is null
+            # there, as in a DataFrame
+            rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
+        layout = (
+            Layout(SCALAR_COL, ()) if node.scalar else Layout(None, tuple((c, c) for c in columns))
+        )
+        return Table(rows, columns, layout, (), node.scalar)
+
+    def _pushed(self, node: PlanNode) -> Table | None:
+        """A Spark where/select at the head of a DataFrame source (group
+        keys aside: a filter commutes with them) runs in Spark."""
+        if not spark_only(node):
+            return None
+        chain: list[PlanNode] = []
+        current = node
+        while not isinstance(current, Source):
+            if len(current.inputs) != 1:
+                return None
+            chain.append(current)
+            current = current.inputs[0]
+        if current.df is None:
+            return None
+        chain.reverse()
+        grouped = False
+        for n in chain:
+            if isinstance(n, GroupNode):
+                grouped = True
+            elif not (spark_only(n) and (not grouped or isinstance(n, WhereNode))):
+                return None
+        table = self._spark_prefix(current, [n for n in chain if not isinstance(n, GroupNode)])
+        for n in chain:
+            if isinstance(n, GroupNode):
+                table = self._group_of(table, n)
+        return table
+
+    def _spark_prefix(self, source: Source, pushed: list[PlanNode]) -> Table:
+        from udm.host.spark.execute import collect_rows, source_frame
+
+        frame, metrics = source_frame(source, pushed)
+        rows = collect_rows(frame)
+        self._count(metrics.invalid_rows(wait=True) or {})
+        columns = [c for c in frame.df.columns if c not in (S_COL, E_COL)]
+        return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), (), False)
+
+    # ------------------------------------------------------ unary nodes
+
+    def _group(self, node: PlanNode) -> Table:
+        assert isinstance(node, GroupNode)
+        return self._group_of(self.run(node.input), node)
+
+    @staticmethod
+    def _group_of(table: Table, node: GroupNode) -> Table:
+        missing = [k for k in node.group_keys if k not in table.columns]
+        if missing and table.rows:  # no rows: nothing to group, no columns to know
+            raise KeyError(f"key columns {missing} are not in the stream; columns: {table.columns}")
+        return dataclasses.replace(table, keys=node.group_keys)
+
+    def _where(self, node: PlanNode) -> Table:
+        assert isinstance(node, WhereNode)
+        table = self.run(node.input)
+        if spark_only(node) and self._spark is not None and not table.scalar:
+            return self._spark_step(node, table)
+        pred = udf_of_payload(_python_udf(node.predicate, "where"), table.scalar, "where()")
+        return dataclasses.replace(table, rows=[r for r in table.rows if pred(r[2])])
+
+    def _select(self, node: PlanNode) -> Table:
+        assert isinstance(node, SelectNode)
+        table = self.run(node.input)
+        if spark_only(node) and self._spark is not None and not table.scalar:
+            return self._spark_step(node, table)
+        rows, columns = _select_rows(table.rows, table.columns, table.keys, node, table.scalar)
+        return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), table.keys, False)
+
+    def _window(self, node: PlanNode) -> Table:
+        assert isinstance(node, WindowOp)
+        table = self.run(node.input)
+        rows, columns, layout = _window_rows(
+            table.rows, table.columns, table.keys, adapt_op(node, table.scalar)
+        )
+        return Table(rows, columns, layout, table.keys, False)
+
+    def _alter(self, node: PlanNode) -> Table:
+        assert isinstance(node, AlterLifetimeNode)
+        table = self.run(node.input)
+        rows = alter_lifetime(table.rows, node.start_fn, node.duration_fn, node.describe())
+        return dataclasses.replace(table, rows=rows)
+
+    def _align(self, node: PlanNode) -> Table:
+        assert isinstance(node, AlignNode)
+        return self.run(node.input)  # Align never changes a CHT (CEDR 4.5)
+
+    def _finalize(self, node: PlanNode) -> Table:
+        assert isinstance(node, FinalizeNode)
+        if node.remember >= INFINITY:
+            return self.run(node.input)
+        source = node.input
+        groups: list[GroupNode] = []
+        while isinstance(source, GroupNode):  # grouping commutes with finalize
+            groups.append(source)
+            source = source.input
+        if not (isinstance(source, Source) and source.elements is not None):
+            raise OperatorError(
+                node.describe(),
+                "a finalize with a bounded remember= is defined over a physical stream "
+                "(what arrives after its forced CTIs is dropped), so the reference engine "
+                "needs it directly on a Stream.from_events source (group keys aside)",
+            )
+        elements, dropped = finalize_elements(source.elements, node.remember)
+        cht, _ = derive_cht(elements, cti_policy=source.cti_policy)
+        self._count({"late for finalize": dropped} if dropped else {})
+        base = self._source(source)
+        rows = [(e.start, e.end, _payload_row(e.payload, base.scalar)) for e in cht]
+        columns = list(dict.fromkeys([*base.columns, *(c for _, _, p in rows for c in p)]))
+        layout = base.layout if base.scalar else Layout(None, tuple((c, c) for c in columns))
+        table = Table(rows, columns, layout, (), base.scalar)
+        for group in reversed(groups):
+            table = self._group_of(table, group)
+        return table
+
+    # ------------------------------------------------------ n-ary nodes
+
+    def _union(self, node: PlanNode) -> Table:
+        assert isinstance(node, UnionNode)
+        tables = [self.run(p) for p in node.parts]
+        keys = {t.keys for t in tables}
+        if len(keys) != 1:
+            raise OperatorError("union", f"the streams have different key columns {sorted(keys)}")
+        columns = list(dict.fromkeys(c for t in tables for c in t.columns))
+        scalar = all(t.scalar for t in tables)
+        rows = union_rows([t.rows for t in tables], columns)
+        layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
+        return Table(rows, columns, layout, keys.pop(), scalar)
+
+    def _join(self, node: PlanNode) -> Table:
+        assert isinstance(node, JoinNode)
+        left, right = self.run(node.left), self.run(node.right)
+        _check_on(node.describe(), node.on, left, right)
+        seen_l, seen_r = _seen(left.scalar), _seen(right.scalar)
+
+        def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
+            return seen_l(p, True) if is_left else seen_r(p, False)
+
+        rows = join_rows(
+            left.rows, right.rows, node.on, node.where, node.select, node.suffixes, wrap
+        )
+        if node.select is None:
+            clash = (set(left.columns) & set(right.columns)) - set(node.on)
+            columns = list(node.on)
+            columns += [
+                c + node.suffixes[0] if c in clash else c for c in left.columns if c not in node.on
+            ]
+            columns += [
+                c + node.suffixes[1] if c in clash else c for c in right.columns if c not in node.on
+            ]
+        else:
+            columns = list(dict.fromkeys([*node.on, *(c for _, _, p in rows for c in p)]))
+            rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
+        return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), node.on, False)
+
+    def _anti_join(self, node: PlanNode) -> Table:
+        assert isinstance(node, AntiJoinNode)
+        left, right = self.run(node.left), self.run(node.right)
+        _check_on(node.describe(), node.on, left, right)
+        seen_l, seen_r = _seen(left.scalar), _seen(right.scalar)
+
+        def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
+            return seen_l(p, True) if is_left else seen_r(p, False)
+
+        rows = anti_join_rows(left.rows, right.rows, node.on, node.where, wrap)
+        return dataclasses.replace(left, rows=rows)
+
+    # ------------------------------------------------- Spark expressions
+
+    def _spark_step(self, node: PlanNode, table: Table) -> Table:
+        """A Spark ``where`` or ``select`` over in-process rows (after a
+        window or a UDF): the rows go to Spark as a table with the columns
+        the Spark engine has at that point. A filter only decides which
+        rows stay, so the kept rows keep their values exactly."""
+        from udm.host.spark.execute import apply_simple, collect_rows
+
+        if isinstance(node, WhereNode):
+            tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(table.rows)]
+            frame, _ = apply_simple(self._table_of(tagged, node), table.keys, node)
+            kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
+            return dataclasses.replace(
+                table, rows=[r for i, r in enumerate(table.rows) if i in kept]
+            )
+        frame, _ = apply_simple(self._table_of(table.rows, node), table.keys, node)
+        columns = [c for c in frame.columns]
+        return Table(
+            collect_rows(frame),
+            columns,
+            Layout(None, tuple((c, c) for c in columns)),
+            table.keys,
+            False,
+        )
+
+    def _table_of(self, rows: list[Row], node: PlanNode) -> Any:
+        from udm.host.spark.frame import from_rows
+
+        try:
+            return from_rows(self._spark, rows, False)
+        except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
+            raise TypeError(
+                f"{node.describe()}: the reference engine runs Spark expressions after a window "
+                f"or a UDF in Spark, which cannot take these rows as a table ({exc}); use a UDF "
+                "or run on Spark (to_cht(engine='spark'))"
+            ) from None
+
+
+_HANDLERS: dict[type[PlanNode], Callable[[ReferenceEngine, PlanNode], Table]] = {
+    Source: ReferenceEngine._source,
+    GroupNode: ReferenceEngine._group,
+    WhereNode: ReferenceEngine._where,
+    SelectNode: ReferenceEngine._select,
+    WindowOp: ReferenceEngine._window,
+    AlterLifetimeNode: ReferenceEngine._alter,
+    AlignNode: ReferenceEngine._align,
+    FinalizeNode: ReferenceEngine._finalize,
+    UnionNode: ReferenceEngine._union,
+    JoinNode: ReferenceEngine._join,
+    AntiJoinNode: ReferenceEngine._anti_join,
+}
+
+#: the row number a Spark filter over in-process rows reports back
+_ROW_COL = "__udm_row"
+
+
+def _payload_row(payload: Any, scalar: bool) -> dict[str, Any]:
+    if scalar or not isinstance(payload, Mapping):
+        return {SCALAR_COL: payload}
+    return {str(k): v for k, v in payload.items()}
+
+
+def finalize_elements(elements: Sequence[Any], remember: int) -> tuple[list[Any], int]:
+    """Finalize over a physical stream (CEDR 4.6, ``finalizetime()`` = the
+    latest sync time seen minus ``remember``): the stream Finalize emits,
+    and how many elements it dropped as late. Finalize with bounded memory
+    is defined by what it forgets, so this runs the operator itself."""
+    from udm.host.operators.base import Collector
+    from udm.host.operators.consistency import FinalizeOperator
+
+    op = FinalizeOperator(remember)
+    sink = Collector()
+    op.connect(sink)
+    for element in elements:
+        op.push(0, element)
+    op.push(0, Cti(INFINITY))
+    return sink.elements, op.dropped
+
+
+def _check_on(where: str, on: Sequence[str], left: Table, right: Table) -> None:
+    for side, table in (("left", left), ("right", right)):
+        missing = [k for k in on if k not in table.columns]
+        if missing and table.rows:
+            raise OperatorError(
+                where, f"the {side} stream has no column(s) {missing}; its columns: {table.columns}"
+            )
+
+
+def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
+    if isinstance(expr, str) or is_column(expr):
+        raise TypeError(
+            f"{where}({expr}) is a Spark expression, which the reference engine runs in "
+            "Spark, but this stream has no Spark session (it was not built from a "
+            "DataFrame); run on Spark (to_cht(engine='spark')) or use a UDF"
+        )
+    fn: Callable[[Any], Any] = expr
+    return fn
+
+
+def _select_rows(
+    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode, scalar: bool
+) -> tuple[list[Row], list[str]]:
+    names = [c for c in node.columns if isinstance(c, str)]
+    if len(names) != len(node.columns):
+        _python_udf(next(c for c in node.columns if not isinstance(c, str)), "select")
+    missing = [c for c in names if c not in columns]
+    if missing and rows:
+        raise KeyError(f"select(): columns {missing} are not in the stream; columns: {columns}")
+    keep = list(dict.fromkeys([*keys, *names]))
+    fns = [
+        (n, udf_of_payload(_python_udf(e, "select"), scalar, f"select({n}=...)"))
+        for n, e, _ in node.named
+    ]
+    out_cols = list(dict.fromkeys([*keep, *(n for n, _ in fns)]))
+    out = []
+    for s, e, p in rows:
+        q = {c: p[c] for c in keep}
+        for n, fn in fns:
+            q[n] = fn(p)
+        out.append((s, e, q))
+    return out, out_cols
+
+
+def _window_rows(
+    rows: list[Row], columns: list[str], keys: tuple[str, ...], op: WindowOp
+) -> tuple[list[Row], list[str], Layout]:
+    for c in op.calls:
+        missing = [col for col in (c.columns() or []) if col not in columns]
+        if missing and rows:
+            raise KeyError(
+                f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {columns}"
+            )
+    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+    values: dict[Hashable, tuple[Any, ...]] = {}  # the key columns as written
+    for s, e, p in rows:
+        group = key_of(p, keys)
+        if group not in groups:
+            groups[group], values[group] = [], tuple(p[k] for k in keys)
+        groups[group].append(IntervalEvent(s, e, p))
+    # per group, per call: output events
+    outputs: list[tuple[tuple[Any, ...], list[list[IntervalEvent[Any]]]]] = []
+    for group, events in groups.items():
+        key = values[group]
+        per_call = [
+            list(
+                evaluate(
+                    events,
+                    op.window,
+                    c.udm,
+                    input_clipping=op.clipping,
+                    output_policy=op.policy,
+                    value=c.value_fn,
+                    watermark=op.watermark,
+                    emit_empty=op.emit_empty,
+                )
+            )
+            for c in op.calls
+        ]
+        outputs.append((key, per_call))
+    structs = [
+        struct_fields(c, [ev.payload for _, pc in outputs for ev in pc[i]])
+        for i, c in enumerate(op.calls)
+    ]
+    cols = result_columns(op, structs)
+    check_output_names(keys, op, cols)
+    out_rows: list[Row] = []
+    for key, per_call in outputs:
+        base = dict(zip(keys, key, strict=True))
+        if op.kind == "operator":
+            events_rows = [[ev] for ev in per_call[0]]
+        else:
+            events_rows = [list(evs) for evs in zip(*per_call, strict=True)]
+        for evs in events_rows:
+            first = evs[0]
+            payload = dict(base)
+            for ev, c, fields in zip(evs, op.calls, structs, strict=True):
+                value = normalize_value(ev.payload)
+                if fields is None:
+                    payload[c.name] = value
+                else:
+                    for f in fields:
+                        col = f"{c.name}_{f}" if op.multi else f
+                        payload[col] = None if value is None else value.get(f)
+            out_rows.append((first.start, first.end, payload))
+    out_columns = [*keys, *(c for c, _, _ in cols)]
+    return out_rows, out_columns, op_layout(op, cols)

@@ -1,0 +1,145 @@
+"""Showing a plan: ``Stream.explain()`` text and ``Stream.plot()`` timelines.
+
+``explain`` prints the plan from its source(s) to its output, one line per
+operation, with how Spark runs each window operation; an operator reading
+several streams (join, union) shows its other inputs indented under it.
+``plot`` draws one group of the last window operation with the reference
+engine, so it is for small samples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from udm.host.plan import PlanNode, Source, WindowOp
+from udm.host.rows import Layout, key_of
+from udm.host.strategy import describe_strategy
+from udm.host.time import INFINITY
+from udm.sdk.events import IntervalEvent
+
+if TYPE_CHECKING:
+    from udm.host.query import Stream
+
+__all__ = ["explain_plan", "plot_stream"]
+
+
+def _chain(node: PlanNode) -> list[PlanNode]:
+    """The main line of a plan: ``node``, its first input, that one's ...,
+    down to a source; returned source first."""
+    line = [node]
+    while line[-1].inputs:
+        line.append(line[-1].inputs[0])
+    line.reverse()
+    return line
+
+
+def _render(node: PlanNode, datetimes: bool, indent: str) -> list[str]:
+    line = _chain(node)
+    source = line[0]
+    assert isinstance(source, Source)
+    described = source.describe(datetimes).replace("\n", "\n" + indent[2:])
+    lines = [f"{indent}source: {described}"]
+    for n in line[1:]:
+        text = n.describe(datetimes)
+        for i, part in enumerate(text.splitlines()):
+            lines.append(indent + ("- " if i == 0 else "  ") + part)
+        if isinstance(n, WindowOp):
+            lines.append(f"{indent}  spark: " + describe_strategy(n, n.input.keys()))
+        for j, other in enumerate(n.inputs[1:], start=2):
+            lines.append(f"{indent}  input {j}:")
+            lines.extend(_render(other, datetimes, indent + "    "))
+    return lines
+
+
+def _output_description(node: PlanNode) -> str:
+    cols = ["start", "end", *node.keys()]
+    if isinstance(node, WindowOp):
+        cols += [c.name for c in node.calls]
+        return ", ".join(cols) + "  (a struct result becomes one column per field)"
+    return ", ".join(cols) + ", payload columns"
+
+
+def explain_plan(node: PlanNode, datetimes: bool) -> str:
+    """The plan as text (see the module docstring)."""
+    lines = ["Stream plan", *_render(node, datetimes, "  ")]
+    lines.append("  output: " + _output_description(node))
+    return "\n".join(lines)
+
+
+def _plot_title(op: WindowOp | None, key: Any, datetimes: bool) -> str:
+    parts = []
+    if op is not None:
+        names = ", ".join(c.name for c in op.calls)
+        window = op.window.describe(durations=datetimes)
+        parts.append(f"{op.kind} {names} over {window}")
+        parts.append(f"clipping={op.clipping.value}, output={op.policy.value}")
+    if key is not None:
+        parts.append(f"key={key!r}")
+    return "; ".join(parts) or "events"
+
+
+def plot_stream(
+    stream: Stream,
+    path: str | Path | None = None,
+    *,
+    key: Any = None,
+    title: str | None = None,
+    max_events: int = 400,
+) -> Any:
+    """``Stream.plot``: the input, windows and output of the last window
+    operation on the plan's main line, for one group."""
+    from udm.host.engines.reference import ReferenceEngine
+    from udm.host.plot import Lane, lanes_for, plot_timeline
+
+    plan = stream.plan
+    datetimes = stream.source.datetimes()
+    op = next((n for n in reversed(_chain(plan)) if isinstance(n, WindowOp)), None)
+    out_rows, layout, _ = ReferenceEngine().collect(plan)
+    if op is None:
+        in_rows, in_layout, keys = out_rows, layout, plan.keys()
+    else:
+        keys = op.input.keys()
+        in_rows, in_layout, _ = ReferenceEngine().collect(op.input)
+
+    def group(p: Mapping[str, Any]) -> Any:
+        return key_of(p, keys)
+
+    if keys:
+        groups = sorted({group(p) for _, _, p in in_rows}, key=repr)
+        if key is None and groups:
+            key = groups[0]
+        elif key is not None and key not in groups:
+            raise KeyError(f"plot(key={key!r}): no such group; groups: {groups[:20]}")
+        in_rows = [r for r in in_rows if group(r[2]) == key]
+        out_rows = [r for r in out_rows if group(r[2]) == key]
+    elif key is not None:
+        raise KeyError(
+            f"plot(key={key!r}): the stream is not grouped (no key columns); drop key= "
+            "to draw it all, or group it with group_apply() or key="
+        )
+
+    def shown(p: Mapping[str, Any], lay: Layout) -> Any:
+        payload = lay.payload(p)
+        if isinstance(payload, dict):
+            payload = {k: v for k, v in payload.items() if k not in keys}
+            if len(payload) == 1:
+                return next(iter(payload.values()))
+        return payload
+
+    value = op.calls[0].value_fn if op is not None else None
+    inputs = []
+    for s, e, p in in_rows:
+        payload = in_layout.payload(p)
+        inputs.append(IntervalEvent(s, e, value(payload) if value else shown(p, in_layout)))
+    outputs = [IntervalEvent(s, e, shown(p, layout)) for s, e, p in out_rows]
+    if op is None:
+        lanes = [Lane("events", outputs, "output")]
+    else:
+        ctis = [] if op.watermark >= INFINITY else [op.watermark]
+        windows = op.window.windows(inputs, op.watermark)
+        lanes = lanes_for(inputs, windows, outputs, ctis=ctis)
+    if title is None:
+        title = _plot_title(op, key if keys else None, datetimes)
+    return plot_timeline(lanes, title=title, path=path, max_events=max_events, datetimes=datetimes)

@@ -1,0 +1,59 @@
+"""What a query run dropped, by reason (``on_invalid="drop"``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["QueryMetrics"]
+
+log = logging.getLogger("udm.query")
+
+
+class QueryMetrics:
+    """What a run dropped under ``on_invalid="drop"``, by reason.
+
+    For the Spark engine the counts are observed while the output is
+    computed (no extra job), so they exist once an action on the output
+    DataFrame has finished; ``invalid_rows()`` returns ``None`` before that
+    (or waits with ``wait=True``).
+    """
+
+    def __init__(self, counts: Mapping[str, int] | None = None, observation: Any = None) -> None:
+        self._counts = dict(counts) if counts is not None else None
+        self._observation = observation
+        self._logged = False
+
+    def _ready(self) -> bool:
+        if self._counts is not None or self._observation is None:
+            return True
+        try:
+            return bool(self._observation._jo.future().isCompleted())
+        except Exception:  # pragma: no cover - other Spark builds
+            return True
+
+    def invalid_rows(self, wait: bool = False) -> dict[str, int] | None:
+        """Rows dropped by reason (only reasons that occurred), or ``None``
+        if the output has not been computed yet and ``wait`` is false."""
+        if self._counts is None and self._observation is not None:
+            if not wait and not self._ready():
+                return None
+            got = self._observation.get
+            self._counts = {k: int(v or 0) for k, v in got.items()}
+        counts = {k: v for k, v in (self._counts or {}).items() if v}
+        if counts and not self._logged:
+            self._logged = True
+            log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
+        return counts
+
+    @property
+    def dropped(self) -> int:
+        """Total rows dropped (waits for the output to be computed)."""
+        return sum((self.invalid_rows(wait=True) or {}).values())
+
+    def __repr__(self) -> str:
+        return f"QueryMetrics(invalid_rows={self.invalid_rows()!r})"
+
+
+# ------------------------------------------------------------ validation

@@ -1,0 +1,294 @@
+"""Align and Finalize (CEDR 4.5, 4.6): the two operators that set consistency.
+
+Neither computes anything; together they place a query in CEDR's triangle
+of consistency levels. **Align** controls blocking: it holds elements back
+until they are ``blocking`` behind the latest start seen (application
+time), or until a CTI makes them final, and merges a retraction into the
+held element it changes, so what it releases carries fewer corrections.
+With ``blocking`` at the end of time it releases only final events and
+its output never retracts. **Finalize** controls memory: with a finite
+``remember`` it issues CTIs ``remember`` behind the latest sync time seen,
+so the stateful operators after it forget, and drops (and counts) what
+arrives behind those CTIs. It also turns ExternalCTIs, which may arrive
+before the elements they count, into in-order CTIs, and repairs retraction
+chains that arrive out of order or before their insert.
+
+udm's retractions name events by id, so the paper's payload-matched
+structures become dictionaries by id; the algorithms are otherwise the
+paper's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sortedcontainers import SortedDict, SortedList
+
+from udm.host.errors import OperatorError
+from udm.host.operators.base import Operator
+from udm.host.stream import Cti, ExternalCti, Insert, Retract
+from udm.host.time import INFINITY, MIN_TIME
+
+__all__ = ["AlignOperator", "FinalizeOperator", "repaired"]
+
+
+class AlignOperator(Operator):
+    """CEDR's Align with ``outputtime()`` = latest start seen - ``blocking``."""
+
+    name = "align"
+
+    def __init__(self, blocking: int, name: str = "align") -> None:
+        super().__init__(1)
+        self.blocking = blocking
+        self.name = name
+        self.latest_start = MIN_TIME
+        self.output_time = MIN_TIME
+        self.last_cti = MIN_TIME
+        # held inserts: id -> [start, end, payload]; held retractions of
+        # released events: id -> [start, old_end, new_end]
+        self.inserts: dict[Any, list[Any]] = {}
+        self.retractions: dict[Any, list[Any]] = {}
+        self._by_start = SortedList()  # (start, seq, id, is_insert)
+        self._seq = 0
+
+    def _hold(self, ident: Any, start: int, insert: bool) -> None:
+        self._seq += 1
+        self._by_start.add((start, self._seq, ident, insert))
+
+    def on_insert(self, port: int, element: Insert) -> None:
+        self.inserts[element.id] = [element.start, element.end, element.payload]
+        self._hold(element.id, element.start, True)
+        self.latest_start = max(self.latest_start, element.start)
+        self._unblock()
+
+    def on_retract(self, port: int, element: Retract) -> None:
+        held = self.inserts.get(element.id)
+        if held is not None:
+            if element.is_full:
+                del self.inserts[element.id]  # inserted and deleted: nothing to release
+            else:
+                held[1] = element.new_end
+        else:
+            pending = self.retractions.get(element.id)
+            if pending is not None:
+                pending[2] = element.new_end
+                if pending[2] == pending[1]:
+                    del self.retractions[element.id]  # back where it was
+            else:
+                self.retractions[element.id] = [element.start, element.old_end, element.new_end]
+                self._hold(element.id, element.start, False)
+        self._unblock()
+
+    def _release(self, ident: Any, insert: bool) -> None:
+        if insert:
+            s, e, p = self.inserts.pop(ident)
+            self.emit(Insert(ident, s, e, p))
+        else:
+            s, old, new = self.retractions.pop(ident)
+            self.emit(Retract(ident, s, old, new))
+
+    def _unblock(self) -> None:
+        if self.blocking >= INFINITY:
+            return
+        self.output_time = max(self.output_time, self.latest_start - self.blocking)
+        held = self._by_start
+        while held and held[0][0] <= self.output_time:
+            _, _, ident, insert = held.pop(0)
+            if ident in (self.inserts if insert else self.retractions):
+                self._release(ident, insert)
+
+    def on_cti(self, port: int, time: int) -> None:
+        # release what the CTI made final, in sync-time order: an event
+        # ending exactly at the CTI may still be extended, so it waits
+        final = []
+        for _, seq, ident, insert in self._by_start:
+            if insert:
+                held = self.inserts.get(ident)
+                if held is not None and (held[1] < time or time >= INFINITY):
+                    final.append((held[0], seq, ident, True))
+            else:
+                pending = self.retractions.get(ident)
+                if pending is not None and (pending[2] < time or time >= INFINITY):
+                    final.append((min(pending[1], pending[2]), seq, ident, False))
+        for _, _, ident, insert in sorted(final, key=lambda f: (f[0], f[1])):
+            self._release(ident, insert)
+        self._unblock()
+        # the output CTI stays at the first element still held back
+        new_cti = time
+        for held in self.inserts.values():
+            new_cti = min(new_cti, held[0])
+        for pending in self.retractions.values():
+            new_cti = min(new_cti, pending[1], pending[2])
+        self._by_start = SortedList(
+            entry
+            for entry in self._by_start
+            if entry[2] in (self.inserts if entry[3] else self.retractions)
+        )
+        if new_cti > self.last_cti:
+            self.last_cti = new_cti
+            self.emit(Cti(new_cti))
+
+    def state_size(self) -> int:
+        return len(self.inserts) + len(self.retractions)
+
+
+class FinalizeOperator(Operator):
+    """CEDR's Finalize with ``finalizetime()`` = latest sync time - ``remember``."""
+
+    name = "finalize"
+
+    def __init__(self, remember: int, name: str = "finalize") -> None:
+        super().__init__(1)
+        self.remember = remember
+        self.name = name
+        self.last_cti = MIN_TIME
+        self.latest_sync = MIN_TIME
+        self.dropped = 0
+        self.live: dict[Any, tuple[int, int]] = {}  # released id -> (start, end)
+        self.links: dict[Any, dict[int, int]] = {}  # broken chains: id -> {old: new}
+        self.received = SortedList()  # sync times of elements at or after last_cti
+        self.intervals = SortedDict()  # ExternalCti start -> [end, expected, received]
+
+    # -------------------------------------------------------------- CTIs
+
+    def _update_cti(self, time: int) -> None:
+        if time <= self.last_cti:
+            return
+        self.last_cti = time
+        self.emit(Cti(time))
+        # forget what the CTI made final
+        del self.received[: self.received.bisect_left(time)]
+        while self.intervals and self.intervals.peekitem(0)[1][0] < time:
+            self.intervals.popitem(0)
+        for ident, (_, end) in list(self.live.items()):
+            if end < time:
+                del self.live[ident]
+        for ident, links in list(self.links.items()):
+            for old, new in list(links.items()):
+                if min(old, new) < time:
+                    del links[old]
+                    self.dropped += 1
+            if not links:
+                del self.links[ident]
+
+    def _check_intervals(self) -> None:
+        while self.intervals:
+            _, (end, expected, got) = self.intervals.peekitem(0)
+            if got < expected:
+                return
+            self.intervals.popitem(0)
+            self._update_cti(end)
+
+    def _receive(self, sync: int) -> None:
+        self.received.add(sync)
+        self.latest_sync = max(self.latest_sync, sync)
+        at = self.intervals.bisect_right(sync) - 1
+        if at >= 0:
+            start, entry = self.intervals.peekitem(at)
+            if start <= sync <= entry[0]:
+                entry[2] += 1
+                if entry[2] > entry[1]:
+                    raise OperatorError(
+                        self.name,
+                        f"more elements arrived with sync times in [{start}, {entry[0]}] than "
+                        f"its ExternalCti counted ({entry[1]})",
+                    )
+        self._check_intervals()
+        if self.remember < INFINITY:
+            self._update_cti(self.latest_sync - self.remember)
+
+    def on_external_cti(self, port: int, element: ExternalCti) -> None:
+        s, e = element.start, element.end
+        at = self.intervals.bisect_right(s) - 1
+        if at >= 0 and self.intervals.peekitem(at)[1][0] >= s:
+            raise OperatorError(self.name, "ExternalCTIs must not overlap", element)
+        nxt = self.intervals.bisect_right(s)
+        if nxt < len(self.intervals) and self.intervals.peekitem(nxt)[0] <= e:
+            raise OperatorError(self.name, "ExternalCTIs must not overlap", element)
+        if e <= self.last_cti:
+            return  # about time already final
+        got = self.received.bisect_right(e) - self.received.bisect_left(s)
+        if got > element.count:
+            raise OperatorError(
+                self.name,
+                f"its count {element.count} is below the {got} elements already received with "
+                f"sync times in [{s}, {e}]",
+                element,
+            )
+        self.intervals[s] = [e, element.count, got]
+        self._check_intervals()
+
+    def on_cti(self, port: int, time: int) -> None:
+        self._update_cti(time)
+
+    # ----------------------------------------------------------- elements
+
+    def _late(self, sync: int, element: Any) -> bool:
+        if sync >= self.last_cti:
+            return False
+        if self.remember < INFINITY:
+            self.dropped += 1
+            return True
+        raise OperatorError(
+            self.name,
+            f"it arrives after CTI {self.last_cti} that Finalize issued from its ExternalCTIs "
+            "(an ExternalCTI counted too few elements)",
+            element,
+        )
+
+    def on_insert(self, port: int, element: Insert) -> None:
+        if self._late(element.start, element):
+            return
+        end = element.end
+        links = self.links.get(element.id)
+        if links:
+            while end in links:
+                end = links.pop(end)
+            if not links:
+                del self.links[element.id]
+        if end > element.start:
+            self.live[element.id] = (element.start, end)
+            self.emit(Insert(element.id, element.start, end, element.payload))
+        self._receive(element.start)
+
+    def on_retract(self, port: int, element: Retract) -> None:
+        if self._late(element.sync_time, element):
+            return
+        current = self.live.get(element.id)
+        if current is not None and current[1] == element.old_end:
+            self._apply(element.id, current[0], element.old_end, element.new_end)
+        else:
+            self.links.setdefault(element.id, {})[element.old_end] = element.new_end
+        self._receive(element.sync_time)
+
+    def _apply(self, ident: Any, start: int, old: int, new: int) -> None:
+        links = self.links.get(ident)
+        if links:  # later links of the chain that arrived first
+            while new in links:
+                new = links.pop(new)
+            if not links:
+                del self.links[ident]
+        if new == old:
+            return
+        self.emit(Retract(ident, start, old, new))
+        if new == start:
+            self.live.pop(ident, None)
+        else:
+            self.live[ident] = (start, new)
+
+    def state_size(self) -> int:
+        return len(self.live) + sum(len(v) for v in self.links.values()) + len(self.received)
+
+
+def repaired(elements: Any) -> list[Any]:
+    """A physical stream with ExternalCTIs as Finalize (remembering
+    everything) makes it: retraction chains in order, CTIs in place of
+    the ExternalCTIs. Its CHT is the stream's meaning."""
+    from udm.host.operators.base import Collector
+
+    finalize = FinalizeOperator(INFINITY)
+    sink = Collector()
+    finalize.connect(sink)
+    for element in elements:
+        finalize.push(0, element)
+    return sink.elements

@@ -1,0 +1,177 @@
+"""The window operator: UDMs over windows, as one operator of the graph.
+
+It is the incremental :class:`~udm.host.Host` (StreamInsight's window and
+event indexes, speculation and retractions, cleanup at CTIs), one per UDM
+of the window operation, fed the operator's input stream; this module only
+turns the hosts' outputs into rows of the query (the group's key columns
+and one column per result, struct results flattened into fields) and, for
+several aggregates over the same windows, joins their outputs window by
+window into one event. A snapshot window over the stream is CEDR's
+snapshot-oriented aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+from udm.host.engine import Consistency, Host
+from udm.host.operators.base import CtiTracker, Operator
+from udm.host.plan import UdmCall, WindowOp
+from udm.host.rows import key_of, normalize_value, returns_is_struct
+from udm.host.stream import Cti, Element, Insert, Retract
+
+__all__ = ["WindowOperator"]
+
+
+class WindowOperator(Operator):
+    """A window operation (one or more UDMs) per group of ``keys``."""
+
+    name = "window"
+
+    def __init__(
+        self,
+        op: WindowOp,
+        keys: Sequence[str],
+        consistency: Consistency = Consistency.SPECULATIVE,
+    ) -> None:
+        super().__init__(1)
+        self.op = op
+        self.keys = tuple(keys)
+        self.key_values: dict[Hashable, tuple[Any, ...]] = {}
+        key_fn = self._key_fn()
+        self.hosts = [
+            Host(
+                op.window,
+                call.udm,
+                key=key_fn,
+                input_clipping=op.clipping,
+                output_policy=op.policy,
+                value=call.value_fn,
+                consistency=consistency,
+            )
+            for call in op.calls
+        ]
+        self.name = f"window {op.window.describe()}"
+        self.combined = len(op.calls) > 1
+        # several UDMs: each call's live outputs, and the windows emitted whole
+        self.ctis = CtiTracker(len(op.calls))
+        self.live: list[dict[Any, tuple[Hashable, int, int, Any]]] = [{} for _ in op.calls]
+        self.slots: dict[tuple[Hashable, int, int], dict[int, Any]] = {}
+        self.slot_ids: dict[tuple[Hashable, int, int], Any] = {}
+        self._next = 0
+        # per call: the fields of the struct results seen (None: no struct yet)
+        self.fields: list[dict[str, None] | None] = [None for _ in op.calls]
+
+    def struct_fields(self) -> list[list[str] | None]:
+        """Per call, the fields of its struct results (``None``: scalar
+        results), as :func:`udm.host.rows.result_columns` takes them."""
+        return [None if f is None else list(f) for f in self.fields]
+
+    def _key_fn(self) -> Callable[[Any], Hashable] | None:
+        if not self.keys:
+            return None
+        keys = self.keys
+
+        def key(payload: Mapping[str, Any]) -> Hashable:
+            return key_of(payload, keys)
+
+        return key
+
+    # ------------------------------------------------------------ inputs
+
+    def on_insert(self, port: int, element: Insert) -> None:
+        if self.keys:
+            k = key_of(element.payload, self.keys)
+            if k not in self.key_values:
+                self.key_values[k] = tuple(element.payload[c] for c in self.keys)
+        self._feed(element)
+
+    def on_retract(self, port: int, element: Retract) -> None:
+        self._feed(element)
+
+    def on_cti(self, port: int, time: int) -> None:
+        self._feed(Cti(time))
+
+    def _feed(self, element: Element) -> None:
+        for i, host in enumerate(self.hosts):
+            outputs = host.process(element)
+            if self.combined:
+                for out in outputs:
+                    self._combine(i, out)
+            else:
+                for out in outputs:
+                    self._single(out)
+
+    # ------------------------------------------------------------ outputs
+
+    def _row(self, key: Hashable, results: Sequence[Any]) -> dict[str, Any]:
+        row: dict[str, Any] = dict(zip(self.keys, self.key_values.get(key, ()), strict=False))
+        for i, (call, result) in enumerate(zip(self.op.calls, results, strict=True)):
+            fields = _put(row, call, normalize_value(result), self.op.multi)
+            if fields is not None:
+                seen = self.fields[i]
+                if seen is None:
+                    seen = self.fields[i] = {}
+                seen.update(dict.fromkeys(fields))
+        return row
+
+    def _single(self, out: Element) -> None:
+        if type(out) is Insert:
+            key = out.id.key  # type: ignore[attr-defined]
+            self.emit(Insert(out.id, out.start, out.end, self._row(key, [out.payload])))
+        else:
+            self.emit(out)
+
+    def _combine(self, i: int, out: Element) -> None:
+        if type(out) is Cti:
+            self.ctis.advance(i, out.time, self.emit)
+            return
+        live = self.live[i]
+        if type(out) is Insert:
+            key = out.id.key  # type: ignore[attr-defined]
+            live[out.id] = (key, out.start, out.end, out.payload)
+            self._slot_add((key, out.start, out.end), i, out.payload)
+            return
+        assert type(out) is Retract
+        key, start, old_end, payload = live.pop(out.id)
+        self._slot_remove((key, start, old_end), i)
+        if out.new_end > start:
+            live[out.id] = (key, start, out.new_end, payload)
+            self._slot_add((key, start, out.new_end), i, payload)
+
+    def _slot_add(self, slot: tuple[Hashable, int, int], i: int, payload: Any) -> None:
+        results = self.slots.setdefault(slot, {})
+        results[i] = payload
+        if len(results) == len(self.hosts):
+            cid = ("window", self._next)
+            self._next += 1
+            self.slot_ids[slot] = cid
+            ordered = [results[j] for j in range(len(self.hosts))]
+            self.emit(Insert(cid, slot[1], slot[2], self._row(slot[0], ordered)))
+
+    def _slot_remove(self, slot: tuple[Hashable, int, int], i: int) -> None:
+        results = self.slots.get(slot)
+        if results is None:
+            return
+        cid = self.slot_ids.pop(slot, None)
+        if cid is not None:
+            self.emit(Retract(cid, slot[1], slot[2], slot[1]))
+        results.pop(i, None)
+        if not results:
+            del self.slots[slot]
+
+    def state_size(self) -> int:
+        return sum(h.memory_size[0] for h in self.hosts)
+
+
+def _put(row: dict[str, Any], call: UdmCall, value: Any, multi: bool) -> list[str] | None:
+    """Put one result in a row: a struct's fields as columns (returned),
+    anything else as the call's column."""
+    declared = returns_is_struct(call.returns)
+    if isinstance(value, dict) and declared is not False:
+        for field, v in value.items():
+            row[f"{call.name}_{field}" if multi else field] = v
+        return list(value)
+    row[call.name] = value
+    return None

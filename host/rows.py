@@ -1,0 +1,353 @@
+"""Row-level logic every engine shares: lifetimes of input rows, CHT
+payloads of output rows, result columns of window operations, group keys
+and UDF calls over payload dicts.
+
+Engines pass events between plan nodes as rows ``(start, end, columns)``
+(:data:`udm.host.plan.Row`); this module says how a row becomes an event
+of a CHT and back, once, so that every engine agrees to the value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
+
+from udm.host.cht import Cht
+from udm.host.errors import InvalidEventError
+from udm.host.invoke import PLAIN_TYPES
+from udm.host.plan import SCALAR_COL, Row, Shape, UdmCall, WindowOp
+from udm.host.time import INFINITY, to_ticks
+from udm.sdk.events import IntervalEvent
+
+__all__ = [
+    "OPEN_BY_SHAPE",
+    "OPEN_IN_MEMORY",
+    "Layout",
+    "UdfError",
+    "adapt_op",
+    "check_output_names",
+    "check_row",
+    "invalid_event",
+    "is_datetime",
+    "key_of",
+    "normalize_value",
+    "op_layout",
+    "reason_end_of_time",
+    "reason_no_end",
+    "reason_null",
+    "reason_order",
+    "reason_unparsable",
+    "result_columns",
+    "returns_is_struct",
+    "rows_to_cht",
+    "start_of",
+    "struct_fields",
+    "udf_input",
+    "udf_of_payload",
+    "why_not_a_time",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a CHT payload is made from an output row: one column's value
+    (``scalar``) or a dict of fields read from columns."""
+
+    scalar: str | None
+    fields: tuple[tuple[str, str], ...]
+
+    def payload(self, row: Mapping[str, Any]) -> Any:
+        if self.scalar is not None:
+            return row[self.scalar]
+        return {name: row[col] for name, col in self.fields}
+
+
+def udf_input(fn: Callable[[Any], Any], scalar: bool) -> Callable[[Any], Any]:
+    """A UDF of the row dict: scalar streams pass the scalar payload."""
+    if not scalar:
+        return fn
+
+    def on_scalar(row: Any) -> Any:
+        return fn(row[SCALAR_COL])
+
+    return on_scalar
+
+
+def udf_of_payload(fn: Callable[[Any], Any], scalar: bool, where: str) -> Callable[[Any], Any]:
+    """A ``where``/``select`` UDF as called on each row: its failure names
+    the UDF and the payload, and says how the payload is passed, since a
+    UDF written for one column (``fahrenheit(celsius)``) gets the dict."""
+    call = udf_input(fn, scalar)
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None) or repr(fn)
+
+    def called(row: Any) -> Any:
+        try:
+            return call(row)
+        except Exception as exc:
+            shown = row[SCALAR_COL] if scalar else row
+            hint = (
+                ""
+                if scalar
+                else "; a UDF here is called with the event's payload dict (column -> value): "
+                f"for a UDF of one column write lambda p: {name}(p['<column>'])"
+            )
+            raise UdfError(
+                f"UDF {name!r} in {where} failed on payload {shown!r:.200}: "
+                f"{type(exc).__name__}: {exc}{hint}"
+            ) from exc
+
+    return called
+
+
+class UdfError(ValueError):
+    """A UDF in ``where`` or ``select`` raised."""
+
+
+def adapt_op(op: WindowOp, scalar: bool) -> WindowOp:
+    """The window operation as run on rows: on a scalar stream a UDM (or a
+    value function) receives the scalar payload, not the row dict."""
+    if not scalar:
+        return op
+    calls = []
+    for c in op.calls:
+        if c.value is None:
+            c = dataclasses.replace(c, value=SCALAR_COL)
+        elif callable(c.value):
+            c = dataclasses.replace(c, value=udf_input(c.value, True))
+        calls.append(c)
+    return dataclasses.replace(op, calls=tuple(calls))
+
+
+def reason_null(col: str) -> str:
+    return f"{col!r} is null"
+
+
+def reason_unparsable(col: str) -> str:
+    return f"{col!r} is not a valid time"
+
+
+def reason_end_of_time(col: str) -> str:
+    return f"{col!r} is the end of time (a point event cannot start there)"
+
+
+#: how a query says that an event has not ended, for a null end's reason
+OPEN_BY_SHAPE = "interval events need an end; use shape='edge' for open events"
+OPEN_IN_MEMORY = "an event that has not ended ends at INFINITY, 'inf'"
+
+
+def reason_no_end(col: str, open_end: str = OPEN_BY_SHAPE) -> str:
+    return f"{col!r} is null ({open_end})"
+
+
+def reason_order(start: str, end: str) -> str:
+    return f"{end!r} is not after {start!r}"
+
+
+def check_row(
+    start: Any,
+    end: Any,
+    shape: Shape,
+    start_col: str,
+    end_col: str | None,
+    open_end: str = OPEN_BY_SHAPE,
+) -> tuple[int, int] | str:
+    """Ticks of one in-memory row's lifetime, or the reason it is invalid
+    (``open_end``: how the caller's input writes an event that has not
+    ended, for a null end)."""
+    if start is None:
+        return reason_null(start_col)
+    try:
+        s = to_ticks(start)
+    except (ValueError, TypeError):
+        return reason_unparsable(start_col)
+    if shape == "point" or end_col is None:
+        if s >= INFINITY:
+            return reason_end_of_time(start_col)
+        return s, s + 1
+    if end is None:
+        if shape == "edge":
+            return s, INFINITY
+        return reason_no_end(end_col, open_end)
+    try:
+        e = to_ticks(end)
+    except (ValueError, TypeError):
+        return reason_unparsable(end_col)
+    if e <= s:
+        return reason_order(start_col, end_col)
+    return s, e
+
+
+def start_of(event: Any) -> Any:
+    if isinstance(event, IntervalEvent):
+        return event.start
+    try:
+        return event[0]
+    except (TypeError, IndexError, KeyError):
+        return None  # from_cht reports the malformed event
+
+
+def is_datetime(value: Any) -> bool:
+    """Whether an in-memory time is a datetime rather than int ticks: a
+    ``datetime``/``date`` (pandas ``Timestamp`` too), an ISO string, a numpy
+    ``datetime64`` or an Arrow timestamp or date scalar."""
+    if isinstance(value, (dt.date, str)):
+        return True
+    dtype = getattr(value, "dtype", None)  # numpy datetime64
+    if dtype is not None and getattr(dtype, "kind", None) == "M":
+        return True
+    arrow_type = str(getattr(value, "type", ""))  # pyarrow scalars
+    return arrow_type.startswith(("timestamp", "date"))
+
+
+def why_not_a_time(*times: Any) -> str:
+    """What :func:`to_ticks` says of the first of ``times`` it refuses
+    (sub-microsecond precision, an unknown type ...), for an error message."""
+    for t in times:
+        if t is None:
+            continue
+        try:
+            to_ticks(t)
+        except (ValueError, TypeError) as exc:
+            return f" ({exc})"
+    return ""
+
+
+def invalid_event(reason: str, row: Any) -> InvalidEventError:
+    return InvalidEventError(
+        f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
+        "to drop such rows and count them (stream.metrics.invalid_rows())"
+    )
+
+
+# ----------------------------------------------------------------- streams
+
+
+def normalize_value(value: Any) -> Any:
+    """A result in plain Python terms: dataclasses and named tuples become
+    dicts, numpy scalars Python numbers, recursively."""
+    if type(value) in PLAIN_TYPES or isinstance(value, str | bytes | bool | int | float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): normalize_value(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: normalize_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {str(k): normalize_value(v) for k, v in value._asdict().items()}
+    if isinstance(value, list | tuple):
+        return [normalize_value(v) for v in value]
+    item = getattr(value, "item", None)
+    if type(value).__module__ == "numpy" and callable(item):
+        return normalize_value(item())
+    return value
+
+
+def returns_is_struct(returns: Any) -> bool | None:
+    """Whether an explicit ``returns=`` names a struct (``None``: not given)."""
+    if returns is None:
+        return None
+    if isinstance(returns, str):
+        return returns.strip().lower().startswith("struct")
+    return type(returns).__name__ == "StructType" or (
+        isinstance(returns, type)
+        and (dataclasses.is_dataclass(returns) or hasattr(returns, "__required_keys__"))
+    )
+
+
+def result_columns(
+    op: WindowOp, structs: Sequence[Sequence[str] | None]
+) -> list[tuple[str, str, str | None]]:
+    """Output columns of a window operation: (column, call name, struct
+    field or None), given each call's struct fields (None: not a struct)."""
+    out: list[tuple[str, str, str | None]] = []
+    for call, fields in zip(op.calls, structs, strict=True):
+        if fields is None:
+            out.append((call.name, call.name, None))
+        else:
+            for f in fields:
+                out.append((f"{call.name}_{f}" if op.multi else f, call.name, f))
+    return out
+
+
+def op_layout(op: WindowOp, columns: Sequence[tuple[str, str, str | None]]) -> Layout:
+    """The CHT payload of a window operation's output rows."""
+    if not op.multi:
+        if columns and columns[0][2] is None:
+            return Layout(columns[0][0], ())
+        return Layout(None, tuple((f or c, c) for c, _, f in columns))
+    return Layout(None, tuple((c, c) for c, _, _ in columns))
+
+
+def check_output_names(
+    keys: Sequence[str], op: WindowOp, columns: Sequence[tuple[str, str, str | None]]
+) -> None:
+    """Refuse result columns (from :func:`result_columns`) that clash with
+    the lifetime, the keys or each other, with a fix that applies."""
+    seen = {"start", "end", *keys}
+    for c, call, part in columns:
+        if c in seen:
+            if part is None:
+                fix = "name the result with alias= (or aggregate(name=...))"
+            elif op.kind == "aggregate":
+                fix = (
+                    f"give the aggregate a name, aggregate(name=(uda, value)), so its fields "
+                    f"become name_{part}"
+                )
+            else:
+                fix = (
+                    f"the operator's output field {part!r} keeps its name: rename the field "
+                    "in the UDO, or the key column before the window"
+                )
+            raise ValueError(
+                f"result column {c!r} of {call!r} clashes with the start/end or key columns; {fix}"
+            )
+        seen.add(c)
+
+
+def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
+    """A row's group as a dict key: the key column's value (a tuple for
+    several), an array key as a tuple and a struct key as a tuple of
+    (field, value) pairs, since lists and dicts cannot be dict keys."""
+
+    def hashable(v: Any) -> Any:
+        if isinstance(v, list):
+            return tuple(hashable(x) for x in v)
+        if isinstance(v, dict):
+            return tuple((f, hashable(x)) for f, x in v.items())
+        return v
+
+    if len(keys) == 1:
+        found: Hashable = hashable(p[keys[0]])
+        return found
+    return tuple(hashable(p[k]) for k in keys)
+
+
+def rows_to_cht(
+    rows: Iterable[Row], keys: Sequence[str], layout: Layout
+) -> Cht | dict[Hashable, Cht]:
+    if not keys:
+        return Cht(IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows)
+    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+    for s, e, p in rows:
+        k = key_of(p, keys)
+        groups.setdefault(k, []).append(IntervalEvent(s, e, layout.payload(p)))
+    return {k: Cht(v) for k, v in groups.items()}
+
+
+# -------------------------------------------------------- reference engine
+
+
+def struct_fields(call: UdmCall, results: Iterable[Any]) -> list[str] | None:
+    """Fields of a struct result (dicts, dataclasses), or None for scalars."""
+    declared = returns_is_struct(call.returns)
+    fields: dict[str, None] = {}
+    saw_struct = False
+    for r in results:
+        v = normalize_value(r)
+        if isinstance(v, dict):
+            saw_struct = True
+            fields.update(dict.fromkeys(v))
+    if declared is False or not saw_struct:
+        return None
+    return list(fields)
