@@ -92,4 +92,4 @@ class OperatorError(ValueError):
         self.element = element
         self.reason = reason
         at = f" at {element!r}" if element is not None else ""
-        super().__init__(f"{operator}{at}: {reason}")
+        super().__init__(f"{operator}{at}: {reason}" if operator or at else reason)

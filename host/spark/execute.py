@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.engines import EngineResult
-from udm.host.errors import InvalidEventError, UdmInvocationError
+from udm.host.errors import InvalidEventError, OperatorError, UdmInvocationError
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import (
     E_COL,
@@ -131,9 +131,19 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, spark: SparkSession | None = None) -> None:
+        import udm.host.spark.algebra  # noqa: F401  (registers the CEDR operators)
+
         self.spark = spark
         self._memo: dict[int, SparkTable] = {}
         self._metrics: list[QueryMetrics] = []
+
+    def session(self) -> SparkSession:
+        """The session to create tables in: ``spark=``, else the active one."""
+        return _session(self.spark)
+
+    def add_metrics(self, metrics: QueryMetrics) -> None:
+        """Count what a node dropped in the run's metrics."""
+        self._metrics.append(metrics)
 
     def table(self, plan: PlanNode) -> tuple[SparkTable, QueryMetrics]:
         """The output table of ``plan`` and the metrics of its sources."""
@@ -251,6 +261,9 @@ def translate_error(exc: Exception) -> Exception | None:
     m = re.search(r"udm\.host\.errors\.UdmInvocationError: (.*)", text)
     if m:
         return SparkUdmInvocationError(m.group(1).strip())
+    m = re.search(r"udm\.host\.errors\.OperatorError: (.*)", text)
+    if m:
+        return OperatorError("", m.group(1).strip())
     m = re.search(r"(invalid event: .*?)(?: SQLSTATE: \w+)?$", text, re.S)
     if m:
         return InvalidEventError(m.group(1).strip())

@@ -1,0 +1,354 @@
+"""The CEDR operators on Spark batch: union, lifetimes, joins, Finalize.
+
+* **union**: ``unionByName`` of the event tables (a column one side lacks
+  is null there).
+* **alter_lifetime**: the shortcuts (``shift``, ``set_duration``,
+  ``to_points``, ``clip_to``) are column expressions; other functions run
+  in Python workers over Arrow batches, and the start function's
+  monotonicity is checked over every pair of distinct starts (a sort).
+* **join**: a range-bucketed interval join: each event is listed in every
+  time bucket its lifetime touches (an open end stops at the last bucket
+  any event starts in), the two sides join on the key columns and the
+  bucket with the overlap condition, and a pair is kept only in the bucket
+  where its intersection starts, so no pair is produced twice and no key
+  is a cross product. The bucket width is the mean finite duration, from
+  one aggregation over both sides. ``where=`` filters the joined rows in
+  Python workers.
+* **left_anti_join**: both sides cogrouped by the key columns, each group
+  answered by :func:`udm.host.algebra.anti_join_rows` in a worker.
+* **finalize** with bounded memory: defined over a physical stream, which
+  an in-memory source holds; computed on the driver as the reference does.
+
+Each handler is registered with :func:`udm.host.spark.execute.register_handler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.algebra import anti_join_rows, new_lifetime
+from udm.host.errors import OperatorError
+from udm.host.plan import (
+    E_COL,
+    S_COL,
+    SCALAR_COL,
+    AlterLifetimeNode,
+    AntiJoinNode,
+    FinalizeNode,
+    GroupNode,
+    JoinNode,
+    PlanNode,
+    Source,
+    UnionNode,
+)
+from udm.host.rows import Layout
+from udm.host.spark.execute import SparkEngine, SparkTable, register_handler
+from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q
+from udm.host.time import INFINITY
+
+__all__: list[str] = []
+
+_INF = f"{INFINITY}L"
+_LEFT, _RIGHT = "__udm_l_", "__udm_r_"
+
+
+def _dict_layout(columns: list[str]) -> Layout:
+    return Layout(None, tuple((c, c) for c in columns))
+
+
+# ------------------------------------------------------------------ union
+
+
+def _union(engine: SparkEngine, node: PlanNode) -> SparkTable:
+    assert isinstance(node, UnionNode)
+    tables = [engine.run(p) for p in node.parts]
+    keys = {t.keys for t in tables}
+    if len(keys) != 1:
+        raise OperatorError("union", f"the streams have different key columns {sorted(keys)}")
+    kinds = {t.frame.time for t in tables}
+    if len(kinds) != 1:
+        raise OperatorError(
+            "union",
+            f"the streams' times are of different kinds {sorted(kinds)}; convert one "
+            "(timestamps or ticks) before the union",
+        )
+    df: DataFrame = tables[0].frame.df
+    for t in tables[1:]:
+        df = df.unionByName(t.frame.df, allowMissingColumns=True)
+    frame = EventFrame(df, tables[0].frame.time, all(t.frame.points for t in tables))
+    scalar = all(t.scalar for t in tables)
+    layout = Layout(SCALAR_COL, ()) if scalar else _dict_layout(frame.columns)
+    return SparkTable(frame, keys.pop(), layout, scalar)
+
+
+# -------------------------------------------------------------- lifetimes
+
+
+def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
+    """(start, end) SQL expressions of a shortcut, or None for a function."""
+    s, e, d = q(S_COL), q(E_COL), node.amount
+    if node.form == "shift":
+        open_end = f"{e} >= {INFINITY - d}L" if d >= 0 else f"{e} >= {_INF}"
+        end = f"CASE WHEN {open_end} THEN {_INF} ELSE {e} + ({d}L) END"
+        return f"{s} + ({d}L)", end
+    if node.form in ("set_duration", "to_points"):
+        return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {_INF} ELSE {s} + ({d}L) END"
+    if node.form == "clip_to":
+        return s, f"CASE WHEN {e} - {s} > {d}L THEN {s} + {d}L ELSE {e} END"
+    return None
+
+
+def _alter(engine: SparkEngine, node: PlanNode) -> SparkTable:
+    assert isinstance(node, AlterLifetimeNode)
+    before = engine.run(node.input)
+    frame = before.frame
+    shortcut = _shortcut(node)
+    payload = [q(c) for c in frame.columns]
+    if shortcut is not None:
+        start, end = shortcut
+        df = frame.df.selectExpr(f"{start} AS {S_COL}", f"{end} AS {E_COL}", *payload)
+    else:
+        df = _alter_in_python(node, frame.df)
+    points = frame.points and node.form in ("shift", "to_points")
+    return SparkTable(EventFrame(df, frame.time, points), before.keys, before.layout, before.scalar)
+
+
+def _alter_in_python(node: AlterLifetimeNode, df: DataFrame) -> DataFrame:
+    start_fn, duration_fn, name = node.start_fn, node.duration_fn, node.describe()
+    if start_fn is not None:
+        _check_monotone(df, start_fn, name)
+
+    def mapped(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            starts = batch.column(S_COL).to_pylist()
+            ends = batch.column(E_COL).to_pylist()
+            new_s, new_e = [], []
+            for s, e in zip(starts, ends, strict=True):
+                ns, ne = new_lifetime(s, e, start_fn, duration_fn, name, (s, e))
+                new_s.append(ns)
+                new_e.append(ne)
+            columns = [pa.array(new_s, pa.int64()), pa.array(new_e, pa.int64())]
+            rest = [c for c in batch.schema.names if c not in (S_COL, E_COL)]
+            columns += [batch.column(c) for c in rest]
+            yield pa.RecordBatch.from_arrays(columns, names=[S_COL, E_COL, *rest])
+
+    schema = T.StructType(
+        [
+            T.StructField(S_COL, T.LongType(), False),
+            T.StructField(E_COL, T.LongType(), False),
+            *[f for f in df.schema.fields if f.name not in (S_COL, E_COL)],
+        ]
+    )
+    return map_in_arrow(df, mapped, schema)
+
+
+def _check_monotone(df: DataFrame, start_fn: Any, name: str) -> None:
+    """The start function over every distinct start, in order: it must
+    not decrease (CEDR 4.2's first constraint)."""
+    starts = [r[0] for r in df.select(S_COL).distinct().orderBy(S_COL).collect()]
+    previous = None
+    for s in starts:
+        mapped = int(start_fn(s))
+        if previous is not None and mapped < previous[1]:
+            raise OperatorError(
+                name,
+                f"the start function is not monotone: start {previous[0]} maps to "
+                f"{previous[1]} but the later start {s} maps to {mapped}",
+            )
+        previous = (s, mapped)
+
+
+# ------------------------------------------------------------------- join
+
+
+def _check_on(where: str, on: tuple[str, ...], side: str, table: SparkTable) -> None:
+    missing = [k for k in on if k not in table.frame.columns]
+    if missing:
+        raise OperatorError(
+            where,
+            f"the {side} stream has no column(s) {missing}; its columns: {table.frame.columns}",
+        )
+
+
+def _bucket_width(left: DataFrame, right: DataFrame) -> tuple[int, int]:
+    """(bucket width, last bucket any event starts in) over both sides."""
+    both = left.select(S_COL, E_COL).unionByName(right.select(S_COL, E_COL))
+    row = both.agg(
+        F.max(S_COL).alias("last"),
+        F.min(S_COL).alias("first"),
+        F.avg(F.when(F.col(E_COL) < F.lit(INFINITY), F.col(E_COL) - F.col(S_COL))).alias("mean"),
+    ).collect()[0]
+    width = max(1, int(row["mean"] or 1))
+    if row["last"] is None:
+        return width, 0
+    return width, int(row["last"]) // width
+
+
+def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
+    s, e = F.col(S_COL), F.col(E_COL)
+    first = F.floor(s / F.lit(width)).cast("long")
+    upto = F.least(F.floor((e - F.lit(1)) / F.lit(width)).cast("long"), F.lit(last))
+    return df.withColumn(name, F.explode(F.sequence(first, F.greatest(first, upto))))
+
+
+def _join(engine: SparkEngine, node: PlanNode) -> SparkTable:
+    assert isinstance(node, JoinNode)
+    if node.select is not None:
+        raise OperatorError(
+            node.describe(),
+            "select= of a join runs on the reference and host engines; on Spark, join "
+            "first and use .select(...) on the joined stream",
+        )
+    left, right = engine.run(node.left), engine.run(node.right)
+    for side, table in (("left", left), ("right", right)):
+        _check_on(node.describe(), node.on, side, table)
+    if left.frame.time != right.frame.time:
+        raise OperatorError(
+            node.describe(),
+            f"the left stream's times are {left.frame.time} and the right's "
+            f"{right.frame.time}; convert one (timestamps or ticks) before the join",
+        )
+    on = node.on
+    lcols = [c for c in left.frame.columns if c not in on]
+    rcols = [c for c in right.frame.columns if c not in on]
+    clash = set(lcols) & set(rcols)
+    width, last = _bucket_width(left.frame.df, right.frame.df)
+    ldf = _bucketed(left.frame.df, width, last, "__udm_lb").select(
+        *[F.col(q(c)).alias(_LEFT + c) for c in [S_COL, E_COL, *on, *lcols]], "__udm_lb"
+    )
+    rdf = _bucketed(right.frame.df, width, last, "__udm_rb").select(
+        *[F.col(q(c)).alias(_RIGHT + c) for c in [S_COL, E_COL, *on, *rcols]], "__udm_rb"
+    )
+    ls, le, rs, re = (
+        F.col(_LEFT + S_COL),
+        F.col(_LEFT + E_COL),
+        F.col(_RIGHT + S_COL),
+        F.col(_RIGHT + E_COL),
+    )
+    start = F.greatest(ls, rs)
+    cond = [F.col("__udm_lb") == F.col("__udm_rb")]
+    cond += [F.col(_LEFT + k).eqNullSafe(F.col(_RIGHT + k)) for k in on]
+    joined = ldf.join(rdf, on=cond, how="inner").where(
+        (start < F.least(le, re))
+        & (F.floor(start / F.lit(width)).cast("long") == F.col("__udm_lb"))
+    )
+    if node.where is not None:
+        joined = _where_pairs(node, joined, left, right, lcols, rcols)
+    out = [start.alias(S_COL), F.least(le, re).alias(E_COL)]
+    out += [F.col(_LEFT + k).alias(k) for k in on]
+    out += [F.col(_LEFT + c).alias(c + node.suffixes[0] if c in clash else c) for c in lcols]
+    out += [F.col(_RIGHT + c).alias(c + node.suffixes[1] if c in clash else c) for c in rcols]
+    df = joined.select(*out)
+    frame = EventFrame(df, left.frame.time, False)
+    return SparkTable(frame, on, _dict_layout(frame.columns), False)
+
+
+def _seen(scalar: bool, columns: list[str], row: Mapping[str, Any]) -> Any:
+    return row[SCALAR_COL] if scalar else {c: row[c] for c in columns}
+
+
+def _where_pairs(
+    node: JoinNode,
+    joined: DataFrame,
+    left: SparkTable,
+    right: SparkTable,
+    lcols: list[str],
+    rcols: list[str],
+) -> DataFrame:
+    predicate = node.where
+    assert predicate is not None
+    lnames = [*node.on, *lcols]
+    rnames = [*node.on, *rcols]
+    lscalar, rscalar = left.scalar, right.scalar
+
+    def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows = batch.to_pylist()
+            flags = []
+            for r in rows:
+                lp = {c: r[_LEFT + c] for c in lnames}
+                rp = {c: r[_RIGHT + c] for c in rnames}
+                flags.append(
+                    bool(predicate(_seen(lscalar, lnames, lp), _seen(rscalar, rnames, rp)))
+                )
+            yield batch.filter(pa.array(flags, pa.bool_()))
+
+    return map_in_arrow(joined, keep, joined.schema)
+
+
+def _anti_join(engine: SparkEngine, node: PlanNode) -> SparkTable:
+    assert isinstance(node, AntiJoinNode)
+    left, right = engine.run(node.left), engine.run(node.right)
+    for side, table in (("left", left), ("right", right)):
+        _check_on(node.describe(), node.on, side, table)
+    on, where = node.on, node.where
+    lcols, rcols = left.frame.columns, right.frame.columns
+    lscalar, rscalar = left.scalar, right.scalar
+    schema = left.frame.df.schema
+    names = [f.name for f in schema.fields]
+
+    def rows_of(table: pa.Table) -> list[tuple[int, int, dict[str, Any]]]:
+        out = []
+        for r in table.to_pylist():
+            s, e = r.pop(S_COL), r.pop(E_COL)
+            r.pop("__udm_g", None)
+            out.append((s, e, r))
+        return out
+
+    def per_key(lt: pa.Table, rt: pa.Table) -> pa.Table:
+        def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
+            if is_left:
+                return _seen(lscalar, lcols, p)
+            return _seen(rscalar, rcols, p)
+
+        pieces = anti_join_rows(rows_of(lt), rows_of(rt), on, where, wrap)
+        records = [{S_COL: s, E_COL: e, **p} for s, e, p in pieces]
+        arrow = pa.Table.from_pylist(records, schema=lt.schema) if records else lt.slice(0, 0)
+        return arrow.select(names)
+
+    lg, rg = left.frame.df, right.frame.df
+    if not on:
+        lg, rg = lg.withColumn("__udm_g", F.lit(0)), rg.withColumn("__udm_g", F.lit(0))
+    by = list(on) or ["__udm_g"]
+    df = lg.groupBy(*by).cogroup(rg.groupBy(*by)).applyInArrow(per_key, schema)
+    frame = EventFrame(df, left.frame.time, False)
+    return SparkTable(frame, left.keys, left.layout, left.scalar)
+
+
+# --------------------------------------------------------------- finalize
+
+
+def _finalize(engine: SparkEngine, node: PlanNode) -> SparkTable:
+    assert isinstance(node, FinalizeNode)
+    if node.remember >= INFINITY:
+        return engine.run(node.input)
+    from udm.host.engines.reference import ReferenceEngine
+
+    # bounded memory is defined over the physical stream of an in-memory
+    # source: finalize it on the driver, as the reference engine does
+    reference = ReferenceEngine()
+    rows, _, metrics = reference.collect(node)
+    groups: list[GroupNode] = []
+    current = node.input
+    while isinstance(current, GroupNode):
+        groups.append(current)
+        current = current.input
+    assert isinstance(current, Source)
+    frame = from_rows(engine.session(), rows, current.timestamps)
+    engine.add_metrics(metrics)
+    keys = groups[0].group_keys if groups else ()
+    layout = Layout(SCALAR_COL, ()) if current.scalar else _dict_layout(frame.columns)
+    return SparkTable(frame, keys, layout, current.scalar)
+
+
+register_handler(UnionNode, _union)
+register_handler(AlterLifetimeNode, _alter)
+register_handler(JoinNode, _join)
+register_handler(AntiJoinNode, _anti_join)
+register_handler(FinalizeNode, _finalize)
