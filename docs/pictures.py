@@ -143,6 +143,90 @@ def speculation_picture(consistency: str) -> list[Lane]:
     ]
 
 
+def join_picture() -> list[Lane]:
+    """CEDR's join example: both inputs, and the output (the intersection of
+    each matching pair), from the incremental engine."""
+    from udm.host.query import Stream
+
+    s1 = [Insert("a0", 0, 2, "A0"), Cti(1), Insert("a1", 2, 6, "A1"), Retract("a1", 2, 6, 4)]
+    s2 = [Insert("b1", 3, 5, "A1"), Cti(3)]
+    left, right = Stream.from_events(s1), Stream.from_events(s2)
+    joined = left.join(right, on=(), where=lambda a, b: a == b)
+    out = joined.to_cht(engine="host")
+    assert isinstance(out, Cht)
+    shown = Cht(IntervalEvent(e.start, e.end, e.payload["value_left"]) for e in out)
+    return [
+        Lane("S1 (CHT)", derive_cht(s1)[0].sorted(), "input"),
+        Lane("S2 (CHT)", derive_cht(s2)[0].sorted(), "input"),
+        Lane("S1 join S2 on P", shown.sorted(), "output"),
+    ]
+
+
+def triangle_picture(path: Path) -> Path:
+    """CEDR's Figure 1: the consistency levels as a triangle of (remember,
+    blocking), with udm's three named levels at its corners."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6), dpi=110)
+    ax.fill([0, 1, 1], [0, 0, 1], color="#dbe9f6", zorder=0)
+    ax.plot([0, 1, 1, 0], [0, 0, 1, 0], color="#1f4e79", linewidth=2)
+    corners = {
+        "weak\n(0, remember)": (0, 0, "left", "top"),
+        "middle\n(0, inf)": (1, 0, "left", "top"),
+        "strong\n(inf, inf)": (1, 1, "left", "bottom"),
+    }
+    for label, (x, y, ha, va) in corners.items():
+        ax.plot([x], [y], "o", color="#c0392b", markersize=9, zorder=3)
+        ax.annotate(
+            label,
+            (x, y),
+            xytext=(8, -4 if va == "top" else 4),
+            textcoords="offset points",
+            ha=ha,
+            va=va,
+            fontsize=10,
+        )
+    ax.text(
+        0.45,
+        0.55,
+        "no speculation\n(blocking = remember)",
+        rotation=38,
+        ha="center",
+        va="center",
+        fontsize=9,
+        color="#1f4e79",
+    )
+    ax.text(
+        1.02,
+        0.5,
+        "eventually correct\n(remember everything)",
+        rotation=90,
+        ha="left",
+        va="center",
+        fontsize=9,
+        color="#1f4e79",
+    )
+    ax.text(
+        0.5, -0.05, "zero latency (no blocking)", ha="center", va="top", fontsize=9, color="#1f4e79"
+    )
+    ax.set_xlim(-0.08, 1.35)
+    ax.set_ylim(-0.2, 1.12)
+    ax.set_xlabel("remember: how long input is kept to correct output")
+    ax.set_ylabel("blocking: how long output waits")
+    ax.set_xticks([0, 1], ["0", "everything"])
+    ax.set_yticks([0, 1], ["0", "until CTIs"])
+    ax.set_title("Consistency levels: consistency=(blocking, remember)")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 PICTURES: dict[str, tuple[str, Callable[[], list[Lane]]]] = {
     "cht": ("A physical stream and its canonical history table", cht_picture),
     "window-hopping": (
@@ -172,6 +256,7 @@ PICTURES: dict[str, tuple[str, Callable[[], list[Lane]]]] = {
         "Conservative consistency: output only when a CTI finalizes a window",
         lambda: speculation_picture("conservative"),
     ),
+    "operators-join": ("CEDR's join example: S1 join S2 on the payload", join_picture),
 }
 
 
@@ -182,6 +267,7 @@ def main(out: Path = IMAGES) -> list[Path]:
         path = out / f"{name}.png"
         plot_timeline(scene(), title=title, path=path)
         written.append(path)
+    written.append(triangle_picture(out / "consistency-triangle.png"))
     return written
 
 
