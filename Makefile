@@ -27,8 +27,11 @@ demo: $(STAMP)
 
 LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples docs/pictures.py)
 
+# ruff, then the architecture contracts of .importlinter (layers, no cycles,
+# the plan knows no engine)
 lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/lint-imports
 
 # mypy cannot follow setuptools' editable import hook, so it reads a shadow
 # tree of symlinks that mirrors the installed layout (udm/sdk -> sdk, ...).

@@ -90,18 +90,18 @@ def plot_stream(
 ) -> Any:
     """``Stream.plot``: the input, windows and output of the last window
     operation on the plan's main line, for one group."""
-    from udm.host.engines.reference import ReferenceEngine
+    from udm.host.engines import get_engine
     from udm.host.plot import Lane, lanes_for, plot_timeline
 
     plan = stream.plan
     datetimes = stream.source.datetimes()
     op = next((n for n in reversed(_chain(plan)) if isinstance(n, WindowOp)), None)
-    out_rows, layout, _ = ReferenceEngine().collect(plan)
+    out_rows, layout, _ = get_engine("reference").collect(plan)
     if op is None:
         in_rows, in_layout, keys = out_rows, layout, plan.keys()
     else:
         keys = op.input.keys()
-        in_rows, in_layout, _ = ReferenceEngine().collect(op.input)
+        in_rows, in_layout, _ = get_engine("reference").collect(op.input)
 
     def group(p: Mapping[str, Any]) -> Any:
         return key_of(p, keys)

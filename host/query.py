@@ -604,10 +604,10 @@ class Stream:
         end of time is null for timestamps), the key columns, then the payload
         columns: for a window operation its results, struct results flattened
         into one column per field."""
-        from udm.host.spark.execute import SparkEngine
-
         self._batch_only("to_dataframe")
-        return SparkEngine(spark=spark).to_dataframe(self)
+        runner: Any = get_engine("spark", spark=spark)
+        frame: DataFrame = runner.to_dataframe(self)
+        return frame
 
     def _batch_only(self, method: str) -> None:
         for src in sources(self.plan):
@@ -702,11 +702,9 @@ class Stream:
         CTIs, as each operator of the graph emitted them. ``consistency``
         (as :meth:`with_consistency`) chooses between speculation and
         blocking. Payloads are read as :meth:`to_cht` reads them."""
-        from udm.host.engines.graph import HostEngine
-
         self._batch_only("to_events")
-        engine = HostEngine(consistency=consistency, **options)
-        events = engine.events(self.plan)
+        engine: Any = get_engine("host", consistency=consistency, **options)
+        events: list[Element] = engine.events(self.plan)
         self.metrics = engine.metrics
         return events
 

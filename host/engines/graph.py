@@ -220,9 +220,10 @@ class HostEngine:
         if node.df is None:
             assert node.rows is not None
             return list(node.rows)
-        from udm.host.engines.reference import ReferenceEngine
+        from udm.host.engines import get_engine
 
-        rows, _, metrics = ReferenceEngine().collect(node)
+        # a DataFrame source: Spark reads it, as the reference engine does
+        rows, _, metrics = get_engine("reference").collect(node)
         for reason, n in (metrics.invalid_rows() or {}).items():
             self._drops[reason] = self._drops.get(reason, 0) + n
         return rows

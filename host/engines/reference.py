@@ -23,12 +23,10 @@ from typing import Any
 
 from udm.host.algebra import alter_lifetime, anti_join_rows, join_rows, union_rows
 from udm.host.cht import derive_cht
-from udm.host.engines import EngineResult
+from udm.host.engines import EngineResult, get_engine
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import (
-    E_COL,
-    S_COL,
     SCALAR_COL,
     AlignNode,
     AlterLifetimeNode,
@@ -183,12 +181,9 @@ class ReferenceEngine:
         return table
 
     def _spark_prefix(self, source: Source, pushed: list[PlanNode]) -> Table:
-        from udm.host.spark.execute import collect_rows, source_frame
-
-        frame, metrics = source_frame(source, pushed)
-        rows = collect_rows(frame)
+        spark: Any = get_engine("spark")  # a DataFrame source is read by Spark
+        rows, columns, metrics = spark.source_rows(source, pushed)
         self._count(metrics.invalid_rows(wait=True) or {})
-        columns = [c for c in frame.df.columns if c not in (S_COL, E_COL)]
         return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), (), False)
 
     # ------------------------------------------------------ unary nodes
@@ -322,39 +317,14 @@ class ReferenceEngine:
 
     def _spark_step(self, node: PlanNode, table: Table) -> Table:
         """A Spark ``where`` or ``select`` over in-process rows (after a
-        window or a UDF): the rows go to Spark as a table with the columns
-        the Spark engine has at that point. A filter only decides which
-        rows stay, so the kept rows keep their values exactly."""
-        from udm.host.spark.execute import apply_simple, collect_rows
-
+        window or a UDF): Spark evaluates it over the rows computed here,
+        as the Spark engine would."""
+        spark: Any = get_engine("spark")
+        rows, columns = spark.spark_rows(self._spark, table.rows, node, table.keys)
         if isinstance(node, WhereNode):
-            tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(table.rows)]
-            frame, _ = apply_simple(self._table_of(tagged, node), table.keys, node)
-            kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
-            return dataclasses.replace(
-                table, rows=[r for i, r in enumerate(table.rows) if i in kept]
-            )
-        frame, _ = apply_simple(self._table_of(table.rows, node), table.keys, node)
-        columns = [c for c in frame.columns]
-        return Table(
-            collect_rows(frame),
-            columns,
-            Layout(None, tuple((c, c) for c in columns)),
-            table.keys,
-            False,
-        )
-
-    def _table_of(self, rows: list[Row], node: PlanNode) -> Any:
-        from udm.host.spark.frame import from_rows
-
-        try:
-            return from_rows(self._spark, rows, False)
-        except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
-            raise TypeError(
-                f"{node.describe()}: the reference engine runs Spark expressions after a window "
-                f"or a UDF in Spark, which cannot take these rows as a table ({exc}); use a UDF "
-                "or run on Spark (to_cht(engine='spark'))"
-            ) from None
+            return dataclasses.replace(table, rows=rows)
+        layout = Layout(None, tuple((c, c) for c in columns))
+        return Table(rows, columns, layout, table.keys, False)
 
 
 _HANDLERS: dict[type[PlanNode], Callable[[ReferenceEngine, PlanNode], Table]] = {
@@ -370,9 +340,6 @@ _HANDLERS: dict[type[PlanNode], Callable[[ReferenceEngine, PlanNode], Table]] = 
     JoinNode: ReferenceEngine._join,
     AntiJoinNode: ReferenceEngine._anti_join,
 }
-
-#: the row number a Spark filter over in-process rows reports back
-_ROW_COL = "__udm_row"
 
 
 def _payload_row(payload: Any, scalar: bool) -> dict[str, Any]:

@@ -19,12 +19,12 @@
 * **finalize** with bounded memory: defined over a physical stream, which
   an in-memory source holds; computed on the driver as the reference does.
 
-Each handler is registered with :func:`udm.host.spark.execute.register_handler`.
+The Spark engine (:mod:`udm.host.spark.execute`) takes them from :data:`HANDLERS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -48,11 +48,11 @@ from udm.host.plan import (
     UnionNode,
 )
 from udm.host.rows import Layout
-from udm.host.spark.execute import SparkEngine, SparkTable, register_handler
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q
+from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.time import INFINITY
 
-__all__: list[str] = []
+__all__ = ["HANDLERS"]
 
 _INF = f"{INFINITY}L"
 _LEFT, _RIGHT = "__udm_l_", "__udm_r_"
@@ -65,7 +65,7 @@ def _dict_layout(columns: list[str]) -> Layout:
 # ------------------------------------------------------------------ union
 
 
-def _union(engine: SparkEngine, node: PlanNode) -> SparkTable:
+def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, UnionNode)
     tables = [engine.run(p) for p in node.parts]
     keys = {t.keys for t in tables}
@@ -104,7 +104,7 @@ def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     return None
 
 
-def _alter(engine: SparkEngine, node: PlanNode) -> SparkTable:
+def _alter(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, AlterLifetimeNode)
     before = engine.run(node.input)
     frame = before.frame
@@ -197,7 +197,7 @@ def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
     return df.withColumn(name, F.explode(F.sequence(first, F.greatest(first, upto))))
 
 
-def _join(engine: SparkEngine, node: PlanNode) -> SparkTable:
+def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, JoinNode)
     if node.select is not None:
         raise OperatorError(
@@ -282,7 +282,7 @@ def _where_pairs(
     return map_in_arrow(joined, keep, joined.schema)
 
 
-def _anti_join(engine: SparkEngine, node: PlanNode) -> SparkTable:
+def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, AntiJoinNode)
     left, right = engine.run(node.left), engine.run(node.right)
     for side, table in (("left", left), ("right", right)):
@@ -324,16 +324,15 @@ def _anti_join(engine: SparkEngine, node: PlanNode) -> SparkTable:
 # --------------------------------------------------------------- finalize
 
 
-def _finalize(engine: SparkEngine, node: PlanNode) -> SparkTable:
+def _finalize(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, FinalizeNode)
     if node.remember >= INFINITY:
         return engine.run(node.input)
-    from udm.host.engines.reference import ReferenceEngine
+    from udm.host.engines import get_engine
 
     # bounded memory is defined over the physical stream of an in-memory
     # source: finalize it on the driver, as the reference engine does
-    reference = ReferenceEngine()
-    rows, _, metrics = reference.collect(node)
+    rows, _, metrics = get_engine("reference").collect(node)
     groups: list[GroupNode] = []
     current = node.input
     while isinstance(current, GroupNode):
@@ -347,8 +346,12 @@ def _finalize(engine: SparkEngine, node: PlanNode) -> SparkTable:
     return SparkTable(frame, keys, layout, current.scalar)
 
 
-register_handler(UnionNode, _union)
-register_handler(AlterLifetimeNode, _alter)
-register_handler(JoinNode, _join)
-register_handler(AntiJoinNode, _anti_join)
-register_handler(FinalizeNode, _finalize)
+#: how the Spark engine runs each CEDR operator (``engine`` is the
+#: :class:`~udm.host.spark.execute.SparkEngine` running the plan)
+HANDLERS: dict[type[PlanNode], Callable[[SparkRunner, PlanNode], SparkTable]] = {
+    UnionNode: _union,
+    AlterLifetimeNode: _alter,
+    JoinNode: _join,
+    AntiJoinNode: _anti_join,
+    FinalizeNode: _finalize,
+}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -40,6 +39,7 @@ from udm.host.plan import (
 )
 from udm.host.rows import Layout, adapt_op, udf_of_payload
 from udm.host.spark import evaluate as spark_evaluate
+from udm.host.spark.algebra import HANDLERS as CEDR_HANDLERS
 from udm.host.spark.evaluate import (
     _pickled_field,
     decode_pickled,
@@ -47,6 +47,7 @@ from udm.host.spark.evaluate import (
     to_arrow_column,
 )
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
+from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ __all__ = [
     "collect_rows",
     "register_handler",
     "source_frame",
+    "source_rows",
+    "spark_rows",
     "to_output",
 ]
 
@@ -112,17 +115,6 @@ def apply_simple(
     raise TypeError(f"not a simple node: {node!r}")
 
 
-@dataclass(frozen=True)
-class SparkTable:
-    """A node's output as the Spark engine holds it: the event table, its
-    group keys, how to read CHT payloads, and whether payloads are scalars."""
-
-    frame: EventFrame
-    keys: tuple[str, ...]
-    layout: Layout
-    scalar: bool
-
-
 class SparkEngine:
     """Runs a plan as Spark batch jobs; each node maps an event table to
     the next (dispatching on the node's class), a node read twice is
@@ -131,8 +123,6 @@ class SparkEngine:
     name = "spark"
 
     def __init__(self, spark: SparkSession | None = None) -> None:
-        import udm.host.spark.algebra  # noqa: F401  (registers the CEDR operators)
-
         self.spark = spark
         self._memo: dict[int, SparkTable] = {}
         self._metrics: list[QueryMetrics] = []
@@ -144,6 +134,18 @@ class SparkEngine:
     def add_metrics(self, metrics: QueryMetrics) -> None:
         """Count what a node dropped in the run's metrics."""
         self._metrics.append(metrics)
+
+    def source_rows(
+        self, source: Source, pushed: list[PlanNode]
+    ) -> tuple[list[Row], list[str], QueryMetrics]:
+        """See :func:`source_rows`."""
+        return source_rows(source, pushed)
+
+    def spark_rows(
+        self, spark: Any, rows: list[Row], node: PlanNode, keys: tuple[str, ...]
+    ) -> tuple[list[Row], list[str]]:
+        """See :func:`spark_rows`."""
+        return spark_rows(spark, rows, node, keys)
 
     def table(self, plan: PlanNode) -> tuple[SparkTable, QueryMetrics]:
         """The output table of ``plan`` and the metrics of its sources."""
@@ -228,15 +230,53 @@ _HANDLERS: dict[type[PlanNode], Callable[[SparkEngine, PlanNode], SparkTable]] =
     SelectNode: SparkEngine._simple,
     WindowOp: SparkEngine._window,
     AlignNode: SparkEngine._pass,  # Align never changes a CHT
+    **CEDR_HANDLERS,
 }
 
 
 def register_handler(
     node_class: type[PlanNode], handler: Callable[[SparkEngine, PlanNode], SparkTable]
 ) -> None:
-    """How the Spark engine runs nodes of ``node_class`` (for modules that
-    add operators: :mod:`udm.host.spark.algebra`)."""
+    """How the Spark engine runs nodes of ``node_class`` (an operator added
+    by another distribution registers its Spark implementation here)."""
     _HANDLERS[node_class] = handler
+
+
+def source_rows(
+    source: Source, pushed: list[PlanNode]
+) -> tuple[list[Row], list[str], QueryMetrics]:
+    """The rows of a DataFrame source after leading Spark where/select
+    nodes, on the driver: how the in-process engines read DataFrames."""
+    frame, metrics = source_frame(source, pushed)
+    rows = collect_rows(frame)
+    return rows, [c for c in frame.df.columns if c not in (S_COL, E_COL)], metrics
+
+
+def spark_rows(
+    spark: Any, rows: list[Row], node: PlanNode, keys: tuple[str, ...]
+) -> tuple[list[Row], list[str]]:
+    """A Spark where/select over in-process rows (the reference engine's,
+    after a window or a UDF), computed by Spark; for a filter each row
+    comes back exactly as it went in."""
+    tagged = [(s, e, {**p, _ROW_COL: i}) for i, (s, e, p) in enumerate(rows)]
+    source = rows if isinstance(node, SelectNode) else tagged
+    try:
+        table = from_rows(spark, source, False)
+    except (TypeError, ValueError) as exc:  # pyarrow's: mixed or unknown types
+        raise TypeError(
+            f"{node.describe()}: the reference engine runs Spark expressions after a window "
+            f"or a UDF in Spark, which cannot take these rows as a table ({exc}); use a UDF "
+            "or run on Spark (to_cht(engine='spark'))"
+        ) from None
+    frame, _ = apply_simple(table, keys, node)
+    if isinstance(node, WhereNode):
+        kept = {p[_ROW_COL] for _, _, p in collect_rows(frame)}
+        return [r for i, r in enumerate(rows) if i in kept], []
+    return collect_rows(frame), frame.columns
+
+
+#: the row number a Spark filter over in-process rows reports back
+_ROW_COL = "__udm_row"
 
 
 def to_output(frame: EventFrame) -> DataFrame:
