@@ -189,7 +189,12 @@ class JoinOperator(Operator):
 
 
 class AntiJoinOperator(Operator):
-    """Left anti-semijoin of port 0 (left) by port 1 (right)."""
+    """Left anti-semijoin of port 0 (left) by port 1 (right).
+
+    Every change is answered within the time range it touches, which never
+    starts before the output CTI: so a right event can be forgotten once
+    that CTI passes its end, although a left event it cut is still live.
+    """
 
     name = "left_anti_join"
 
@@ -208,33 +213,55 @@ class AntiJoinOperator(Operator):
         self.conservative = conservative
         self.name = name
         self.ctis = CtiTracker(2)
-        self.pieces: dict[Any, list[tuple[int, int, Any]]] = {}  # left id -> emitted
+        # left id -> pieces emitted, [(start, end, output id)] by start
+        self.pieces: dict[Any, list[tuple[int, int, Any]]] = {}
+        # conservative: left id -> time up to which its pieces are decided,
+        # and the start of a piece that reached that time (it may go on)
+        self.decided: dict[Any, int] = {}
+        self.pending: dict[Any, int] = {}
         self._next = 0
         self.output_cti = MIN_TIME
 
-    def _holes(self, record: list[Any]) -> list[tuple[int, int]]:
+    def _uncovered(self, record: list[Any], lo: int, hi: int) -> list[tuple[int, int]]:
+        """The left event's times in ``[lo, hi)`` no matching right event covers."""
         s, e, p, key = record
-        return [
+        lo, hi = max(lo, s), min(hi, e)
+        if lo >= hi:
+            return []
+        holes = [
             (rs, re)
-            for _, (rs, re, rp, _) in self.right.overlapping(key, s, e)
+            for _, (rs, re, rp, _) in self.right.overlapping(key, lo, hi)
             if self.predicate is None or self.predicate(p, rp)
         ]
+        return subtract_intervals(lo, hi, holes)
 
-    def _wanted(self, record: list[Any]) -> list[tuple[int, int]]:
-        pieces = subtract_intervals(record[0], record[1], self._holes(record))
-        if self.conservative:
-            low = min(self.ctis.latest)
-            # final once both CTIs are past its end (an end at the CTI may still grow)
-            pieces = [(a, b) for a, b in pieces if b < low or low >= INFINITY]
-        return pieces
-
-    def _refresh(self, ident: Any) -> None:
+    def _refresh(self, ident: Any, lo: int, hi: int) -> None:
+        """Recompute the left event's pieces within ``[lo, hi)`` and emit the
+        difference; pieces outside the range stay as they are."""
         record = self.left.events.get(ident)
-        wanted = [] if record is None else self._wanted(record)
         had = self.pieces.get(ident, [])
+        if record is None:
+            wanted: list[tuple[int, int]] = []
+        else:
+            outside: list[tuple[int, int]] = []
+            for a, b, _ in had:
+                if a < lo:
+                    outside.append((a, min(b, lo)))
+                if b > hi:
+                    outside.append((max(a, hi), b))
+            wanted = _merged(sorted(outside + self._uncovered(record, lo, hi)))
+        self._emit_diff(ident, record, had, wanted)
+
+    def _emit_diff(
+        self,
+        ident: Any,
+        record: list[Any] | None,
+        had: list[tuple[int, int, Any]],
+        wanted: list[tuple[int, int]],
+    ) -> None:
         by_start = {a: (b, oid) for a, b, oid in had}
-        kept: list[tuple[int, int, Any]] = []
         new_starts = {a for a, _ in wanted}
+        kept: list[tuple[int, int, Any]] = []
         for a, b, oid in had:
             if a not in new_starts:
                 self.emit(Retract(oid, a, b, a))
@@ -244,12 +271,11 @@ class AntiJoinOperator(Operator):
                 oid = (ident, self._next)
                 self._next += 1
                 self.emit(Insert(oid, a, b, record[2] if record else None))
-                kept.append((a, b, oid))
             else:
                 old_b, oid = found
                 if old_b != b:
                     self.emit(Retract(oid, a, old_b, b))
-                kept.append((a, b, oid))
+            kept.append((a, b, oid))
         if kept:
             self.pieces[ident] = kept
         else:
@@ -258,29 +284,39 @@ class AntiJoinOperator(Operator):
     def on_insert(self, port: int, element: Insert) -> None:
         if port == 0:
             self.left.add(element.id, element.start, element.end, element.payload)
-            self._refresh(element.id)
+            if self.conservative:
+                self.decided[element.id] = element.start
+            else:
+                self._refresh(element.id, element.start, element.end)
             return
         record = self.right.add(element.id, element.start, element.end, element.payload)
         self._touch(record[3], element.start, element.end)
 
     def _touch(self, key: Hashable, start: int, end: int) -> None:
+        if self.conservative:
+            return  # nothing is decided past the CTI, where this change lies
         for lid, _ in self.left.overlapping(key, start, end):
-            self._refresh(lid)
+            self._refresh(lid, start, end)
 
     def on_retract(self, port: int, element: Retract) -> None:
         side = self.left if port == 0 else self.right
         record = side.events.get(element.id)
         if record is None:
             return
-        span = max(record[1], element.new_end)
+        start, old = record[0], record[1]
+        lo, hi = min(old, element.new_end), max(old, element.new_end)
         if element.is_full:
             side.remove(element.id)
+            lo = start
         else:
             side.set_end(element.id, element.new_end)
-        if port == 0:
-            self._refresh(element.id)
-        else:
-            self._touch(record[3], record[0], span)
+        if port == 1:
+            self._touch(record[3], lo, hi)
+        elif not self.conservative:
+            self._refresh(element.id, lo, hi)
+        elif element.is_full:  # (it starts after the CTI: nothing was decided)
+            self.decided.pop(element.id, None)
+            self.pending.pop(element.id, None)
 
     def on_cti(self, port: int, time: int) -> None:
         before = min(self.ctis.latest)
@@ -289,23 +325,67 @@ class AntiJoinOperator(Operator):
         low = min(self.ctis.latest)
         if low <= before:
             return
-        if self.conservative:
-            for lid in list(self.left.events):
-                self._refresh(lid)
-        out = low
-        if self.conservative:
-            # hold the output CTI at the first piece not yet final
-            for record in self.left.events.values():
-                for a, b in subtract_intervals(record[0], record[1], self._holes(record)):
-                    if not (b < low or low >= INFINITY):
-                        out = min(out, a)
-                        break
+        out = self._decide(low) if self.conservative else low
         for ident in self.left.expire(low):
             self.pieces.pop(ident, None)
+            self.decided.pop(ident, None)
+            self.pending.pop(ident, None)
         self.right.expire(low)
         if out > self.output_cti:
             self.output_cti = out
             self.emit(Cti(out))
 
+    def _decide(self, low: int) -> int:
+        """Conservative: emit the pieces CTIs made final; return the output
+        CTI, held at the first piece still open.
+
+        A piece is final once it ends before ``low``: at a right event's
+        start (which no later element can move, being before the CTI) or
+        at its left event's end (which can no longer change). A piece that
+        reaches ``low`` may go on, so it waits (``pending``).
+        """
+        out = low
+        final = low >= INFINITY
+        for ident, record in self.left.events.items():
+            s, e = record[0], record[1]
+            upto = self.decided.get(ident, s)
+            hi = e if final else min(e, low)
+            if hi <= upto:
+                if ident in self.pending:
+                    out = min(out, self.pending[ident])
+                continue
+            found = self._uncovered(record, upto, hi)
+            started = self.pending.pop(ident, None)
+            if started is not None:
+                if found and found[0][0] == upto:
+                    found[0] = (started, found[0][1])
+                else:  # it ended where a right event begins: final
+                    self._emit_piece(ident, record, started, upto)
+            for a, b in found:
+                if b < hi or final or (b == e and e < low):
+                    self._emit_piece(ident, record, a, b)
+                else:
+                    self.pending[ident] = a
+                    out = min(out, a)
+            self.decided[ident] = hi
+        return out
+
+    def _emit_piece(self, ident: Any, record: list[Any], a: int, b: int) -> None:
+        oid = (ident, self._next)
+        self._next += 1
+        self.emit(Insert(oid, a, b, record[2]))
+        self.pieces.setdefault(ident, []).append((a, b, oid))
+
     def state_size(self) -> int:
         return len(self.left.events) + len(self.right.events)
+
+
+def _merged(pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted intervals with touching or overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for a, b in pieces:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
