@@ -25,8 +25,6 @@ import heapq
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from sortedcontainers import SortedList
-
 from udm.host.algebra import subtract_intervals
 from udm.host.operators.base import CtiTracker, Operator
 from udm.host.stream import Cti, Insert, Retract
@@ -40,12 +38,19 @@ KeyFn = Callable[[Mapping[str, Any]], Hashable]
 
 
 class _Live:
-    """One side's live events: by id, by key ordered by start, by end."""
+    """One side's live events: by id, by key, and by end for cleanup.
+
+    Each key's events are a small dict scanned in full for overlaps: the
+    CTIs bound what a key holds (events still live or retractable), and a
+    scan of a handful of entries is cheaper in Python than any tree. A
+    workload with thousands of live events per key would want an interval
+    index here (CEDR's "multidimensional structure").
+    """
 
     def __init__(self, key_fn: KeyFn) -> None:
         self.key_fn = key_fn
         self.events: dict[Any, list[Any]] = {}  # id -> [start, end, payload, key]
-        self.by_key: dict[Hashable, SortedList] = {}
+        self.by_key: dict[Hashable, dict[Any, list[Any]]] = {}
         self._ends: list[tuple[int, int, Any]] = []
         self._seq = 0
 
@@ -53,49 +58,41 @@ class _Live:
         key = self.key_fn(payload)
         record = [start, end, payload, key]
         self.events[ident] = record
-        self.by_key.setdefault(key, SortedList()).add((start, self._bump(), ident))
+        group = self.by_key.get(key)
+        if group is None:
+            group = self.by_key[key] = {}
+        group[ident] = record
+        self._seq += 1
         heapq.heappush(self._ends, (end, self._seq, ident))
         return record
 
-    def _bump(self) -> int:
-        self._seq += 1
-        return self._seq
-
     def set_end(self, ident: Any, end: int) -> None:
-        record = self.events[ident]
-        record[1] = end
-        heapq.heappush(self._ends, (end, self._bump(), ident))
+        self.events[ident][1] = end
+        self._seq += 1
+        heapq.heappush(self._ends, (end, self._seq, ident))
 
     def remove(self, ident: Any) -> None:
-        start, _, _, key = self.events.pop(ident)
-        entries = self.by_key[key]
-        i = entries.bisect_left((start,))
-        while entries[i][2] != ident:
-            i += 1
-        del entries[i]
-        if not entries:
-            del self.by_key[key]
+        record = self.events.pop(ident)
+        group = self.by_key[record[3]]
+        del group[ident]
+        if not group:
+            del self.by_key[record[3]]
 
     def overlapping(self, key: Hashable, start: int, end: int) -> list[tuple[Any, list[Any]]]:
         """Live events of ``key`` whose lifetimes overlap ``[start, end)``."""
-        entries = self.by_key.get(key)
-        if not entries:
+        group = self.by_key.get(key)
+        if not group:
             return []
-        found = []
-        events = self.events
-        for s, _, ident in entries.irange(maximum=(end,), inclusive=(True, False)):
-            record = events[ident]
-            if s < end and record[1] > start:
-                found.append((ident, record))
-        return found
+        return [(i, r) for i, r in group.items() if r[0] < end and r[1] > start]
 
     def expire(self, time: int) -> list[Any]:
         """Forget the events that ended before ``time``; returns their ids."""
         gone = []
         ends = self._ends
+        events = self.events
         while ends and ends[0][0] < time:
             end, _, ident = heapq.heappop(ends)
-            record = self.events.get(ident)
+            record = events.get(ident)
             if record is not None and record[1] == end:
                 self.remove(ident)
                 gone.append(ident)

@@ -1,0 +1,272 @@
+"""Benchmarks of the CEDR operators (issue: temporal operator algebra).
+
+* ``operators.join_inprocess``: the incremental join of two keyed streams
+  (``UDM_BENCH_JOIN_N`` events per side, default 1M; 1,000 keys; lifetimes
+  about 10 events long; in order with a CTI every 1,000 events), against the
+  vectorized floor: the same pairs computed by pandas as a time-bucketed
+  merge on (key, bucket) with the overlap condition.
+* ``operators.join_memory``: peak RSS of the same join at N and 10 N events
+  per side, fed from generators into a counting sink (state must stay
+  bounded by the CTIs).
+* ``operators.consistency``: one windowed query over a stream with 20% late
+  events at strong, middle and weak consistency: output size (inserts +
+  retractions) per level; CEDR's Theorem 9 says the more speculative level
+  has the larger output.
+* ``spark.temporal_join``: the Spark engine's bucketed interval join against
+  a hand-written Spark SQL range join (equi-key, overlap, time buckets) over
+  the same cached DataFrames.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from udm.host import Cti, Insert
+from udm.host.operators.base import Operator
+from udm.host.operators.join import JoinOperator
+
+KEYS = 1_000
+SPAN = 10  # an event lasts about this many events' time
+N_DEFAULT = int(os.environ.get("UDM_BENCH_JOIN_N", "1000000"))
+
+
+def _side(n: int, seed: int, tag: str) -> Iterator[Any]:
+    """n in-order interval events over KEYS keys, a CTI every 1,000."""
+    rng = random.Random(seed)
+    for i in range(n):
+        start = i
+        yield Insert(f"{tag}{i}", start, start + rng.randint(1, 2 * SPAN), {"k": i % KEYS})
+        if i % 1000 == 999:
+            yield Cti(start + 1)
+    yield Cti(n + 10 * SPAN)
+
+
+class _Count(Operator):
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.inserts = 0
+        self.others = 0
+
+    def push(self, port: int, element: Any) -> None:
+        if type(element) is Insert:
+            self.inserts += 1
+        else:
+            self.others += 1
+
+
+def _key(p: Any) -> Any:
+    return p["k"]
+
+
+def _combine(lp: Any, rp: Any) -> Any:
+    return lp
+
+
+def _run_join(n: int, materialized: bool = True) -> tuple[float, int, int]:
+    """Time the join alone (``materialized``: the inputs are built first;
+    else generated on the fly, so memory holds only the operator's state)."""
+    join = JoinOperator(_key, _key, _combine)
+    sink = _Count()
+    join.connect(sink)
+    left: Iterator[Any] = _side(n, 1, "l")
+    right: Iterator[Any] = _side(n, 2, "r")
+    if materialized:
+        left, right = iter(list(left)), iter(list(right))
+    push = join.push
+    t0 = time.perf_counter()
+    for a, b in zip(left, right, strict=False):
+        push(0, a)
+        push(1, b)
+    for a in left:
+        push(0, a)
+    for b in right:
+        push(1, b)
+    return time.perf_counter() - t0, sink.inserts, join.state_size()
+
+
+def _pandas_join(n: int) -> tuple[float, int]:
+    import numpy as np
+    import pandas as pd
+
+    def frame(seed: int, tag: str) -> pd.DataFrame:
+        rows = [(e.start, e.end, e.payload["k"]) for e in _side(n, seed, tag) if type(e) is Insert]
+        return pd.DataFrame(rows, columns=["s", "e", "k"])
+
+    left, right = frame(1, "l"), frame(2, "r")
+    t0 = time.perf_counter()
+    width = 2 * SPAN
+
+    def bucketed(df: pd.DataFrame) -> pd.DataFrame:
+        first = df["s"].to_numpy() // width
+        last = (df["e"].to_numpy() - 1) // width
+        counts = last - first + 1
+        out = df.loc[df.index.repeat(counts)].copy()
+        out["b"] = np.repeat(first, counts) + (
+            np.arange(len(out)) - np.repeat(np.cumsum(counts) - counts, counts)
+        )
+        return out
+
+    merged = bucketed(left).merge(bucketed(right), on=["k", "b"], suffixes=("_l", "_r"))
+    s = np.maximum(merged["s_l"].to_numpy(), merged["s_r"].to_numpy())
+    e = np.minimum(merged["e_l"].to_numpy(), merged["e_r"].to_numpy())
+    keep = (s < e) & (s // width == merged["b"].to_numpy())
+    pairs = int(keep.sum())
+    return time.perf_counter() - t0, pairs
+
+
+def join_inprocess() -> dict[str, Any]:
+    n = N_DEFAULT
+    t_pd, pairs_pd = _pandas_join(n)
+    t_host, pairs_host, state = _run_join(n)
+    t_pd2, _ = _pandas_join(n)
+    t_pd = min(t_pd, t_pd2)
+    assert pairs_host == pairs_pd, (pairs_host, pairs_pd)
+    return {
+        "events_per_side": n,
+        "pairs": pairs_host,
+        "host_seconds": t_host,
+        "pandas_seconds": t_pd,
+        "input_events_per_s": 2 * n / t_host,
+        "ratio_to_pandas": t_host / t_pd,
+        "state_at_end": state,
+    }
+
+
+def join_memory() -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    n = N_DEFAULT
+    code = (
+        "import resource, sys; sys.path.insert(0, {here!r}); import cases_operators as c; "
+        "c._run_join({n}, materialized=False); "
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))
+    peaks = {}
+    for label, size in (("small", n), ("large", 10 * n)):
+        out = subprocess.run(
+            [sys.executable, "-c", code.format(here=here, n=size)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        peaks[label] = int(out.stdout.split()[-1]) / 1024
+    return {
+        "events_per_side_small": n,
+        "events_per_side_large": 10 * n,
+        "peak_rss_mb_small": peaks["small"],
+        "peak_rss_mb_large": peaks["large"],
+        "memory_ratio": peaks["large"] / peaks["small"],
+        "self_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def consistency() -> dict[str, Any]:
+    from udm.host import Retract
+    from udm.host.query import Stream
+    from udm.sdk import aggregate
+
+    @aggregate
+    def total(values: list[int]) -> int:
+        return sum(values)
+
+    rng = random.Random(7)
+    elements: list[Any] = []
+    n = 20_000
+    late: list[Any] = []
+    for i in range(n):
+        event = Insert(i, i, i + 1, {"k": i % 10, "v": rng.randint(0, 9)})
+        if rng.random() < 0.2:
+            late.append(event)  # arrives up to 50 events late
+        else:
+            elements.append(event)
+        if late and rng.random() < 0.1:
+            elements.append(late.pop(0))
+        if i % 100 == 99:
+            pending = min([e.start for e in late], default=i + 1)
+            elements.append(Cti(min(i + 1, pending)))
+    elements += late
+    elements.append(Cti(n + 100))
+    query = Stream.from_events(elements, key="k").tumbling_window(50).aggregate(total, value="v")
+    sizes = {}
+    for label, level in (("strong", "strong"), ("middle", "middle"), ("weak", ("weak", 100))):
+        t0 = time.perf_counter()
+        out = query.to_events(consistency=level)
+        sizes[label] = {
+            "inserts": sum(type(e) is Insert for e in out),
+            "retractions": sum(type(e) is Retract for e in out),
+            "seconds": time.perf_counter() - t0,
+        }
+    size = {k: v["inserts"] + v["retractions"] for k, v in sizes.items()}
+    return {
+        "late_share": 0.2,
+        "levels": sizes,
+        "theorem_9_holds": size["strong"] <= size["middle"],
+        "output_size": size,
+    }
+
+
+def spark_temporal_join() -> dict[str, Any]:
+    from pyspark.sql import SparkSession
+
+    from udm.host.query import Stream
+
+    n = int(os.environ.get("UDM_BENCH_SPARK_JOIN_N", "1000000"))
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.sql.shuffle.partitions", "8")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+
+    def frame(seed: int) -> Any:
+        df = spark.range(n).selectExpr(
+            "id AS s",
+            f"id + 1 + CAST(rand({seed}) * {2 * SPAN} AS BIGINT) AS e",
+            f"id % {KEYS} AS k",
+        )
+        return df.cache()
+
+    left, right = frame(1), frame(2)
+    left.count(), right.count()
+    left.createOrReplaceTempView("l")
+    right.createOrReplaceTempView("r")
+    width = 2 * SPAN
+    sql = f"""
+        WITH lb AS (SELECT *, explode(sequence(s DIV {width}, (e - 1) DIV {width})) AS b FROM l),
+             rb AS (SELECT *, explode(sequence(s DIV {width}, (e - 1) DIV {width})) AS b FROM r)
+        SELECT greatest(lb.s, rb.s) AS s, least(lb.e, rb.e) AS e, lb.k
+        FROM lb JOIN rb ON lb.k = rb.k AND lb.b = rb.b
+        WHERE greatest(lb.s, rb.s) < least(lb.e, rb.e)
+          AND greatest(lb.s, rb.s) DIV {width} = lb.b
+    """
+    query = Stream.from_dataframe(left, start="s", end="e", key="k").join(
+        Stream.from_dataframe(right, start="s", end="e", key="k")
+    )
+
+    def timed(make: Any) -> float:
+        t0 = time.perf_counter()
+        make().write.format("noop").mode("overwrite").save()
+        return time.perf_counter() - t0
+
+    times: dict[str, list[float]] = {"udm": [], "sql": []}
+    for _ in range(3):
+        times["sql"].append(timed(lambda: spark.sql(sql)))
+        times["udm"].append(timed(query.to_dataframe))
+    udm, hand = min(times["udm"]), min(times["sql"])
+    return {"events_per_side": n, "udm_seconds": udm, "sql_seconds": hand, "ratio": udm / hand}
+
+
+CASES = {
+    "operators.join_inprocess": join_inprocess,
+    "operators.join_memory": join_memory,
+    "operators.consistency": consistency,
+    "spark.temporal_join": spark_temporal_join,
+}
