@@ -270,3 +270,37 @@ CASES = {
     "operators.consistency": consistency,
     "spark.temporal_join": spark_temporal_join,
 }
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The operator figures issue #28 asks for, each with its target."""
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, target: str, ok: bool | None) -> None:
+        rows.append({"figure": name, "value": value, "target": target, "met": ok})
+
+    j = results.get("operators.join_inprocess", {})
+    if "input_events_per_s" in j:
+        rate, ratio = j["input_events_per_s"], j["ratio_to_pandas"]
+        add("in-process join: input events/s", rate, ">= 200,000", rate >= 200_000)
+        add("in-process join / pandas bucketed merge", ratio, "<= 3", ratio <= 3)
+    m = results.get("operators.join_memory", {})
+    if "memory_ratio" in m:
+        ratio = m["memory_ratio"]
+        add("in-process join: peak RSS at 10N / at N", ratio, "<= 1.2", ratio <= 1.2)
+    c = results.get("operators.consistency", {})
+    if "output_size" in c:
+        sizes = c["output_size"]
+        add("consistency: output size strong", sizes["strong"], "reported", None)
+        add("consistency: output size middle", sizes["middle"], "reported", None)
+        add("consistency: output size weak", sizes["weak"], "reported", None)
+        add("Theorem 9: strong <= middle", None, "holds", c["theorem_9_holds"])
+    s = results.get("spark.temporal_join", {})
+    if "ratio" in s:
+        add(
+            "Spark temporal join / hand-written SQL range join",
+            s["ratio"],
+            "<= 1.5",
+            s["ratio"] <= 1.5,
+        )
+    return rows
