@@ -27,14 +27,18 @@ from typing import Any
 from udm.host.errors import OperatorError
 from udm.host.plan import JoinPredicate, JoinProjection, Row
 from udm.host.rows import key_of
-from udm.host.time import INFINITY
+from udm.host.time import INFINITY, to_duration_ticks
 
 __all__ = [
     "alter_lifetime",
     "anti_join_rows",
+    "at_most",
+    "constant_duration",
     "join_payload",
     "join_rows",
     "new_lifetime",
+    "positive_duration",
+    "shifted_by",
     "subtract_intervals",
     "union_rows",
 ]
@@ -226,3 +230,46 @@ def alter_lifetime(
                 "(CTIs could not pass through it)",
             )
     return out
+
+
+# ------------------------------------------------- lifetime functions
+
+
+def positive_duration(value: Any, where: str) -> int:
+    """Ticks of a duration that must be positive; else an OperatorError naming ``where``."""
+    d = to_duration_ticks(value)
+    if d <= 0:
+        raise OperatorError(
+            where, f"a duration must be positive (at least one tick), got {value!r}"
+        )
+    return d
+
+
+def constant_duration(d: int) -> Callable[[int, int], int]:
+    """The duration function of ``set_duration(d)``."""
+
+    def duration(start: int, end: int) -> int:
+        return d
+
+    duration.__name__ = f"constant_{d}"
+    return duration
+
+
+def at_most(d: int) -> Callable[[int, int], int]:
+    """The duration function of ``clip_to(d)``."""
+
+    def duration(start: int, end: int) -> int:
+        return min(end - start, d)
+
+    duration.__name__ = f"at_most_{d}"
+    return duration
+
+
+def shifted_by(d: int) -> Callable[[int], int]:
+    """The start function of ``shift(d)``."""
+
+    def start(s: int) -> int:
+        return s + d
+
+    start.__name__ = f"plus_{d}"
+    return start

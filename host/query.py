@@ -28,18 +28,16 @@ oracle), ``"host"`` (the incremental in-process operator graph, also
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from udm.host.cht import Cht, derive_cht
+from udm.host.algebra import at_most, constant_duration, positive_duration, shifted_by
+from udm.host.cht import Cht
 from udm.host.engines import get_engine
 from udm.host.errors import InvalidEventError, OperatorError
-from udm.host.invoke import instantiate
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import (
-    INTERNAL_PREFIX,
-    SCALAR_COL,
     AggSpec,
     AlignNode,
     AlterLifetimeNode,
@@ -51,13 +49,10 @@ from udm.host.plan import (
     JoinProjection,
     OnInvalid,
     PlanNode,
-    Row,
     SelectNode,
     Shape,
     Source,
-    UdmCall,
     UnionNode,
-    ValueArg,
     WhereNode,
     WindowOp,
     agg,
@@ -69,21 +64,16 @@ from udm.host.plan import (
     sources,
     with_consistency,
 )
-from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.registry import register_udm, resolve_udm
+from udm.host.registry import register_udm
 from udm.host.rows import (
-    OPEN_IN_MEMORY,
     UdfError,
-    check_row,
-    invalid_event,
-    is_datetime,
     rows_to_cht,
-    start_of,
-    why_not_a_time,
 )
+from udm.host.sources import dataframe_source, elements_source, rows_source
 from udm.host.stream import Element, ExternalCti
-from udm.host.time import INFINITY, to_duration_ticks, to_ticks
+from udm.host.time import INFINITY, to_duration_ticks
 from udm.host.validation import CtiPolicy
+from udm.host.windowed import WindowedStream
 from udm.host.windows import (
     CountByEndWindow,
     CountByStartWindow,
@@ -92,7 +82,6 @@ from udm.host.windows import (
     TumblingWindow,
     WindowSpec,
 )
-from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent
 
 if TYPE_CHECKING:
@@ -189,25 +178,7 @@ class Stream:
                 the column and showing the row; ``drop`` drops and counts them
                 (see :attr:`metrics`).
         """
-        shape = shape or ("point" if end is None else "interval")
-        if shape not in ("point", "interval", "edge"):
-            raise ValueError(f"unknown shape {shape!r}; use 'point', 'interval' or 'edge'")
-        if shape == "point" and end is not None:
-            raise ValueError("point events have no end column; drop end= or use shape='interval'")
-        if shape != "point" and end is None:
-            raise ValueError(f"{shape} events need an end column; pass end=")
-        if on_invalid not in ("raise", "drop"):
-            raise ValueError(f"unknown on_invalid {on_invalid!r}; use 'raise' or 'drop'")
-        columns = list(df.columns)
-        for role, col in (("start", start), ("end", end), *(("key", k) for k in _keys(key))):
-            if col is not None and col not in columns:
-                raise KeyError(
-                    f"{role} column {col!r} is not in the DataFrame; its columns are {columns}"
-                )
-        clash = [c for c in columns if c.startswith(INTERNAL_PREFIX)]
-        if clash:
-            raise ValueError(f"columns {clash} use the reserved prefix {INTERNAL_PREFIX!r}")
-        source = Source(df=df, start=start, end=end, shape=shape, on_invalid=on_invalid)
+        source = dataframe_source(df, start, end, _keys(key), shape, on_invalid)
         stream = cls(source)
         return stream.group_apply(*_keys(key)) if key is not None else stream
 
@@ -229,43 +200,12 @@ class Stream:
         does when the first event's start is a datetime, so datetimes in
         give datetimes out, as from a DataFrame.
         """
-        if timestamps is None:
-            events = list(events)
-            timestamps = bool(events) and is_datetime(start_of(events[0]))
-        rows: list[Row] = []
-        scalar: bool | None = None
-        dropped: dict[str, int] = {}
-        for i, ev in enumerate(events):
-            if isinstance(ev, IntervalEvent):
-                start, end, payload = ev.start, ev.end, ev.payload
-            else:
-                start, end, payload = ev
-            lifetime = check_row(start, end, "interval", "start", "end", OPEN_IN_MEMORY)
-            if isinstance(lifetime, str):
-                if on_invalid == "raise":
-                    raise invalid_event(lifetime + why_not_a_time(start, end), ev) from None
-                dropped[lifetime] = dropped.get(lifetime, 0) + 1
-                continue
-            is_map = isinstance(payload, Mapping)
-            if scalar is None:
-                scalar = not is_map
-            elif scalar == is_map:
-                raise TypeError(
-                    f"event #{i} {ev!r}: payloads must be all dicts or all scalars, not a mix"
-                )
-            cols = {str(k): v for k, v in payload.items()} if is_map else {SCALAR_COL: payload}
-            rows.append((lifetime[0], lifetime[1], cols))
-        source = Source(
-            rows=tuple(rows),
-            on_invalid=on_invalid,
-            scalar=bool(scalar),
-            timestamps=timestamps,
-            dropped=tuple(dropped.items()),
-        )
+        source = rows_source(events, on_invalid, timestamps)
         stream = cls(source)
-        stream.metrics = QueryMetrics(dropped)
+        stream.metrics = QueryMetrics(dict(source.dropped))
         if key is None:
             return stream
+        rows = source.rows or ()
         columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
         missing = [k for k in _keys(key) if k not in columns]
         if rows and missing:  # (no events: nothing to check against)
@@ -287,19 +227,7 @@ class Stream:
         in arrival order, speculation and retractions included. Its times
         are ticks; ``timestamps=True`` makes :meth:`to_dataframe` return
         timestamps."""
-        given = tuple(elements)
-        policy = CtiPolicy.parse(cti_policy) if isinstance(cti_policy, str) else cti_policy
-        if any(isinstance(e, ExternalCti) for e in given):
-            from udm.host.operators.consistency import repaired
-
-            valid = repaired(given)  # ExternalCTIs: Finalize's input, repaired by it
-        else:
-            valid = [e for e in given if not isinstance(e, ExternalCti)]
-        cht, _ = derive_cht(valid, cti_policy=policy)
-        stream = cls.from_cht(cht, timestamps=timestamps)
-        source = dataclasses.replace(
-            stream.source, elements=given, cti_policy=policy.value, scalar=_scalar_elements(valid)
-        )
+        source = elements_source(elements, cti_policy, timestamps)
         out = cls(source)
         out.metrics = QueryMetrics({})
         return out.group_apply(*_keys(key)) if key is not None else out
@@ -467,10 +395,10 @@ class Stream:
         """
         _check_callable(start, "alter_lifetime(start=...)")
         if duration is not None and not callable(duration):
-            d = _positive_duration(duration, "alter_lifetime(duration=...)")
+            d = positive_duration(duration, "alter_lifetime(duration=...)")
             return self._with(
                 AlterLifetimeNode(
-                    self.plan, start, _constant(d), "custom" if start else "set_duration", d
+                    self.plan, start, constant_duration(d), "custom" if start else "set_duration", d
                 )
             )
         return self._with(AlterLifetimeNode(self.plan, start, duration))
@@ -478,24 +406,26 @@ class Stream:
     def shift(self, by: Any) -> Stream:
         """Move every lifetime by ``by`` (a duration; negative moves earlier)."""
         d = to_duration_ticks(by)
-        return self._with(AlterLifetimeNode(self.plan, _shifted(d), None, "shift", d))
+        return self._with(AlterLifetimeNode(self.plan, shifted_by(d), None, "shift", d))
 
     def set_duration(self, duration: Any) -> Stream:
         """Give every event the lifetime ``[start, start + duration)``: point
         events become intervals, so a snapshot aggregate over the result is
         a sliding window of that size (CEDR's W = AlterLifetime(Vs, wl))."""
-        d = _positive_duration(duration, "set_duration()")
-        return self._with(AlterLifetimeNode(self.plan, None, _constant(d), "set_duration", d))
+        d = positive_duration(duration, "set_duration()")
+        return self._with(
+            AlterLifetimeNode(self.plan, None, constant_duration(d), "set_duration", d)
+        )
 
     def to_points(self) -> Stream:
         """Every event becomes a point event at its start."""
-        return self._with(AlterLifetimeNode(self.plan, None, _constant(1), "to_points", 1))
+        return self._with(AlterLifetimeNode(self.plan, None, constant_duration(1), "to_points", 1))
 
     def clip_to(self, max_duration: Any) -> Stream:
         """Cut lifetimes longer than ``max_duration`` to it (Trill's
         ``ClipEventDuration``); shorter ones are unchanged."""
-        d = _positive_duration(max_duration, "clip_to()")
-        return self._with(AlterLifetimeNode(self.plan, None, _capped(d), "clip_to", d))
+        d = positive_duration(max_duration, "clip_to()")
+        return self._with(AlterLifetimeNode(self.plan, None, at_most(d), "clip_to", d))
 
     def align(self, blocking: Any = INFINITY) -> Stream:
         """Align (CEDR): hold elements until the latest start seen is
@@ -709,240 +639,9 @@ class Stream:
         return events
 
 
-class WindowedStream:
-    """A stream with a window: finish it with :meth:`aggregate` or :meth:`apply`."""
-
-    def __init__(self, stream: Stream, window: WindowSpec) -> None:
-        self._stream = stream
-        self.window = window
-
-    def __getattr__(self, name: str) -> Any:
-        # only reached for what a windowed stream lacks: a second window,
-        # where/select, to_cht, explain... say what comes first
-        if name.startswith("_") or not callable(getattr(Stream, name, None)):
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        window = self.window
-
-        def finish_the_window_first(*args: Any, **kwargs: Any) -> NoReturn:
-            raise TypeError(
-                f".{name}() on a windowed stream: finish the {window!r} first with "
-                ".aggregate(...) (a UDA per window) or .apply(...) (a UDO per window); "
-                f".{name}() then applies to the stream of results"
-            )
-
-        return finish_the_window_first
-
-    def aggregate(
-        self,
-        udm: Any = None,
-        /,
-        value: ValueArg = None,
-        *,
-        input_clipping: InputClipping | str = InputClipping.NONE,
-        output_policy: OutputPolicy | str | None = None,
-        emit_empty: bool = False,
-        watermark: Any = INFINITY,
-        returns: Any = None,
-        alias: str | None = None,
-        partial: bool | None = None,
-        **kwargs: Any,
-    ) -> Stream:
-        """Run a UDA on every window.
-
-        ``aggregate(udm, value="temp", q=0.9)``: one UDA (name, class or
-        instance); extra keywords are its arguments; the result column is
-        ``alias`` or the UDA's name. ``aggregate(med=("stats.median", "temp"),
-        avg=agg(Mean, "temp"))``: several UDAs on the same windows, one
-        column per name (struct results as ``name_field``).
-
-        Args:
-            value: what the UDA receives per event: a column name, a list of
-                columns (a dict), a function of the payload dict, or ``None``
-                (the whole payload dict).
-            input_clipping / output_policy / emit_empty / watermark: as in
-                :func:`udm.host.evaluate`; ``watermark`` (a time) is needed
-                for hopping/tumbling windows over events that never end.
-            returns: the result's Spark type (DDL string such as ``"double"``)
-                when the UDA's return annotation does not say.
-            partial: partial aggregation of mergeable UDAs (default: on
-                hopping and tumbling windows whenever every UDA is mergeable
-                and order-insensitive; snapshot and count windows only with
-                ``partial=True``).
-        """
-        if udm is None:
-            if not kwargs:
-                raise TypeError("aggregate() needs a UDA, or name=(uda, value) keywords")
-            if value is not None or alias is not None or returns is not None:
-                raise TypeError(
-                    "with name=(uda, value) keywords, give value/returns inside each entry"
-                )
-            calls = tuple(_multi_call(name, spec) for name, spec in kwargs.items())
-            multi = True
-        else:
-            entries = [k for k, v in kwargs.items() if isinstance(v, AggSpec)]
-            if entries:
-                raise TypeError(
-                    f"aggregate({udm!r}, {entries[0]}=agg(...)): give one UDA with its "
-                    "arguments, or only name=agg(...) / name=(uda, value) entries, not both; "
-                    "for several results write every UDA as an entry"
-                )
-            calls = (_make_call(alias, udm, value, returns, kwargs),)
-            multi = False
-        return self._op(
-            "aggregate", calls, input_clipping, output_policy, emit_empty, watermark, partial, multi
-        )
-
-    def apply(
-        self,
-        udo: Any,
-        /,
-        value: ValueArg = None,
-        *,
-        input_clipping: InputClipping | str = InputClipping.NONE,
-        output_policy: OutputPolicy | str | None = None,
-        emit_empty: bool = False,
-        watermark: Any = INFINITY,
-        returns: Any = None,
-        alias: str | None = None,
-        **udm_args: Any,
-    ) -> Stream:
-        """Run a UDO on every window: each output payload is one output
-        event (time-sensitive operators choose the lifetimes, subject to the
-        output policy)."""
-        call = _make_call(alias, udo, value, returns, udm_args)
-        return self._op(
-            "operator", (call,), input_clipping, output_policy, emit_empty, watermark, False, False
-        )
-
-    def _op(
-        self,
-        kind: Literal["aggregate", "operator"],
-        calls: tuple[UdmCall, ...],
-        input_clipping: InputClipping | str,
-        output_policy: OutputPolicy | str | None,
-        emit_empty: bool,
-        watermark: Any,
-        partial: bool | None,
-        multi: bool,
-    ) -> Stream:
-        for c in calls:
-            if c.udm.kind != kind:
-                verb = "aggregate" if c.udm.kind == "aggregate" else "apply"
-                raise TypeError(f"{c.udm.name!r} is a {c.udm.flavor()}; use .{verb}() for it")
-        names = [c.name for c in calls]
-        if len(set(names)) != len(names):
-            raise ValueError(f"result names must be distinct, got {names}")
-        policies = {resolve_output_policy(output_policy, self.window, c.udm) for c in calls}
-        if len(policies) != 1:
-            raise ValueError(f"the aggregates resolve to different output policies {policies}")
-        if not isinstance(emit_empty, bool):
-            raise TypeError(f"emit_empty= is True or False, got {emit_empty!r}")
-        if emit_empty and not isinstance(self.window, HoppingWindow):
-            raise ValueError(
-                f"emit_empty applies to hopping and tumbling windows only; {self.window!r} "
-                "windows are defined by events and are never empty"
-            )
-        op = WindowOp(
-            input=self._stream.plan,
-            window=self.window,
-            kind=kind,
-            calls=calls,
-            clipping=InputClipping.parse(input_clipping),
-            policy=policies.pop(),
-            emit_empty=emit_empty,
-            watermark=to_ticks(watermark),
-            partial=partial,
-            multi=multi,
-        )
-        op.check_partial()  # refuses partial=True early
-        return self._stream._with(op)
-
-
-def _make_call(
-    alias: str | None, udm: Any, value: ValueArg, returns: Any, args: Mapping[str, Any]
-) -> UdmCall:
-    resolved = resolve_udm(udm)
-    if isinstance(resolved, Function):
-        raise TypeError(
-            f"{resolved.name!r} is a UDF (scalar function); use it in where()/select(), "
-            "not as a window aggregate or operator"
-        )
-    instance = instantiate(resolved, dict(args) or None)
-    if value is not None and not (isinstance(value, str) or callable(value)):
-        shown = value
-        try:
-            value = tuple(value)
-        except TypeError:
-            value = None
-        if value is None or not all(isinstance(v, str) for v in value):
-            raise TypeError(
-                f"value= takes a column name, a list of names or a function, got {shown!r}"
-            )
-    if alias is not None and (not isinstance(alias, str) or not alias):
-        raise TypeError(f"alias= names the result column: a non-empty string, got {alias!r}")
-    name = alias or (instance.name or type(instance).__name__).replace(".", "_")
-    return UdmCall(name, instance, value, returns)
-
-
-def _multi_call(name: str, spec: Any) -> UdmCall:
-    if isinstance(spec, AggSpec):
-        return _make_call(name, spec.udm, spec.value, spec.returns, spec.args)
-    if isinstance(spec, tuple):
-        if not 1 <= len(spec) <= 3:
-            raise TypeError(f"{name}=... takes (uda,), (uda, value) or (uda, value, args)")
-        udm, value, args = (*spec, None, None)[:3]
-        if args is not None and not isinstance(args, Mapping):
-            raise TypeError(
-                f"{name}=(uda, value, args): args is a dict of the UDA's arguments, got {args!r}"
-            )
-        return _make_call(name, udm, value, None, args or {})
-    return _make_call(name, spec, None, None, {})
-
-
 # ------------------------------------------------------------ helpers
 
 
 def _check_callable(fn: Any, where: str) -> None:
     if fn is not None and not callable(fn):
         raise TypeError(f"{where} takes a function, got {fn!r}")
-
-
-def _positive_duration(value: Any, where: str) -> int:
-    d = to_duration_ticks(value)
-    if d <= 0:
-        raise OperatorError(
-            where, f"a duration must be positive (at least one tick), got {value!r}"
-        )
-    return d
-
-
-def _constant(d: int) -> Callable[[int, int], int]:
-    def duration(start: int, end: int) -> int:
-        return d
-
-    duration.__name__ = f"constant_{d}"
-    return duration
-
-
-def _capped(d: int) -> Callable[[int, int], int]:
-    def duration(start: int, end: int) -> int:
-        return min(end - start, d)
-
-    duration.__name__ = f"at_most_{d}"
-    return duration
-
-
-def _shifted(d: int) -> Callable[[int], int]:
-    def start(s: int) -> int:
-        return s + d
-
-    start.__name__ = f"plus_{d}"
-    return start
-
-
-def _scalar_elements(elements: Iterable[Element]) -> bool:
-    for el in elements:
-        payload = getattr(el, "payload", None)
-        if type(el).__name__ == "Insert":
-            return not isinstance(payload, Mapping)
-    return True

@@ -1,0 +1,130 @@
+"""Sources of a query: a Spark DataFrame, events in memory, a physical stream.
+
+Each function checks what it is given (columns, shapes, lifetimes, the CTI
+policy) and returns the :class:`~udm.host.plan.Source` node a
+:class:`~udm.host.query.Stream` starts from; DataFrames are only inspected
+(their schema), never read here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from udm.host.cht import derive_cht
+from udm.host.plan import INTERNAL_PREFIX, SCALAR_COL, OnInvalid, Row, Shape, Source
+from udm.host.rows import (
+    OPEN_IN_MEMORY,
+    check_row,
+    invalid_event,
+    is_datetime,
+    start_of,
+    why_not_a_time,
+)
+from udm.host.stream import Element, ExternalCti
+from udm.host.validation import CtiPolicy
+from udm.sdk.events import IntervalEvent
+
+__all__ = ["dataframe_source", "elements_source", "rows_source"]
+
+
+def dataframe_source(
+    df: Any,
+    start: str,
+    end: str | None,
+    keys: Sequence[str],
+    shape: Shape | None,
+    on_invalid: OnInvalid,
+) -> Source:
+    """The source of ``Stream.from_dataframe`` (arguments as there)."""
+    shape = shape or ("point" if end is None else "interval")
+    if shape not in ("point", "interval", "edge"):
+        raise ValueError(f"unknown shape {shape!r}; use 'point', 'interval' or 'edge'")
+    if shape == "point" and end is not None:
+        raise ValueError("point events have no end column; drop end= or use shape='interval'")
+    if shape != "point" and end is None:
+        raise ValueError(f"{shape} events need an end column; pass end=")
+    if on_invalid not in ("raise", "drop"):
+        raise ValueError(f"unknown on_invalid {on_invalid!r}; use 'raise' or 'drop'")
+    columns = list(df.columns)
+    for role, col in (("start", start), ("end", end), *(("key", k) for k in keys)):
+        if col is not None and col not in columns:
+            raise KeyError(
+                f"{role} column {col!r} is not in the DataFrame; its columns are {columns}"
+            )
+    clash = [c for c in columns if c.startswith(INTERNAL_PREFIX)]
+    if clash:
+        raise ValueError(f"columns {clash} use the reserved prefix {INTERNAL_PREFIX!r}")
+    return Source(df=df, start=start, end=end, shape=shape, on_invalid=on_invalid)
+
+
+def rows_source(
+    events: Iterable[IntervalEvent[Any] | tuple[Any, Any, Any]],
+    on_invalid: OnInvalid,
+    timestamps: bool | None,
+) -> Source:
+    """The source of ``Stream.from_cht`` (arguments as there)."""
+    if timestamps is None:
+        events = list(events)
+        timestamps = bool(events) and is_datetime(start_of(events[0]))
+    rows: list[Row] = []
+    scalar: bool | None = None
+    dropped: dict[str, int] = {}
+    for i, ev in enumerate(events):
+        if isinstance(ev, IntervalEvent):
+            start, end, payload = ev.start, ev.end, ev.payload
+        else:
+            start, end, payload = ev
+        lifetime = check_row(start, end, "interval", "start", "end", OPEN_IN_MEMORY)
+        if isinstance(lifetime, str):
+            if on_invalid == "raise":
+                raise invalid_event(lifetime + why_not_a_time(start, end), ev) from None
+            dropped[lifetime] = dropped.get(lifetime, 0) + 1
+            continue
+        is_map = isinstance(payload, Mapping)
+        if scalar is None:
+            scalar = not is_map
+        elif scalar == is_map:
+            raise TypeError(
+                f"event #{i} {ev!r}: payloads must be all dicts or all scalars, not a mix"
+            )
+        cols = {str(k): v for k, v in payload.items()} if is_map else {SCALAR_COL: payload}
+        rows.append((lifetime[0], lifetime[1], cols))
+    return Source(
+        rows=tuple(rows),
+        on_invalid=on_invalid,
+        scalar=bool(scalar),
+        timestamps=timestamps,
+        dropped=tuple(dropped.items()),
+    )
+
+
+def elements_source(
+    elements: Iterable[Element | ExternalCti],
+    cti_policy: CtiPolicy | str,
+    timestamps: bool,
+) -> Source:
+    """The source of ``Stream.from_events``: the elements as given, and
+    their CHT (a stream with ExternalCTIs repaired by Finalize first)."""
+    given = tuple(elements)
+    policy = CtiPolicy.parse(cti_policy) if isinstance(cti_policy, str) else cti_policy
+    if any(isinstance(e, ExternalCti) for e in given):
+        from udm.host.operators.consistency import repaired
+
+        valid = repaired(given)  # ExternalCTIs: Finalize's input, repaired by it
+    else:
+        valid = [e for e in given if not isinstance(e, ExternalCti)]
+    cht, _ = derive_cht(valid, cti_policy=policy)
+    base = rows_source(cht, "raise", timestamps)
+    return dataclasses.replace(
+        base, elements=given, cti_policy=policy.value, scalar=_scalar_elements(valid)
+    )
+
+
+def _scalar_elements(elements: Iterable[Element]) -> bool:
+    for el in elements:
+        payload = getattr(el, "payload", None)
+        if type(el).__name__ == "Insert":
+            return not isinstance(payload, Mapping)
+    return True
