@@ -530,7 +530,13 @@ def _duration_text(ticks: int, datetimes: bool, infinite: str) -> str:
 
 
 def walk(node: PlanNode) -> Iterator[PlanNode]:
-    """Every node of the plan once, inputs before the nodes reading them."""
+    """Every node of the plan once, inputs before the nodes reading them.
+
+    >>> from udm.host.query import Stream
+    >>> s = Stream.from_cht([(0, 1, 5)])
+    >>> [type(n).__name__ for n in walk(s.shift(1).union(s).plan)]
+    ['Source', 'AlterLifetimeNode', 'UnionNode']
+    """
     seen: set[int] = set()
     order: list[PlanNode] = []
     stack: list[tuple[PlanNode, bool]] = [(node, False)]
@@ -556,7 +562,16 @@ def sources(node: PlanNode) -> list[Source]:
 
 def linear_chain(node: PlanNode) -> tuple[Source, list[PlanNode]] | None:
     """A plan that is one chain of unary nodes as (source, nodes in order);
-    ``None`` for a plan with a join or union."""
+    ``None`` for a plan with a join or union.
+
+    >>> from udm.host.query import Stream
+    >>> s = Stream.from_cht([(0, 1, 5)])
+    >>> source, nodes = linear_chain(s.to_points().plan)
+    >>> [n.describe() for n in nodes]
+    ['to_points']
+    >>> linear_chain(s.join(s).plan) is None
+    True
+    """
     nodes: list[PlanNode] = []
     current = node
     while not isinstance(current, Source):

@@ -100,7 +100,20 @@ class _Live:
 
 
 class JoinOperator(Operator):
-    """Temporal equijoin of port 0 (left) and port 1 (right)."""
+    """Temporal equijoin of port 0 (left) and port 1 (right).
+
+    >>> from udm.host.operators.base import Collector
+    >>> join = JoinOperator(lambda p: p["k"], lambda p: p["k"], lambda l, r: {**l, **r})
+    >>> out = Collector()
+    >>> join.connect(out)
+    >>> join.push(0, Insert("a", 0, 10, {"k": 1, "x": 1}))
+    >>> join.push(1, Insert("b", 5, 20, {"k": 1, "y": 2}))
+    >>> out.elements
+    [Insert(id=('a', 'b'), start=5, end=10, payload={'k': 1, 'x': 1, 'y': 2})]
+    >>> join.push(0, Retract("a", 0, 10, 7))  # the left event ends earlier
+    >>> out.elements[-1]
+    Retract(id=('a', 'b'), start=5, old_end=10, new_end=7)
+    """
 
     name = "join"
 
