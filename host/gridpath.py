@@ -101,10 +101,11 @@ class _ExpiredId:
 class _Key:
     """Per-key state: window index k -> [state, n_events, outputs]."""
 
-    __slots__ = ("due", "emitted_k", "events", "key", "long", "max_start", "wins")
+    __slots__ = ("due", "emitted_k", "events", "key", "long", "max_start", "order", "wins")
 
-    def __init__(self, key: Hashable, slices: bool) -> None:
+    def __init__(self, key: Hashable, slices: bool, order: int) -> None:
         self.key = key
+        self.order = order  # the keys' order of arrival: CTIs visit keys in it
         self.wins: dict[int, list[Any]] = {}
         self.max_start = MIN_TIME
         # windows <= this index are emitted; a key no CTI visited since its
@@ -156,6 +157,7 @@ class GridPath:
         # it makes something final for, not every key
         self._heap: list[tuple[int, int, _Key]] = []
         self._pushes = 0
+        self._created = 0
         self._long_keys: set[Hashable] = set()  # keys that may hold long events
         self._saved_record: list[Any] | None = None
         self._inserted: tuple[_Key, list[Any]] | None = None
@@ -183,7 +185,8 @@ class GridPath:
         self._pushes += 1
 
     def _new_key(self, key: Hashable) -> _Key:
-        ks = self.keys[key] = _Key(key, self.slices)
+        ks = self.keys[key] = _Key(key, self.slices, self._created)
+        self._created += 1
         return ks
 
     def _fail(self, k: int, exc: Exception, ks: _Key | None = None) -> UdmInvocationError:
@@ -288,6 +291,16 @@ class GridPath:
         out.append(Insert(oid, ev.start, ev.end, new))
         w[2] = [(oid, ev)]
 
+    @staticmethod
+    def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
+        """The slice mode's ``add`` of one event to windows ``lo .. hi``."""
+        for k in range(lo, hi + 1):
+            w = wins.get(k)
+            if w is None:
+                wins[k] = [None, 1, []]
+            else:
+                w[1] += 1
+
     def _from_slice(self, values: list[Any]) -> Any:
         """A window's result from its members' values (canonical order)."""
         u = self.udm
@@ -358,6 +371,9 @@ class GridPath:
         add = self.ops.add
         k = lo
         try:
+            if self.slices:  # windows only count their events
+                self._count(wins, lo, hi)
+                k = hi + 1
             while k <= hi:
                 w = wins.get(k)
                 if w is None:
@@ -435,6 +451,7 @@ class GridPath:
         conservative = self.conservative
         key_fn, value_fn = self.key_fn, self.value_fn
         add, initial = self.ops.add, self.ops.initial_state
+        slices = self.slices
         keys, events = self.keys, self.events
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
@@ -483,6 +500,14 @@ class GridPath:
             wins = ks.wins
             k = lo
             try:
+                if slices:  # windows only count their events
+                    while k <= hi:
+                        w = wins.get(k)
+                        if w is None:
+                            wins[k] = [None, 1, []]
+                        else:
+                            w[1] += 1
+                        k += 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:
@@ -534,7 +559,7 @@ class GridPath:
         return self._fail((fields[1] - self.size - self.offset) // self.hop + 1, exc, ks)
 
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
-        remove = self.udm.remove
+        remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = ks.wins[k]
             w[0] = remove(w[0], value)
@@ -737,7 +762,9 @@ class GridPath:
                 self._long_keys.discard(key)
             else:
                 visit[id(ks)] = ks
-        return list(visit.values())
+        # in the keys' order of arrival, as a pass over all keys would: the
+        # outputs' order (and ids) then survive a snapshot and restore
+        return sorted(visit.values(), key=_order)
 
     def _reschedule(self, ks: _Key, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before
@@ -880,7 +907,7 @@ class GridPath:
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.keys = {}
-        self._heap, self._long_keys = [], set()
+        self._heap, self._long_keys, self._created = [], set(), 0
         for key, max_start, emitted_k, long_ids, wins in data["keys"]:
             ks = self._new_key(key)
             ks.max_start, ks.emitted_k = max_start, emitted_k
@@ -907,6 +934,10 @@ class GridPath:
 
     def memory_size(self) -> tuple[int, int]:
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())
+
+
+def _order(ks: _Key) -> int:
+    return ks.order
 
 
 def _same(a: Any, b: Any) -> bool:

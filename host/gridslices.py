@@ -97,6 +97,15 @@ class KeyEvents:
     def retire(self, bound: int) -> list[tuple[Hashable, list[Any]]]:
         """Forget the events ending before ``bound`` (they start before it);
         returns their ids and records."""
+        if self.maxdur <= 1:  # point events: those starting before bound - 1
+            j = bisect_left(self.starts, bound - 1)
+            if not j:
+                return []
+            gone = list(zip(self.ids[:j], self.records[:j], strict=True))
+            del self.ids[:j], self.records[:j], self.starts[:j]
+            if not self.records:
+                self.maxdur, self.ties = 0, False
+            return gone
         j = bisect_left(self.starts, bound)
         if not j:
             return []
