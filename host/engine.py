@@ -437,10 +437,11 @@ class Host:
                     b.position += applied
                     if row is DONE:
                         return out
-                    if raw(*row, live, LiveEvent, out):
+                    ident, start, end, payload = row
+                    if raw(ident, start, end, payload, live, LiveEvent, out):
                         validator.position += 1
                     else:
-                        out.extend(self.process(Insert(*row)))
+                        out.extend(self.process(Insert(ident, start, end, payload)))
                     b.position += 1
             finally:
                 fast.current = None

@@ -757,11 +757,11 @@ class GridPath:
                 ks.due = _NEVER
                 visit[id(ks)] = ks
         for key in list(self._long_keys):
-            ks = keys.get(key)
-            if ks is None or not ks.long:
+            holder = keys.get(key)
+            if holder is None or not holder.long:
                 self._long_keys.discard(key)
             else:
-                visit[id(ks)] = ks
+                visit[id(holder)] = holder
         # in the keys' order of arrival, as a pass over all keys would: the
         # outputs' order (and ids) then survive a snapshot and restore
         return sorted(visit.values(), key=_order)
@@ -836,11 +836,11 @@ class GridPath:
             if expired is not None:  # the insert took an expired event's id
                 self.events[ident] = self.events.pop(_ExpiredId(ident, expired[0]), expired)
         elif isinstance(element, Retract) and self._saved_event is not None:
-            record = self.events.get(ident)
+            current = self.events.get(ident)
             original = self._saved_record
             assert original is not None
             original[:] = self._saved_event
-            if record is None:  # fully retracted: back into the index and its slices
+            if current is None:  # fully retracted: back into the index and its slices
                 self.events[ident] = original
                 owner = self.keys.get(original[3])
                 if owner is not None and owner.events is not None:
