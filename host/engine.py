@@ -261,6 +261,10 @@ class Host:
                 self._new_id,
                 keep_events=retractions,
                 slices=not invertible,
+                fields=(
+                    key if isinstance(key, str) else None,
+                    value if isinstance(value, str) else None,
+                ),
             )
 
     def _new_id(self, key: Hashable) -> OutputId:

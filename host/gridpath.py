@@ -132,6 +132,7 @@ class GridPath:
         new_id: Callable[[Hashable], OutputId],
         keep_events: bool = True,
         slices: bool = False,
+        fields: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
         # events outside these bounds go to the general path, which refuses
@@ -146,6 +147,9 @@ class GridPath:
         self.point_end = policy is OutputPolicy.POINT_END
         self.conservative = conservative
         self.key_fn, self.value_fn = key_fn, value_fn
+        # the payload fields key_fn and value_fn pick, if they do: read
+        # inline by :meth:`run` (the functions still make the errors)
+        self.key_field, self.value_field = fields
         self.label = label
         self.new_id = new_id
         self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
@@ -450,6 +454,7 @@ class GridPath:
         keep = self.keep_events
         conservative = self.conservative
         key_fn, value_fn = self.key_fn, self.value_fn
+        key_field, value_field = self.key_field, self.value_field
         add, initial = self.ops.add, self.ops.initial_state
         slices = self.slices
         keys, events = self.keys, self.events
@@ -470,14 +475,18 @@ class GridPath:
                 or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
             ):
                 return applied, row
-            if key_fn is None:
-                ks = single
-            else:
-                try:
+            try:
+                if key_field is not None:
+                    key = payload[key_field]
+                    ks = keys.get(key)
+                elif key_fn is None:
+                    ks = single
+                else:
                     key = key_fn(payload)
                     ks = keys.get(key)
-                except Exception:
-                    return applied, row  # the general path names the element
+                value = payload[value_field] if value_field is not None else payload
+            except Exception:
+                return applied, row  # the slower paths name the element
             if ks is None or ks.long:
                 return applied, row
             emitted = ks.emitted_k
@@ -492,11 +501,12 @@ class GridPath:
                 return applied, row  # reaches an unbegun window, or windows become due
             if lo <= emitted and not conservative:
                 return applied, row  # changes an emitted window's output
-            try:
-                value = value_fn(payload) if value_fn is not None else payload
-            except Exception as exc:
-                self.run_applied = applied
-                raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+            if value_fn is not None and value_field is None:
+                try:
+                    value = value_fn(payload)
+                except Exception as exc:
+                    self.run_applied = applied
+                    raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
             wins = ks.wins
             k = lo
             try:
@@ -699,8 +709,19 @@ class GridPath:
         self._set_cti(c)
         k_final = (c - self.size - self.offset) // self.hop if c < INFINITY else None
         visit = self._due_keys(c, k_final)
+        size, hop, off = self.size, self.hop, self.offset
         try:
             for ks in visit:
+                m_new = c if c > ks.max_start else ks.max_start
+                emitted = ks.emitted_k
+                if (
+                    not self.conservative
+                    and not ks.long
+                    and emitted is not None
+                    and m_new < INFINITY
+                    and emitted >= (m_new - size - off) // hop
+                ):
+                    continue  # its final windows were emitted: only forgotten below
                 key = ks.key
                 self._save_key(key, ks)
                 m_old = max(previous, ks.max_start)
