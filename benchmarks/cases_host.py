@@ -473,3 +473,55 @@ CASES.update(
         "host.late_retractions": late_and_retractions,
     }
 )
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 31's figures, each with its target and verdict."""
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, value: float, target: str, ok: bool | None) -> None:
+        rows.append({"figure": name, "value": value, "target": target, "met": ok})
+
+    k = results.get("host.keys_tumbling_mean", {})
+    if "ratio_to_floor" in k:
+        add(
+            "tumbling mean, 1k keys: host / dict loop",
+            k["ratio_to_floor"],
+            "<= 5",
+            k["ratio_to_floor"] <= 5,
+        )
+        add(
+            "tumbling mean, 1k keys: events/s",
+            k["events_per_s"],
+            ">= 300,000",
+            k["events_per_s"] >= 300_000,
+        )
+        r = k["ratio_1000_keys_to_1_key"]
+        add("tumbling mean: 1k keys / 1 key", r, "<= 1.3", r <= 1.3)
+    s = results.get("host.keys_scaling", {})
+    if "ratio_10k_to_1k_keys" in s:
+        add(
+            "tumbling mean: 10k keys / 1k keys",
+            s["ratio_10k_to_1k_keys"],
+            "<= 1.5",
+            s["ratio_10k_to_1k_keys"] <= 1.5,
+        )
+        r = s["ratio_100k_to_1k_keys"]
+        add("tumbling mean: 100k keys / 1k keys", r, "<= 1.5", r <= 1.5)
+    h = results.get("host.hopping_median", {})
+    if "ratio_to_floor" in h:
+        add(
+            "hopping median, 1k keys: host / bisect-slice loop",
+            h["ratio_to_floor"],
+            "<= 5",
+            h["ratio_to_floor"] <= 5,
+        )
+    ref = results.get("host.reference_linear", {})
+    if "ratio_1M_to_100k" in ref:
+        r = ref["ratio_1M_to_100k"]
+        add("reference, hopping median: 1M / 100k time", r, "<= 10", r <= 10)
+    late = results.get("host.late_retractions", {})
+    if "ratio_to_floor" in late:
+        r = late["ratio_to_floor"]
+        add("late + retractions: host / add-remove dict loop", r, "<= 3", r <= 3)
+    return rows
