@@ -458,6 +458,8 @@ class Host:
         """Outputs of the windows still open (final windows are forgotten at
         cleanup; collect the output stream and use :func:`output_cht` for
         the whole output CHT)."""
+        if self._fast is not None:
+            return Cht(self._fast.live_outputs())
         rows = [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w.outputs]
         return Cht(rows)
 

@@ -953,6 +953,10 @@ class GridPath:
             if end is not None and end < INFINITY and not self.keys[key].wins:
                 self._push(self.keys[key], end + 1)
 
+    def live_outputs(self) -> list[IntervalEvent[Any]]:
+        """The outputs of the windows still open."""
+        return [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w[2]]
+
     def memory_size(self) -> tuple[int, int]:
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())
 

@@ -178,3 +178,10 @@ def test_a_batch_error_names_the_failing_insert_after_a_run() -> None:
     assert host.validator.position == 6  # "a" and the five applied inserts
     out = host.flush()
     assert [o.payload for o in out if isinstance(o, Insert)] == [11]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_live_outputs_are_the_open_windows_outputs_on_every_path(fast: bool) -> None:
+    host = Host(TumblingWindow(10), low_median, fast_path=fast)
+    host.process_many([Insert("a", 1, 2, 5), Insert("b", 12, 13, 7), Cti(5)])
+    assert [(e.start, e.end, e.payload) for e in host.live_outputs()] == [(0, 10, 5)]
