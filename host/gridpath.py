@@ -165,6 +165,7 @@ class GridPath:
         self._long_keys: set[Hashable] = set()  # keys that may hold long events
         self._saved_record: list[Any] | None = None
         self._inserted: tuple[_Key, list[Any]] | None = None
+        self._removed: tuple[Any] | None = None  # the payload a full retraction took out
         #: inserts :meth:`run` applied before the one it failed on
         self.run_applied = 0
         self._undo: list[tuple[_Key, int, list[Any] | None]] | None = None
@@ -197,19 +198,15 @@ class GridPath:
         start = k * self.hop + self.offset
         end = start + self.size
         events: list[str] = []
-        if ks is not None:  # the window's events, found by a scan: errors are rare
+        if ks is not None and ks.events is not None:
+            events = ks.events.described(start, end)
+        elif ks is not None:  # the window's events, found by a scan: errors are rare
             key = next((key for key, v in self.keys.items() if v is ks), None)
             events = [
                 f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
                 for ident, r in self.events.items()
                 if r[3] == key and r[0] < end and start < r[1]
             ]
-            if not events and ks.events is not None:  # ids not kept (insert-only)
-                events = [
-                    f"[{r[0]}, {format_time(r[1])}) {r[2]!r}"
-                    for r in ks.events.records
-                    if r[0] < end and start < r[1]
-                ]
         return UdmInvocationError(
             self.label,
             f"[{start}, {format_time(end)})",
@@ -391,7 +388,7 @@ class GridPath:
             self._push(ks, lo * hop + off + self.size)
         record = [start, end, value, key]
         if ks.events is not None:  # in the slices before any window is computed
-            ks.events.add(record, ident)
+            ks.events.add(record, ident, payload)
         emitted = ks.emitted_k
         saved_outputs: list[tuple[list[Any], list[Any]]] = []
         mark = len(out)
@@ -534,7 +531,7 @@ class GridPath:
                 ks.max_start = start
             record = [start, end, value, key]
             if ks.events is not None:
-                ks.events.add(record, ident)
+                ks.events.add(record, ident, payload)
             if keep:
                 events[ident] = record
                 live[ident] = make_live(start, end, payload, start)
@@ -606,7 +603,7 @@ class GridPath:
             self.events[_ExpiredId(e.id, expired[0])] = expired
         self.events[e.id] = record
         if ks.events is not None:
-            ks.events.add(record, e.id)
+            ks.events.add(record, e.id, payload)
             self._inserted = (ks, record)
         is_long = hi > begun
         if is_long:
@@ -646,7 +643,7 @@ class GridPath:
             del self.events[r.id]
             ks.long.pop(r.id, None)
             if ks.events is not None:
-                ks.events.remove(record)
+                self._removed = ks.events.remove(record)
         else:
             record[1] = new_end
             if ks.events is not None:
@@ -819,6 +816,7 @@ class GridPath:
         self._saved_event = None if record is None else list(record)
         self._saved_record = record
         self._inserted = None
+        self._removed = None
 
     def commit(self) -> None:
         self._undo = None
@@ -864,8 +862,8 @@ class GridPath:
             if current is None:  # fully retracted: back into the index and its slices
                 self.events[ident] = original
                 owner = self.keys.get(original[3])
-                if owner is not None and owner.events is not None:
-                    owner.events.add(original, ident)
+                if owner is not None and owner.events is not None and self._removed is not None:
+                    owner.events.add(original, ident, self._removed[0])
         # states may have been mutated in place: rebuild touched ones (from
         # the kept events; without them the saved states are copies, and in
         # the slice mode there are none: the saved counts are exact)
@@ -894,8 +892,10 @@ class GridPath:
                 (
                     key,
                     [
-                        (pos.get(id(r), (r[0], r[1], r[2])), i)
-                        for i, r in zip(ks.events.ids, ks.events.records, strict=True)
+                        (pos.get(id(r), (r[0], r[1], r[2])), i, p)
+                        for i, r, p in zip(
+                            ks.events.ids, ks.events.records, ks.events.payloads, strict=True
+                        )
                     ],
                 )
                 for key, ks in self.keys.items()
@@ -947,8 +947,9 @@ class GridPath:
         for key, entries in data.get("slices") or []:
             kev = self.keys[key].events
             assert kev is not None
-            for entry, ident in entries:
-                kev.add(records[entry] if isinstance(entry, int) else [*entry, key], ident)
+            for entry, ident, payload in entries:
+                record = records[entry] if isinstance(entry, int) else [*entry, key]
+                kev.add(record, ident, payload)
             end = kev.min_end()
             if end is not None and end < INFINITY and not self.keys[key].wins:
                 self._push(self.keys[key], end + 1)

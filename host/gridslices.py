@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Hashable
 from typing import Any
 
+from udm.host.time import format_time
 from udm.sdk.payloads import payload_key
 
 __all__ = ["KeyEvents"]
@@ -32,12 +33,13 @@ def _canonical(record: list[Any]) -> tuple[Any, ...]:
 class KeyEvents:
     """Live events of one key by start (ties in arrival order)."""
 
-    __slots__ = ("ids", "maxdur", "records", "starts", "ties")
+    __slots__ = ("ids", "maxdur", "payloads", "records", "starts", "ties")
 
     def __init__(self) -> None:
         self.records: list[list[Any]] = []
         self.starts: list[int] = []
         self.ids: list[Hashable] = []  # each record's event id, to forget it by id too
+        self.payloads: list[Any] = []  # each record's payload, for error messages
         #: the longest lifetime added since the key last had no events: a
         #: window's members start less than this before it
         self.maxdur = 0
@@ -47,13 +49,14 @@ class KeyEvents:
     def __len__(self) -> int:
         return len(self.records)
 
-    def add(self, record: list[Any], ident: Hashable) -> None:
+    def add(self, record: list[Any], ident: Hashable, payload: Any) -> None:
         start = record[0]
         starts = self.starts
         if not starts or start > starts[-1]:
             starts.append(start)
             self.records.append(record)
             self.ids.append(ident)
+            self.payloads.append(payload)
         else:
             i = bisect_right(starts, start)
             if (i and starts[i - 1] == start) or (i < len(starts) and starts[i] == start):
@@ -61,6 +64,7 @@ class KeyEvents:
             starts.insert(i, start)
             self.records.insert(i, record)
             self.ids.insert(i, ident)
+            self.payloads.insert(i, payload)
         self.widen(record)
 
     def widen(self, record: list[Any]) -> None:
@@ -68,16 +72,18 @@ class KeyEvents:
         if record[1] - record[0] > self.maxdur:
             self.maxdur = record[1] - record[0]
 
-    def remove(self, record: list[Any]) -> bool:
-        """Take ``record`` (this very object) out; False if it is not here."""
+    def remove(self, record: list[Any]) -> tuple[Any] | None:
+        """Take ``record`` (this very object) out; returns its payload (in a
+        1-tuple), or None if it is not here."""
         starts, records = self.starts, self.records
         i = bisect_left(starts, record[0])
         while i < len(starts) and starts[i] == record[0]:
             if records[i] is record:
-                del starts[i], records[i], self.ids[i]
-                return True
+                payload = self.payloads[i]
+                del starts[i], records[i], self.ids[i], self.payloads[i]
+                return (payload,)
             i += 1
-        return False
+        return None
 
     def values(self, start: int, end: int) -> list[Any]:
         """The values of the events overlapping ``[start, end)``, in
@@ -102,7 +108,7 @@ class KeyEvents:
             if not j:
                 return []
             gone = list(zip(self.ids[:j], self.records[:j], strict=True))
-            del self.ids[:j], self.records[:j], self.starts[:j]
+            del self.ids[:j], self.records[:j], self.starts[:j], self.payloads[:j]
             if not self.records:
                 self.maxdur, self.ties = 0, False
             return gone
@@ -110,13 +116,24 @@ class KeyEvents:
         if not j:
             return []
         pairs = list(zip(self.ids[:j], self.records[:j], strict=True))
-        kept = [(i, r) for i, r in pairs if r[1] >= bound]
+        keep = [r[1] >= bound for r in self.records[:j]]
+        kept = [(i, r) for (i, r), k in zip(pairs, keep, strict=True) if k]
+        self.payloads[:j] = [p for p, k in zip(self.payloads[:j], keep, strict=True) if k]
         self.records[:j] = [r for _, r in kept]
         self.ids[:j] = [i for i, _ in kept]
         self.starts[:j] = [r[0] for _, r in kept]
         if not self.records:
             self.maxdur, self.ties = 0, False
         return [(i, r) for i, r in pairs if r[1] < bound]
+
+    def described(self, start: int, end: int) -> list[str]:
+        """The events overlapping ``[start, end)`` as error messages list
+        them: id, lifetime, payload."""
+        return [
+            f"id={i!r} [{r[0]}, {format_time(r[1])}) {p!r}"
+            for i, r, p in zip(self.ids, self.records, self.payloads, strict=True)
+            if r[0] < end and start < r[1]
+        ]
 
     def min_end(self) -> int | None:
         return min((r[1] for r in self.records), default=None)

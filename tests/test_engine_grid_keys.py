@@ -20,6 +20,7 @@ from udm.host import (
     HoppingWindow,
     Host,
     Insert,
+    InvalidElementError,
     TumblingWindow,
     UdmInvocationError,
     derive_cht,
@@ -185,3 +186,41 @@ def test_live_outputs_are_the_open_windows_outputs_on_every_path(fast: bool) -> 
     host = Host(TumblingWindow(10), low_median, fast_path=fast)
     host.process_many([Insert("a", 1, 2, 5), Insert("b", 12, 13, 7), Cti(5)])
     assert [(e.start, e.end, e.payload) for e in host.live_outputs()] == [(0, 10, 5)]
+
+
+@aggregate
+def fragile_median(values: list[int]) -> int:
+    """Fails on a window holding 13."""
+    if 13 in values:
+        raise ZeroDivisionError("thirteen")
+    return sorted(values)[(len(values) - 1) // 2]
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_a_failing_element_leaves_the_slices_unchanged(window: Any, seed: int) -> None:
+    """Elements on which the UDM fails (a window holding 13 is computed)
+    are undone: a host that met them and went on gives the outputs of a
+    host that never saw them (which then meets no failure either). Elements
+    that refer to a skipped one are refused, and skipped, too."""
+    rng = random.Random(seed)
+    stream = []
+    for e in random_stream(rng, 80, keys=3):
+        if isinstance(e, Insert) and rng.random() < 0.15:
+            e = Insert(e.id, e.start, e.end, {**e.payload, "v": 13})
+        stream.append(e)
+    faulty = Host(window, fragile_median, key="k", value="v")
+    accepted, out_faulty = [], []
+    for e in stream:
+        try:
+            out_faulty += faulty.process(e)
+        except UdmInvocationError as exc:
+            assert "thirteen" in str(exc) and "window [" in str(exc)
+            continue
+        except InvalidElementError:  # refers to an element skipped before
+            continue
+        accepted.append(e)
+    clean = Host(window, fragile_median, key="k", value="v")
+    out_clean = [o for e in accepted for o in clean.process(e)]
+    assert out_faulty == out_clean
