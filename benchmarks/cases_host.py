@@ -193,3 +193,341 @@ CASES = {
     "host.scaling_10M": lambda: scaling(10_000_000),
     "host.snapshot_incremental": snapshot_incremental_vs_recompute,
 }
+
+
+# --- many keys, slices and late data (issue 31) ------------------------------
+#
+# Every case below times the host and a plain-Python floor computing the same
+# results over the same rows, round-robin in one process (the machine is
+# shared, so only ratios measured side by side are compared), best of the
+# rounds. Rows are (key, time, value); event i is the point [i, i + 1) of key
+# i % keys. Windows: tumbling 10,000 ticks (10 events a key-window at 1,000
+# keys), hopping 10,000 / 1,000 (size = 10 hops).
+
+ROUNDS = 2
+TUMBLE = 10_000
+HOP = 1_000
+
+
+def _rows(n: int, keys: int) -> list[tuple[int, int, float]]:
+    return [(i % keys, i, float(i % 97)) for i in range(n)]
+
+
+def _elements(rows: list[tuple[int, int, float]], cti_every: int = 1000) -> list[Any]:
+    out: list[Any] = []
+    for i, (k, t, v) in enumerate(rows):
+        out.append(Insert(i, t, t + 1, {"k": k, "v": v}))
+        if i % cti_every == cti_every - 1:
+            out.append(Cti(t - 10))
+    return out
+
+
+def _best(contenders: dict[Any, Any], rounds: int = ROUNDS) -> dict[Any, float]:
+    """Seconds of each contender (a no-argument callable), best of
+    ``rounds`` round-robin rounds."""
+    best = {name: float("inf") for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def _host_run(window: Any, udm: Any, elements: list[Any]) -> int:
+    host = Host(window, udm, key="k", value="v")
+    return len(host.process_many(elements)) + len(host.flush())
+
+
+def floor_tumbling_mean(elements: list[Any], size: int = TUMBLE) -> int:
+    """The floor: a dict loop over the same elements (CTIs skipped) keeping
+    per-(key, window) sums and counts, then the means."""
+    acc: dict[tuple[Any, int], list[float]] = {}
+    for el in elements:
+        if type(el) is not Insert:
+            continue
+        p = el.payload
+        w = (p["k"], el.start // size)
+        s = acc.get(w)
+        if s is None:
+            acc[w] = [p["v"], 1]
+        else:
+            s[0] += p["v"]
+            s[1] += 1
+    means = {w: s[0] / s[1] for w, s in acc.items()}
+    return len(means)
+
+
+def tumbling_mean_keys(n: int = 1_000_000) -> dict[str, Any]:
+    """1,000 keys against one key and against the dict loop."""
+    e_many, e_one = _elements(_rows(n, 1000)), _elements(_rows(n, 1))
+    window = TumblingWindow(TUMBLE)
+    s = _best(
+        {
+            "host_1000_keys": lambda: _host_run(window, Mean, e_many),
+            "host_1_key": lambda: _host_run(window, Mean, e_one),
+            "floor": lambda: floor_tumbling_mean(e_many),
+        }
+    )
+    return {
+        "events": n,
+        "seconds": s,
+        "events_per_s": n / s["host_1000_keys"],
+        "ratio_to_floor": s["host_1000_keys"] / s["floor"],
+        "ratio_1000_keys_to_1_key": s["host_1000_keys"] / s["host_1_key"],
+    }
+
+
+def tumbling_mean_key_scaling(n: int = 1_000_000) -> dict[str, Any]:
+    """Time per event at 10,000 and 100,000 keys against 1,000 keys."""
+    window = TumblingWindow(TUMBLE)
+    streams = {k: _elements(_rows(n, k)) for k in (1000, 10_000, 100_000)}
+    s = _best(
+        {f"host_{k}_keys": (lambda e=e: _host_run(window, Mean, e)) for k, e in streams.items()}
+    )
+    return {
+        "events": n,
+        "seconds": s,
+        "ratio_10k_to_1k_keys": s["host_10000_keys"] / s["host_1000_keys"],
+        "ratio_100k_to_1k_keys": s["host_100000_keys"] / s["host_1000_keys"],
+    }
+
+
+def tumbling_mean_keys_rss(n: int, keys: int) -> dict[str, Any]:
+    """One host run alone in its process, for its peak RSS."""
+    elements = _elements(_rows(n, keys))
+    t0 = time.perf_counter()
+    outputs = _host_run(TumblingWindow(TUMBLE), Mean, elements)
+    seconds = time.perf_counter() - t0
+    return {"events": n, "keys": keys, "outputs": outputs, "seconds": seconds}
+
+
+def floor_hopping_median(elements: list[Any], size: int, hop: int) -> int:
+    """The floor: over the same elements (CTIs skipped), per key the times
+    and values in time order; each window's values are a bisect slice,
+    passed to ``statistics.median``."""
+    import bisect
+    import statistics
+
+    by_key: dict[Any, tuple[list[int], list[float]]] = {}
+    for el in elements:
+        if type(el) is not Insert:
+            continue
+        p = el.payload
+        ts = by_key.get(p["k"])
+        if ts is None:
+            ts = by_key[p["k"]] = ([], [])
+        ts[0].append(el.start)
+        ts[1].append(p["v"])
+    n = 0
+    for times, values in by_key.values():
+        first = (times[0] - size) // hop + 1
+        last = times[-1] // hop
+        for j in range(first, last + 1):
+            lo = bisect.bisect_left(times, j * hop)
+            hi = bisect.bisect_left(times, j * hop + size)
+            if hi > lo:
+                statistics.median(values[lo:hi])
+                n += 1
+    return n
+
+
+def hopping_median(n: int = 1_000_000) -> dict[str, Any]:
+    """Hopping windows (size = 10 hops) of a non-incremental Python median."""
+    import statistics
+
+    from udm.host import HoppingWindow
+    from udm.sdk import aggregate
+
+    @aggregate
+    def median(values: list[float]) -> float:
+        return float(statistics.median(values))
+
+    elements = _elements(_rows(n, 1000))
+    window = HoppingWindow(HOP * 10, HOP)
+    s = _best(
+        {
+            "host": lambda: _host_run(window, median, elements),
+            "floor": lambda: floor_hopping_median(elements, HOP * 10, HOP),
+        }
+    )
+    return {
+        "events": n,
+        "seconds": s,
+        "events_per_s": n / s["host"],
+        "ratio_to_floor": s["host"] / s["floor"],
+    }
+
+
+def reference_linear() -> dict[str, Any]:
+    """The reference evaluator on the hopping median at 100k and 1M events."""
+    import statistics
+
+    from udm.host import HoppingWindow, IntervalEvent
+    from udm.host.reference import evaluate_by_key
+    from udm.sdk import aggregate
+
+    @aggregate
+    def median(values: list[float]) -> float:
+        return float(statistics.median(values))
+
+    window = HoppingWindow(HOP * 10, HOP)
+    chts = {
+        n: [IntervalEvent(t, t + 1, {"k": k, "v": v}) for k, t, v in _rows(n, 1000)]
+        for n in (100_000, 1_000_000)
+    }
+    timed = _best(
+        {
+            n: (lambda cht=cht: evaluate_by_key(cht, "k", window, median, value="v"))
+            for n, cht in chts.items()
+        }
+    )
+    seconds = {str(n): t for n, t in timed.items()}
+    return {"seconds": seconds, "ratio_1M_to_100k": timed[1_000_000] / timed[100_000]}
+
+
+def late_stream(n: int, keys: int = 1000, seed: int = 31) -> list[Any]:
+    """Point events of ``keys`` keys; 20% of them up to 10 windows late; 10%
+    of the elements retract an earlier live event; a CTI every 1,000 events,
+    11 windows behind the newest time (so no late event violates it)."""
+    rng = random.Random(seed)
+    out: list[Any] = []
+    live: list[tuple[int, int, dict[str, Any]]] = []
+    for i in range(n):
+        start = i - rng.randrange(10 * TUMBLE) if rng.random() < 0.2 else i
+        cti = i - 11 * TUMBLE
+        start = max(start, cti, 0)
+        payload = {"k": i % keys, "v": float(i % 97)}
+        out.append(Insert(i, start, start + 1, payload))
+        live.append((i, start, payload))
+        if rng.random() < 0.1:
+            j = rng.randrange(max(len(live) - 5000, 0), len(live))
+            ident, s, p = live[j]
+            if s >= cti:
+                out.append(Retract(ident, s, s + 1, s, p))
+                live[j] = live[-1]
+                live.pop()
+        if i % 1000 == 999:
+            out.append(Cti(cti))
+    return out
+
+
+def floor_add_remove(elements: list[Any], size: int = TUMBLE) -> int:
+    """The floor: a dict of per-(key, window) sums and counts, events added
+    and removed in arrival order."""
+    acc: dict[tuple[Any, int], list[float]] = {}
+    for el in elements:
+        if type(el) is Insert:
+            w = (el.payload["k"], el.start // size)
+            s = acc.get(w)
+            if s is None:
+                acc[w] = [el.payload["v"], 1]
+            else:
+                s[0] += el.payload["v"]
+                s[1] += 1
+        elif type(el) is Retract:
+            s = acc[(el.payload["k"], el.start // size)]
+            s[0] -= el.payload["v"]
+            s[1] -= 1
+    means = {w: s[0] / s[1] for w, s in acc.items() if s[1]}
+    return len(means)
+
+
+def late_and_retractions(n: int = 1_000_000) -> dict[str, Any]:
+    """Tumbling mean with 20% late events and 10% retractions; the final
+    CHT is compared with the reference evaluator's on the first 100,000
+    events' stream (the reference is not what is timed)."""
+    from udm.host import derive_cht, output_cht
+
+    elements = late_stream(n)
+    window = TumblingWindow(TUMBLE)
+    s = _best(
+        {
+            "host": lambda: _host_run(window, Mean, elements),
+            "floor": lambda: floor_add_remove(elements),
+        }
+    )
+    small = late_stream(100_000)
+    host = Host(window, Mean, key="k", value="v")
+    got = output_cht(host.process_many(small) + host.flush())
+    cht = derive_cht(small)[0]
+    # the host's output CHT holds every key's windows in one CHT
+    expected = evaluate_keys_as_one(cht, window)
+    return {
+        "events": n,
+        "elements": len(elements),
+        "seconds": s,
+        "ratio_to_floor": s["host"] / s["floor"],
+        "same_cht_as_reference_100k": sorted(map(repr, got)) == sorted(map(repr, expected)),
+    }
+
+
+def evaluate_keys_as_one(cht: Any, window: Any) -> list[Any]:
+    from udm.host.reference import evaluate_by_key
+
+    return [e for c in evaluate_by_key(cht, "k", window, Mean, value="v").values() for e in c]
+
+
+CASES.update(
+    {
+        "host.keys_tumbling_mean": tumbling_mean_keys,
+        "host.keys_scaling": tumbling_mean_key_scaling,
+        "host.keys_10k_rss": lambda: tumbling_mean_keys_rss(1_000_000, 10_000),
+        "host.keys_100k_rss": lambda: tumbling_mean_keys_rss(1_000_000, 100_000),
+        "host.hopping_median": hopping_median,
+        "host.reference_linear": reference_linear,
+        "host.late_retractions": late_and_retractions,
+    }
+)
+
+
+def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 31's figures, each with its target and verdict."""
+    rows: list[dict[str, Any]] = []
+
+    def add(name: str, value: float, target: str, ok: bool | None) -> None:
+        rows.append({"figure": name, "value": value, "target": target, "met": ok})
+
+    k = results.get("host.keys_tumbling_mean", {})
+    if "ratio_to_floor" in k:
+        add(
+            "tumbling mean, 1k keys: host / dict loop",
+            k["ratio_to_floor"],
+            "<= 5",
+            k["ratio_to_floor"] <= 5,
+        )
+        add(
+            "tumbling mean, 1k keys: events/s",
+            k["events_per_s"],
+            ">= 300,000",
+            k["events_per_s"] >= 300_000,
+        )
+        r = k["ratio_1000_keys_to_1_key"]
+        add("tumbling mean: 1k keys / 1 key", r, "<= 1.3", r <= 1.3)
+    s = results.get("host.keys_scaling", {})
+    if "ratio_10k_to_1k_keys" in s:
+        add(
+            "tumbling mean: 10k keys / 1k keys",
+            s["ratio_10k_to_1k_keys"],
+            "<= 1.5",
+            s["ratio_10k_to_1k_keys"] <= 1.5,
+        )
+        r = s["ratio_100k_to_1k_keys"]
+        add("tumbling mean: 100k keys / 1k keys", r, "<= 1.5", r <= 1.5)
+    h = results.get("host.hopping_median", {})
+    if "ratio_to_floor" in h:
+        add(
+            "hopping median, 1k keys: host / bisect-slice loop",
+            h["ratio_to_floor"],
+            "<= 5",
+            h["ratio_to_floor"] <= 5,
+        )
+    ref = results.get("host.reference_linear", {})
+    if "ratio_1M_to_100k" in ref:
+        r = ref["ratio_1M_to_100k"]
+        add("reference, hopping median: 1M / 100k time", r, "<= 10", r <= 10)
+    late = results.get("host.late_retractions", {})
+    if "ratio_to_floor" in late:
+        r = late["ratio_to_floor"]
+        add("late + retractions: host / add-remove dict loop", r, "<= 3", r <= 3)
+    return rows

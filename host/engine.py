@@ -33,7 +33,7 @@ from sortedcontainers import SortedDict
 
 from udm.host.cht import Cht, freeze
 from udm.host.errors import InvalidElementError, UdmInvocationError
-from udm.host.gridpath import GridPath, eligible
+from udm.host.gridpath import DONE, GridPath, eligible, slice_eligible
 from udm.host.indexes import EventIndex, LiveEv, derive_windows
 from udm.host.invoke import (
     detached,
@@ -244,9 +244,10 @@ class Host:
         # are the only effect of losing all members
         self._current: Element | None = None
         self._fast: GridPath | None = None
+        invertible = eligible(window, self.udm, self.policy, self.clipping)
         if (
             fast_path
-            and eligible(window, self.udm, self.policy, self.clipping)
+            and (invertible or slice_eligible(window, self.udm, self.policy))
             and isinstance(window, HoppingWindow)
         ):
             self._fast = GridPath(
@@ -259,6 +260,11 @@ class Host:
                 self._label,
                 self._new_id,
                 keep_events=retractions,
+                slices=not invertible,
+                fields=(
+                    key if isinstance(key, str) else None,
+                    value if isinstance(value, str) else None,
+                ),
             )
 
     def _new_id(self, key: Hashable) -> OutputId:
@@ -370,14 +376,28 @@ class Host:
                 for b.position, element in enumerate(elements):
                     out.extend(self.process(element))
                 return out
-            live = self.validator.live
             validator = self.validator
-            for b.position, element in enumerate(elements):
-                if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
+            live = validator.live
+            rows = iter(elements)
+            while True:
+                fast.current = None
+                try:
+                    applied, element = fast.run(rows, True, live, LiveEvent)
+                except Exception:
+                    validator.position += fast.run_applied
+                    b.position += fast.run_applied
+                    raise
+                validator.position += applied
+                b.position += applied
+                if element is DONE:
+                    return out
+                if not (
+                    type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out)
+                ):
+                    out.extend(self.process(element))
+                else:
                     validator.position += 1
-                    continue
-                out.extend(self.process(element))
-            return out
+                b.position += 1
 
     def process_inserts(
         self,
@@ -402,30 +422,33 @@ class Host:
         fast = self._fast
         if fast is None:
             return self.process_many(map(Insert, ids, starts, ends, payloads))
-        live = self.validator.live
         validator = self.validator
-        raw, run = fast.insert_raw, fast.insert_run
-        n = len(ids)
-        i = 0
+        live = validator.live
+        raw = fast.insert_raw
+        rows = zip(ids, starts, ends, payloads, strict=True)
         with _batch() as b:
             out = b.out
             try:
-                while i < n:
+                while True:
                     fast.current = None  # no element object: built if an error names it
-                    j = run(ids, starts, ends, payloads, i, live, LiveEvent)
-                    validator.position += j - i
-                    i = b.position = j
-                    if i == n:
-                        break
-                    ident, start, end, payload = ids[i], starts[i], ends[i], payloads[i]
+                    try:
+                        applied, row = fast.run(rows, False, live, LiveEvent)
+                    except Exception:
+                        validator.position += fast.run_applied
+                        b.position += fast.run_applied
+                        raise
+                    validator.position += applied
+                    b.position += applied
+                    if row is DONE:
+                        return out
+                    ident, start, end, payload = row
                     if raw(ident, start, end, payload, live, LiveEvent, out):
                         validator.position += 1
                     else:
                         out.extend(self.process(Insert(ident, start, end, payload)))
-                    i += 1
+                    b.position += 1
             finally:
                 fast.current = None
-            return out
 
     def flush(self) -> list[Element]:
         """End of stream: a CTI at the end of time finalizes every window."""
@@ -435,6 +458,8 @@ class Host:
         """Outputs of the windows still open (final windows are forgotten at
         cleanup; collect the output stream and use :func:`output_cht` for
         the whole output CHT)."""
+        if self._fast is not None:
+            return Cht(self._fast.live_outputs())
         rows = [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w.outputs]
         return Cht(rows)
 

@@ -15,11 +15,13 @@ answering one element may come in another order.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 from udm.host.errors import UdmInvocationError
+from udm.host.gridslices import KeyEvents
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -31,10 +33,14 @@ from udm.sdk.events import IntervalEvent
 if TYPE_CHECKING:
     from udm.host.engine import OutputId
 
-__all__ = ["GridPath", "eligible"]
+__all__ = ["DONE", "GridPath", "eligible", "slice_eligible"]
 
 #: a window without events has no output (a UDA's result may be None)
 _EMPTY: Any = object()
+#: what :meth:`GridPath.run` returns when its rows ran out
+DONE: Any = object()
+#: a key's due time when it has no window (later than every window's end)
+_NEVER = INFINITY + 1
 
 
 def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClipping) -> bool:
@@ -49,6 +55,35 @@ def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClippin
         and props.order_insensitive
         and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
     )
+
+
+def slice_eligible(window: Any, udm: Udm, policy: OutputPolicy) -> bool:
+    """Whether the grid path computes exactly what the general one does
+    with windows read as slices of each key's events (``slices=True``):
+    any time-insensitive aggregate over hopping or tumbling windows whose
+    output is the window's lifetime or its last tick. It sees payloads in
+    canonical order (start, then payload) and no lifetimes, so a window's
+    result depends only on its slice; clipping changes nothing it sees."""
+    return (
+        isinstance(window, HoppingWindow)
+        and udm.kind == "aggregate"
+        and not udm.time_sensitive
+        and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
+    )
+
+
+class _NoState:
+    """The window "state" of the slice mode: windows keep only their event
+    counts (for emptiness) and outputs; results come from the slices."""
+
+    def initial_state(self) -> None:
+        return None
+
+    def add(self, state: None, value: Any) -> None:
+        return None
+
+    def remove(self, state: None, value: Any) -> None:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +101,20 @@ class _ExpiredId:
 class _Key:
     """Per-key state: window index k -> [state, n_events, outputs]."""
 
-    __slots__ = ("emitted_k", "long", "max_start", "wins")
+    __slots__ = ("due", "emitted_k", "events", "key", "long", "max_start", "order", "wins")
 
-    def __init__(self) -> None:
+    def __init__(self, key: Hashable, slices: bool, order: int) -> None:
+        self.key = key
+        self.order = order  # the keys' order of arrival: CTIs visit keys in it
         self.wins: dict[int, list[Any]] = {}
         self.max_start = MIN_TIME
-        self.emitted_k: int | None = None  # windows <= this index are emitted
+        # windows <= this index are emitted; a key no CTI visited since its
+        # windows ended keeps an older index (no window lies in between)
+        self.emitted_k: int | None = None
         self.long: dict[Hashable, list[Any]] = {}  # events reaching unbegun windows
+        #: the end of its earliest window as registered in the due heap
+        self.due = _NEVER
+        self.events: KeyEvents | None = KeyEvents() if slices else None
 
 
 class GridPath:
@@ -89,6 +131,8 @@ class GridPath:
         label: str,
         new_id: Callable[[Hashable], OutputId],
         keep_events: bool = True,
+        slices: bool = False,
+        fields: tuple[str | None, str | None] = (None, None),
     ) -> None:
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
         # events outside these bounds go to the general path, which refuses
@@ -96,9 +140,16 @@ class GridPath:
         # start's check the one the CTI needs anyway
         self.min_start, self.max_end = window.time_bounds
         self.udm: Any = udm
+        #: slices: windows are computed from each key's sorted events, and
+        #: their "states" (``ops``) are nothing
+        self.slices = slices
+        self.ops: Any = _NoState() if slices else udm
         self.point_end = policy is OutputPolicy.POINT_END
         self.conservative = conservative
         self.key_fn, self.value_fn = key_fn, value_fn
+        # the payload fields key_fn and value_fn pick, if they do: read
+        # inline by :meth:`run` (the functions still make the errors)
+        self.key_field, self.value_field = fields
         self.label = label
         self.new_id = new_id
         self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
@@ -106,6 +157,17 @@ class GridPath:
         self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
         self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
         self._swept = 0
+        # keys by the end of their earliest window: a CTI visits the keys
+        # it makes something final for, not every key
+        self._heap: list[tuple[int, int, _Key]] = []
+        self._pushes = 0
+        self._created = 0
+        self._long_keys: set[Hashable] = set()  # keys that may hold long events
+        self._saved_record: list[Any] | None = None
+        self._inserted: tuple[_Key, list[Any]] | None = None
+        self._removed: tuple[Any] | None = None  # the payload a full retraction took out
+        #: inserts :meth:`run` applied before the one it failed on
+        self.run_applied = 0
         self._undo: list[tuple[_Key, int, list[Any] | None]] | None = None
         self._key_saves: dict[Hashable, Any] | None = None
         self._saved_cti = MIN_TIME
@@ -121,11 +183,24 @@ class GridPath:
     def _begun(self, m: int) -> int:
         return (m - self.offset) // self.hop
 
+    def _push(self, ks: _Key, due: int) -> None:
+        """Register ``ks`` as due at time ``due`` (an earlier window end)."""
+        ks.due = due
+        heappush(self._heap, (due, self._pushes, ks))
+        self._pushes += 1
+
+    def _new_key(self, key: Hashable) -> _Key:
+        ks = self.keys[key] = _Key(key, self.slices, self._created)
+        self._created += 1
+        return ks
+
     def _fail(self, k: int, exc: Exception, ks: _Key | None = None) -> UdmInvocationError:
         start = k * self.hop + self.offset
         end = start + self.size
         events: list[str] = []
-        if ks is not None:  # the window's events, found by a scan: errors are rare
+        if ks is not None and ks.events is not None:
+            events = ks.events.described(start, end)
+        elif ks is not None:  # the window's events, found by a scan: errors are rare
             key = next((key for key, v in self.keys.items() if v is ks), None)
             events = [
                 f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
@@ -158,11 +233,14 @@ class GridPath:
                 state = w[0] if self.keep_events else copy.deepcopy(w[0])
                 undo.append((ks, k, [state, w[1], list(w[2])]))
         if w is None:
-            w = ks.wins[k] = [self.udm.initial_state(), 0, []]
+            w = ks.wins[k] = [self.ops.initial_state(), 0, []]
+            end = k * self.hop + self.offset + self.size
+            if end < ks.due:
+                self._push(ks, end)
         return w
 
     def _add(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
-        add = self.udm.add
+        add = self.ops.add
         for k in range(lo, hi + 1):
             w = self._win(ks, k)
             try:
@@ -172,7 +250,7 @@ class GridPath:
             w[1] += 1
 
     def _remove(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
-        remove = self.udm.remove
+        remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = self._win(ks, k)
             try:
@@ -190,7 +268,10 @@ class GridPath:
         new: Any = _EMPTY
         if w is not None and w[1] > 0:
             try:
-                new = detached(self.udm.result(w[0]))
+                if ks.events is not None:
+                    new = detached(self._from_slice(ks.events.values(start, end)))
+                else:
+                    new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
         if old and new is not _EMPTY and _same(old[0][1].payload, new):
@@ -210,6 +291,23 @@ class GridPath:
         ev = IntervalEvent(end - 1, end, new) if self.point_end else IntervalEvent(start, end, new)
         out.append(Insert(oid, ev.start, ev.end, new))
         w[2] = [(oid, ev)]
+
+    @staticmethod
+    def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
+        """The slice mode's ``add`` of one event to windows ``lo .. hi``."""
+        for k in range(lo, hi + 1):
+            w = wins.get(k)
+            if w is None:
+                wins[k] = [None, 1, []]
+            else:
+                w[1] += 1
+
+    def _from_slice(self, values: list[Any]) -> Any:
+        """A window's result from its members' values (canonical order)."""
+        u = self.udm
+        if u.incremental:
+            return u.result(u.add_many(u.initial_state(), values))
+        return u.compute_result(values)
 
     # -- elements ---------------------------------------------------------
 
@@ -271,18 +369,26 @@ class GridPath:
         if hi > (m - off) // hop:
             return False  # reaches windows that have not begun
         wins = ks.wins
-        add = self.udm.add
+        add = self.ops.add
         k = lo
         try:
+            if self.slices:  # windows only count their events
+                self._count(wins, lo, hi)
+                k = hi + 1
             while k <= hi:
                 w = wins.get(k)
                 if w is None:
-                    w = wins[k] = [self.udm.initial_state(), 0, []]
+                    w = wins[k] = [self.ops.initial_state(), 0, []]
                 w[0] = add(w[0], value)
                 w[1] += 1
                 k += 1
         except Exception as exc:
             raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
+        if lo <= hi and lo * hop + off + self.size < ks.due:
+            self._push(ks, lo * hop + off + self.size)
+        record = [start, end, value, key]
+        if ks.events is not None:  # in the slices before any window is computed
+            ks.events.add(record, ident, payload)
         emitted = ks.emitted_k
         saved_outputs: list[tuple[list[Any], list[Any]]] = []
         mark = len(out)
@@ -315,67 +421,100 @@ class GridPath:
                 w[2] = outputs
             ks.emitted_k = emitted
             self._compensate(ks, lo, hi, value)
+            if ks.events is not None:
+                ks.events.remove(record)
             raise
         if start > ks.max_start:
             ks.max_start = start
         if keep:
-            self.events[ident] = [start, end, value, key]
+            self.events[ident] = record
             live[ident] = make_live(start, end, payload, start)
         return True
 
-    def insert_run(
-        self,
-        ids: Sequence[Hashable],
-        starts: Sequence[int],
-        ends: Sequence[int],
-        payloads: Sequence[Any],
-        i: int,
-        live: dict[Hashable, Any],
-        make_live: Any,
-    ) -> int:
-        """Apply inserts ``i, i + 1, ...`` (columns) while each is the
-        plainest case: an unkeyed host (one key), no long events, at or
-        after the CTI, a fresh id, and no output due (it neither reaches an
-        emitted window nor moves the watermark past an unemitted window's
-        end). Returns the index of the first insert it did not apply, for
-        :meth:`insert_raw` or the general path: per event this is the
-        window arithmetic and the UDM's ``add``, no more."""
-        ks = self.keys.get(None)
-        emitted = None if ks is None else ks.emitted_k
-        if self.key_fn is not None or ks is None or ks.long or emitted is None:
-            return i
+    def run(
+        self, rows: Iterator[Any], as_elements: bool, live: dict[Hashable, Any], make_live: Any
+    ) -> tuple[int, Any]:
+        """Apply inserts from ``rows`` while each is the plainest case: a
+        key that exists without long events, at or after the CTI, a fresh
+        id, and no output due (it neither reaches an emitted window nor
+        moves its key's watermark past an unemitted window's end). Rows are
+        elements (``as_elements``) or (id, start, end, payload) tuples.
+
+        Returns how many it applied and the row that stopped it (taken from
+        the iterator, for :meth:`insert_raw` or the general path; ``_DONE``
+        when the rows ran out), so one iterator serves a whole batch. Per
+        event this is the key, the window arithmetic and the UDM's ``add``
+        (in the slice mode a count and an append), no more: deliberately
+        one flat loop with its checks inline (complexity over 20)."""
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
         floor, max_end = self.floor, self.max_end
         keep = self.keep_events
         conservative = self.conservative
-        value_fn = self.value_fn
-        add, initial = self.udm.add, self.udm.initial_state
-        wins, events = ks.wins, self.events
-        m = ks.max_start if ks.max_start > cti else cti
-        n = len(ids)
-        while i < n:
-            ident, start, end = ids[i], starts[i], ends[i]
+        key_fn, value_fn = self.key_fn, self.value_fn
+        key_field, value_field = self.key_field, self.value_field
+        add, initial = self.ops.add, self.ops.initial_state
+        slices = self.slices
+        keys, events = self.keys, self.events
+        single = keys.get(None) if key_fn is None else None
+        key: Hashable = None
+        applied = 0
+        for row in rows:
+            if as_elements:
+                if type(row) is not Insert:
+                    return applied, row
+                ident, start, end, payload = row.id, row.start, row.end, row.payload
+            else:
+                ident, start, end, payload = row
             if (
                 end <= start
                 or start < floor
                 or end > max_end
                 or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
             ):
-                break
+                return applied, row
+            try:
+                if key_field is not None:
+                    key = payload[key_field]
+                    ks = keys.get(key)
+                elif key_fn is None:
+                    ks = single
+                else:
+                    key = key_fn(payload)
+                    ks = keys.get(key)
+                value = payload[value_field] if value_field is not None else payload
+            except Exception:
+                return applied, row  # the slower paths name the element
+            if ks is None or ks.long:
+                return applied, row
+            emitted = ks.emitted_k
+            if emitted is None:
+                return applied, row
+            m = ks.max_start if ks.max_start > cti else cti
+            if start > m:
+                m = start
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
-            m_new = start if start > m else m
-            if hi > (m_new - off) // hop or (m_new - size - off) // hop > emitted:
-                break  # reaches an unbegun window, or windows become due
+            if hi > (m - off) // hop or (m - size - off) // hop > emitted:
+                return applied, row  # reaches an unbegun window, or windows become due
             if lo <= emitted and not conservative:
-                break  # changes an emitted window's output
-            payload = payloads[i]
-            try:
-                value = value_fn(payload) if value_fn is not None else payload
-            except Exception as exc:
-                raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+                return applied, row  # changes an emitted window's output
+            if value_fn is not None and value_field is None:
+                try:
+                    value = value_fn(payload)
+                except Exception as exc:
+                    self.run_applied = applied
+                    raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+            wins = ks.wins
             k = lo
             try:
+                if slices:  # windows only count their events
+                    while k <= hi:
+                        w = wins.get(k)
+                        if w is None:
+                            wins[k] = [None, 1, []]
+                        else:
+                            w[1] += 1
+                        k += 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:
@@ -384,15 +523,20 @@ class GridPath:
                     w[1] += 1
                     k += 1
             except Exception as exc:
+                self.run_applied = applied
                 raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
-            m = m_new
+            if lo <= hi and lo * hop + off + size < ks.due:
+                self._push(ks, lo * hop + off + size)
             if start > ks.max_start:
                 ks.max_start = start
+            record = [start, end, value, key]
+            if ks.events is not None:
+                ks.events.add(record, ident, payload)
             if keep:
-                events[ident] = [start, end, value, None]
+                events[ident] = record
                 live[ident] = make_live(start, end, payload, start)
-            i += 1
-        return i
+            applied += 1
+        return applied, DONE
 
     def _add_failed(
         self,
@@ -422,7 +566,7 @@ class GridPath:
         return self._fail((fields[1] - self.size - self.offset) // self.hop + 1, exc, ks)
 
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
-        remove = self.udm.remove
+        remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = ks.wins[k]
             w[0] = remove(w[0], value)
@@ -439,7 +583,7 @@ class GridPath:
             raise key_failed(e, exc) from None
         self._save_key(key, ks)
         if ks is None:
-            ks = self.keys[key] = _Key()
+            ks = self._new_key(key)
         try:
             value = self.value_fn(payload) if self.value_fn is not None else payload
         except Exception as exc:
@@ -458,6 +602,9 @@ class GridPath:
             # and rebuilding their states after a UDM error needs it
             self.events[_ExpiredId(e.id, expired[0])] = expired
         self.events[e.id] = record
+        if ks.events is not None:
+            ks.events.add(record, e.id, payload)
+            self._inserted = (ks, record)
         is_long = hi > begun
         if is_long:
             hi = begun
@@ -471,6 +618,7 @@ class GridPath:
             self._advance(ks, key, m_old, m, out)  # before it joins the long events
         if is_long:
             ks.long[e.id] = record
+            self._long_keys.add(key)
 
     def retract(self, r: Retract, out: list[Element]) -> None:
         record = self.events.get(r.id)
@@ -494,10 +642,15 @@ class GridPath:
         if new_end == start:
             del self.events[r.id]
             ks.long.pop(r.id, None)
+            if ks.events is not None:
+                self._removed = ks.events.remove(record)
         else:
             record[1] = new_end
+            if ks.events is not None:
+                ks.events.widen(record)
             if self._k_range(start, new_end)[1] > begun:
                 ks.long[r.id] = record
+                self._long_keys.add(key)
             else:
                 ks.long.pop(r.id, None)
         if not self.conservative and ks.emitted_k is not None:
@@ -552,36 +705,106 @@ class GridPath:
         previous = self.cti
         self._set_cti(c)
         k_final = (c - self.size - self.offset) // self.hop if c < INFINITY else None
-        for key, ks in self.keys.items():
-            self._save_key(key, ks)
-            m_old = max(previous, ks.max_start)
-            m_new = max(c, ks.max_start)
-            if m_new > m_old:
-                self._advance(ks, key, m_old, m_new, out)
-            if self.conservative:
-                final = sorted(k for k in ks.wins if k_final is None or k <= k_final)
-                for k in final:
-                    self._refresh(ks, key, k, out)
+        visit = self._due_keys(c, k_final)
+        size, hop, off = self.size, self.hop, self.offset
+        try:
+            for ks in visit:
+                m_new = c if c > ks.max_start else ks.max_start
+                emitted = ks.emitted_k
+                if (
+                    not self.conservative
+                    and not ks.long
+                    and emitted is not None
+                    and m_new < INFINITY
+                    and emitted >= (m_new - size - off) // hop
+                ):
+                    continue  # its final windows were emitted: only forgotten below
+                key = ks.key
+                self._save_key(key, ks)
+                m_old = max(previous, ks.max_start)
+                m_new = max(c, ks.max_start)
+                if m_new > m_old:
+                    self._advance(ks, key, m_old, m_new, out)
+                if self.conservative:
+                    final = sorted(k for k in ks.wins if k_final is None or k <= k_final)
+                    for k in final:
+                        self._refresh(ks, key, k, out)
+        except BaseException:
+            for ks in visit:  # still due: the rollback restores their windows
+                self._push(ks, MIN_TIME)
+            raise
         # forget final windows (no UDM calls from here on)
-        for ks in self.keys.values():
+        lowest = (k_final + 1) * self.hop + self.offset if k_final is not None else INFINITY
+        bound = min(lowest, c)
+        for ks in visit:
             if k_final is None:
                 ks.wins.clear()
             else:
                 for k in [k for k in ks.wins if k <= k_final]:
                     del ks.wins[k]
+            self._reschedule(ks, bound)
         # retire events that end before the first open window (amortized)
         # and before the CTI: a retraction may still extend an event that
         # ends at or after the CTI into a later window (one past a gap
         # between windows, hop > size)
         if len(self.events) > 2 * self._swept + 64:
-            lowest = (k_final + 1) * self.hop + self.offset if k_final is not None else INFINITY
-            bound = min(lowest, c)
             self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
             self._swept = len(self.events)
         if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
         k_open = (c - self.size - self.offset) // self.hop + 1
         return min(c, k_open * self.hop + self.offset)
+
+    def _due_keys(self, c: int, k_final: int | None) -> list[_Key]:
+        """The keys CTI ``c`` has work for: those with a window ending at or
+        before it (to emit or finalize and forget), from the due heap, and
+        those with long events (windows begin for them); at the end of time
+        every key. A key with nothing due is not visited: the windows it
+        has not emitted end after ``c``, and it has none the CTI could make
+        final, so its only change would be its emitted index, which stays
+        behind (no window lies between: none ends at or before the CTI)."""
+        if k_final is None:
+            self._heap = []
+            return list(self.keys.values())
+        visit: dict[int, _Key] = {}
+        heap = self._heap
+        keys = self.keys
+        while heap and heap[0][0] <= c:
+            due, _, ks = heappop(heap)
+            if ks.due == due and keys.get(ks.key) is ks:
+                ks.due = _NEVER
+                visit[id(ks)] = ks
+        for key in list(self._long_keys):
+            holder = keys.get(key)
+            if holder is None or not holder.long:
+                self._long_keys.discard(key)
+            else:
+                visit[id(holder)] = holder
+        # in the keys' order of arrival, as a pass over all keys would: the
+        # outputs' order (and ids) then survive a snapshot and restore
+        return sorted(visit.values(), key=_order)
+
+    def _reschedule(self, ks: _Key, bound: int) -> None:
+        """After a CTI visit: retire the key's sorted events that end before
+        ``bound`` and register it again by its earliest window's end (or,
+        with no window left, when its remaining events can retire)."""
+        kev = ks.events
+        if kev is not None and kev.records:
+            events = self.events
+            for ident, record in kev.retire(bound):
+                if events.get(ident) is record:
+                    del events[ident]
+                else:  # kept aside when its id was reused
+                    expired = _ExpiredId(ident, record[0])
+                    if events.get(expired) is record:
+                        del events[expired]
+        if ks.wins:
+            k = min(ks.wins)
+            self._push(ks, k * self.hop + self.offset + self.size)
+        elif kev is not None and kev.records:
+            end = kev.min_end()
+            if end is not None and end < INFINITY:
+                self._push(ks, end + 1)
 
     # -- rollback and snapshots --------------------------------------------
 
@@ -591,6 +814,9 @@ class GridPath:
         self._saved_cti = self.cti
         record = None if isinstance(element, Cti) else self.events.get(element.id)
         self._saved_event = None if record is None else list(record)
+        self._saved_record = record
+        self._inserted = None
+        self._removed = None
 
     def commit(self) -> None:
         self._undo = None
@@ -613,7 +839,14 @@ class GridPath:
             else:
                 ks = self.keys[key]
                 ks.max_start, ks.emitted_k, ks.long = saved_key
+                if ks.long:
+                    self._long_keys.add(key)
         ident = getattr(element, "id", None)
+        if self._inserted is not None:
+            ks, record = self._inserted
+            self._inserted = None
+            if ks.events is not None:
+                ks.events.remove(record)
         if isinstance(element, Insert):
             self.events.pop(ident, None)
             for ks in self.keys.values():
@@ -622,14 +855,20 @@ class GridPath:
             if expired is not None:  # the insert took an expired event's id
                 self.events[ident] = self.events.pop(_ExpiredId(ident, expired[0]), expired)
         elif isinstance(element, Retract) and self._saved_event is not None:
-            record = self.events.get(ident)
-            if record is None:
-                self.events[ident] = self._saved_event
-            else:
-                record[:] = self._saved_event
+            current = self.events.get(ident)
+            original = self._saved_record
+            assert original is not None
+            original[:] = self._saved_event
+            if current is None:  # fully retracted: back into the index and its slices
+                self.events[ident] = original
+                owner = self.keys.get(original[3])
+                if owner is not None and owner.events is not None and self._removed is not None:
+                    owner.events.add(original, ident, self._removed[0])
         # states may have been mutated in place: rebuild touched ones (from
-        # the kept events; without them the saved states are copies)
-        for ks, k in touched.values() if self.keep_events else ():
+        # the kept events; without them the saved states are copies, and in
+        # the slice mode there are none: the saved counts are exact)
+        rebuild = self.keep_events and not self.slices
+        for ks, k in touched.values() if rebuild else ():
             w = ks.wins.get(k)
             if w is None:
                 continue
@@ -645,7 +884,25 @@ class GridPath:
             w[0], w[1] = state, n
 
     def dump(self) -> dict[str, Any]:
+        slices = None
+        if self.slices:
+            # a record the id index holds is saved once, as its position there
+            pos = {id(r): n for n, r in enumerate(self.events.values())}
+            slices = [
+                (
+                    key,
+                    [
+                        (pos.get(id(r), (r[0], r[1], r[2])), i, p)
+                        for i, r, p in zip(
+                            ks.events.ids, ks.events.records, ks.events.payloads, strict=True
+                        )
+                    ],
+                )
+                for key, ks in self.keys.items()
+                if ks.events is not None
+            ]
         return {
+            "slices": slices,
             "cti": self.cti,
             "swept": self._swept,
             "events": [(i, *r) for i, r in self.events.items()],
@@ -671,19 +928,42 @@ class GridPath:
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.keys = {}
+        self._heap, self._long_keys, self._created = [], set(), 0
         for key, max_start, emitted_k, long_ids, wins in data["keys"]:
-            ks = self.keys[key] = _Key()
+            ks = self._new_key(key)
             ks.max_start, ks.emitted_k = max_start, emitted_k
             ks.long = {i: self.events[i] for i in long_ids}
+            if ks.long:
+                self._long_keys.add(key)
             for k, state, n, outputs in wins:
                 ks.wins[k] = [
                     state,
                     n,
                     [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
                 ]
+            if ks.wins:
+                self._push(ks, min(ks.wins) * self.hop + self.offset + self.size)
+        records = list(self.events.values())
+        for key, entries in data.get("slices") or []:
+            kev = self.keys[key].events
+            assert kev is not None
+            for entry, ident, payload in entries:
+                record = records[entry] if isinstance(entry, int) else [*entry, key]
+                kev.add(record, ident, payload)
+            end = kev.min_end()
+            if end is not None and end < INFINITY and not self.keys[key].wins:
+                self._push(self.keys[key], end + 1)
+
+    def live_outputs(self) -> list[IntervalEvent[Any]]:
+        """The outputs of the windows still open."""
+        return [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w[2]]
 
     def memory_size(self) -> tuple[int, int]:
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())
+
+
+def _order(ks: _Key) -> int:
+    return ks.order
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -11,19 +11,27 @@ this module is, and a hand-computed test should say so).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.time import INFINITY, to_ticks
-from udm.host.windows import HoppingWindow, WindowSpec
+from udm.host.windows import CountByEndWindow, CountByStartWindow, HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
-__all__ = ["evaluate", "evaluate_by_key", "filter_events", "grid_windows", "project"]
+__all__ = [
+    "assign_members",
+    "evaluate",
+    "evaluate_by_key",
+    "filter_events",
+    "grid_windows",
+    "project",
+]
 
 
 def grid_windows(
@@ -90,12 +98,43 @@ def evaluate(
     else:
         windows = window.windows(events, wm)
     out: list[IntervalEvent[Any]] = []
-    for w in windows:
-        members = window.members(w, events)
+    for w, members in zip(windows, assign_members(window, windows, events), strict=True):
         if not members and not emit_empty:
             continue
         out.extend(compute_window(instance, w, members, clipping, policy, value_fn))
     return Cht(out)
+
+
+def assign_members(
+    window: WindowSpec, windows: Sequence[WindowDescriptor], events: Sequence[IntervalEvent[Any]]
+) -> list[list[IntervalEvent[Any]]]:
+    """Each window's members (``window.belongs``), in the order of ``events``.
+
+    Asking every event about every window costs windows x events; instead
+    each event is offered only the windows it can belong to, found by
+    bisection: every window kind's windows, listed by start, also have
+    increasing ends, and an event belongs to a window only if the window
+    starts before it ends (count by start: at or before its start) and ends
+    after it starts (count by end: at or after its end). The belongs-to rule
+    still decides, so the cost is the memberships plus a log per event.
+    """
+    starts = [w.start for w in windows]
+    ends = [w.end for w in windows]
+    members: list[list[IntervalEvent[Any]]] = [[] for _ in windows]
+    belongs = window.belongs
+    by_start = isinstance(window, CountByStartWindow)
+    by_end = isinstance(window, CountByEndWindow)
+    for e in events:
+        if by_start:
+            lo, hi = bisect_right(ends, e.start), bisect_right(starts, e.start)
+        elif by_end:
+            lo, hi = bisect_left(ends, e.end), bisect_left(starts, e.end)
+        else:
+            lo, hi = bisect_right(ends, e.start), bisect_left(starts, e.end)
+        for i in range(lo, hi):
+            if belongs(e, windows[i]):
+                members[i].append(e)
+    return members
 
 
 def evaluate_by_key(
