@@ -302,7 +302,10 @@ class AntiJoinOperator(Operator):
                         break
         for ident in self.left.expire(low):
             self.pieces.pop(ident, None)
-        self.right.expire(low)
+        # a right event still cuts holes into the live left events it
+        # overlaps (a refresh recomputes them): forget only those ending
+        # before every live left event starts
+        self.right.expire(min([low, *(r[0] for r in self.left.events.values())]))
         if out > self.output_cti:
             self.output_cti = out
             self.emit(Cti(out))
