@@ -96,7 +96,6 @@ def plot_stream(
     operation on the plan's main line, for one group."""
     from udm.host.engines.reference import ReferenceEngine
     from udm.host.plot import Lane, lanes_for, plot_timeline
-
     from udm.host.plot import plot_timeline as draw
 
     plan = stream.plan
@@ -109,8 +108,11 @@ def plot_stream(
             )
         lanes = operator_lanes(plan, datetimes)
         return draw(
-            lanes, title=title or "operators, inputs and outputs", path=path,
-            max_events=max_events, datetimes=datetimes,
+            lanes,
+            title=title or "operators, inputs and outputs",
+            path=path,
+            max_events=max_events,
+            datetimes=datetimes,
         )
     op = next((n for n in reversed(_chain(plan)) if isinstance(n, WindowOp)), None)
     out_rows, layout, _ = ReferenceEngine().collect(plan)
@@ -235,6 +237,8 @@ def operator_lanes(plan: PlanNode, datetimes: bool = False) -> list[Lane]:
         several = len(node.inputs) > 1
         for j, child in enumerate(node.inputs, start=1):
             side = f"in {j}" if several else "in"
-            lanes.append(Lane(f"{n}. {what}\n{side}: output of {name_of(child)}", events(child), "other"))
+            lanes.append(
+                Lane(f"{n}. {what}\n{side}: output of {name_of(child)}", events(child), "other")
+            )
         lanes.append(Lane(f"{n}. {what}\nout", events(node), "output"))
     return lanes

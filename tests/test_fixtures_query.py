@@ -163,7 +163,9 @@ def test_generated_inputs_are_checked_against_the_reference(tmp_path: Path) -> N
         tmp_path,
         """\
 inputs:
-  left: {key: key, generate: {events: 30, key: a, disorder: out_of_order, speculation: 0.3, examples: 3}}
+  left:
+    key: key
+    generate: {events: 30, key: a, disorder: out_of_order, speculation: 0.3, examples: 3}
   right: {key: key, generate: {events: 20, key: a, seed: 7, duration: long, examples: 2}}
 query:
   - from: left

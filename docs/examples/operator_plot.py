@@ -5,9 +5,7 @@ from udm.host import Stream
 from udm.host.stream import Cti, Insert
 
 # the CEDR join example (its Table 1), then a 2-tick lifetime for each result
-s1 = Stream.from_events(
-    [Insert("a0", 0, 2, {"P": "A0"}), Cti(1), Insert("a1", 2, 6, {"P": "A1"})]
-)
+s1 = Stream.from_events([Insert("a0", 0, 2, {"P": "A0"}), Cti(1), Insert("a1", 2, 6, {"P": "A1"})])
 s2 = Stream.from_events([Insert("b1", 3, 5, {"P": "A1"}), Cti(3)])
 query = s1.join(s2, on="P").set_duration(2)
 
