@@ -199,14 +199,17 @@ def _short(text: str, most: int = 34) -> str:
     return line if len(line) <= most else line[: most - 1] + "\u2026"
 
 
-def operator_lanes(plan: PlanNode, datetimes: bool = False) -> list[Lane]:
+def operator_lanes(
+    plan: PlanNode, datetimes: bool = False, names: Mapping[int, str] | None = None
+) -> list[Lane]:
     """One lane group per operator of ``plan`` (sources first, each node
     after its inputs; regrouping is not drawn): a lane for each input
     stream (``in``, or ``in 1``/``in 2`` for a join), and one for its
     output, every lifetime as the reference engine computes it. Lanes are
     numbered by operator, and an input lane says which operator's output
     it is, so a picture of a join over two lifetime changes reads as the
-    plan does."""
+    plan does. ``names`` labels sources (by ``id`` of the plan node),
+    e.g. a query fixture's input names."""
     from udm.host.engines.reference import ReferenceEngine
     from udm.host.plot import Lane
 
@@ -231,7 +234,8 @@ def operator_lanes(plan: PlanNode, datetimes: bool = False) -> list[Lane]:
     for n, node in enumerate(nodes, start=1):
         numbers[id(node)] = n
         if isinstance(node, Source):
-            lanes.append(Lane(f"{n}. source", events(node), "input"))
+            label = (names or {}).get(id(node), "source")
+            lanes.append(Lane(f"{n}. {label}", events(node), "input"))
             continue
         what = _short(node.describe(datetimes))
         several = len(node.inputs) > 1

@@ -189,3 +189,79 @@ def test_udm_cli_test_runs_query_fixtures_and_plots_them(tmp_path: Path) -> None
     assert "from shifts -> left_anti_join covered" in result.output
     assert "1 passed, 0 failed" in result.output
     assert plot.stat().st_size > 0
+
+
+def test_external_ctis_and_finalize_cedr_table_5(tmp_path: Path) -> None:
+    """CEDR 4.6, Table 5: a broken retraction chain before its insert, an
+    ExternalCTI counting five elements; Finalize repairs it to [0, 4)."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  s:
+    - {retract: p0, start: 0, old_end: 10, new_end: 8}
+    - {retract: p0, start: 0, old_end: 6, new_end: 4}
+    - {retract: p0, start: 0, old_end: 8, new_end: 6}
+    - {insert: p0, start: 0, end: 10, payload: P0}
+    - {external_cti: [0, 8], count: 5}
+    - {insert: p1, start: 1, end: 5, payload: P1}
+query:
+  - from: s
+  - finalize: inf
+expected:
+  - {start: 0, end: 4, payload: P0}
+  - {start: 1, end: 5, payload: P1}
+""",
+    )
+    result = run_one(path)
+    assert result.passed, result.failures
+
+
+def test_expected_rows_without_keys_for_a_grouped_output_are_named(tmp_path: Path) -> None:
+    result = run_one(write(tmp_path, JOIN + "  - {start: 3, end: 4, payload: {P: x}}\n"))
+    assert result.failures[0] == (
+        "the query's output is grouped by ['P']: give every expected row its key, e.g. "
+        "{key: ..., start: ..., end: ..., payload: ...}"
+    )
+
+
+def test_the_plot_names_inputs_and_draws_every_operator(tmp_path: Path) -> None:
+    from udm.host.fixtures.report import plot_result
+
+    result = run_one(EXAMPLES / "absence.udm.yaml")
+    figure = plot_result(result, tmp_path / "absence.svg")
+    assert [ax.get_ylabel() for ax in figure.axes] == [
+        "1. shifts",
+        "2. heartbeats",
+        "3. set_duration 5\nin: output of 2",
+        "3. set_duration 5\nout",
+        "4. left_anti_join on sensor\nin 1: output of 1",
+        "4. left_anti_join on sensor\nin 2: output of 3",
+        "4. left_anti_join on sensor\nout",
+    ]
+
+
+def test_a_failing_query_fixture_plot_adds_the_expected_lane(tmp_path: Path) -> None:
+    from udm.host.fixtures.report import plot_result
+
+    result = run_one(write(tmp_path, JOIN + "  - {key: x, start: 3, end: 5, payload: {P: x}}\n"))
+    figure = plot_result(result, tmp_path / "q.png")
+    assert figure.axes[-1].get_ylabel() == "expected"
+
+
+@pytest.mark.spark
+def test_udm_cli_explain_plots_each_operator(spark: object, tmp_path: Path) -> None:
+    query_file = tmp_path / "joined.py"
+    query_file.write_text(
+        "from udm.host import Stream\n"
+        "from udm.host.stream import Cti, Insert\n\n\n"
+        "def query(spark):\n"
+        "    s1 = Stream.from_events([Insert('a', 2, 6, {'P': 'A1'}), Cti(1)])\n"
+        "    s2 = Stream.from_events([Insert('b', 3, 5, {'P': 'A1'}), Cti(3)])\n"
+        "    return s1.join(s2, on='P').shift(10)\n"
+    )
+    png = tmp_path / "joined.png"
+    result = CliRunner().invoke(app, ["explain", str(query_file), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "join on P" in result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
