@@ -265,3 +265,69 @@ def test_udm_cli_explain_plots_each_operator(spark: object, tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     assert "join on P" in result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_operation_in_one_query_agrees_on_every_way(tmp_path: Path) -> None:
+    """No expected: every way is compared with the reference engine."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  a:
+    key: s
+    events:
+      - {insert: 1, start: 0, end: 8, payload: {s: x, t: 20}}
+      - {insert: 2, start: 3, end: 30, payload: {s: y, t: 90}}
+      - {cti: 2}
+      - {insert: 3, start: 6, end: 9, payload: {s: x, t: 25}}
+      - {retract: 1, new_end: 5}
+  b:
+    key: s
+    events:
+      - {insert: 4, start: 1, end: 4, payload: {s: x, t: 22}}
+      - {cti: 10}
+query:
+  - from: a
+  - union: b
+  - where: patterns.between
+    args: {low: -40, high: 60}
+    value: t
+  - select: stats.zscore
+    args: {mean: 20, stdev: 2}
+    value: t
+    as: z
+  - shift: -1
+  - clip_to: 3
+  - align: inf
+  - udm: stats.mean
+    window: {kind: tumbling, size: 4}
+    value: z
+""",
+    )
+    result = run_one(path)
+    assert result.passed, result.failures
+    reference = result.way("reference")
+    assert reference is not None and reference.cht is not None
+    assert len(reference.cht) > 0
+
+
+def test_to_points_and_a_weak_level_check_strong_against_middle(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  a:
+    - {insert: 1, start: 0, end: 8, payload: 1}
+    - {insert: 2, start: 20, end: 30, payload: 2}
+    - {insert: 3, start: 2, end: 9, payload: 3}     # late for remember 5
+query:
+  - from: a
+  - to_points
+consistency: {weak: 5}
+expected:
+  - {start: 0, end: 1, payload: 1}
+  - {start: 20, end: 21, payload: 2}
+""",
+    )
+    result = run_one(path)
+    assert result.passed, result.failures
