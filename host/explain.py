@@ -4,7 +4,10 @@
 operation, with how Spark runs each window operation; an operator reading
 several streams (join, union) shows its other inputs indented under it.
 ``plot`` draws one group of the last window operation with the reference
-engine, so it is for small samples.
+engine, so it is for small samples; a plan with CEDR operators (union,
+joins, lifetime changes, Align, Finalize) or several window operations is
+drawn operator by operator instead: each operator's input and output
+timelines, one lane group per operator (:func:`operator_lanes`).
 """
 
 from __future__ import annotations
@@ -13,16 +16,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from udm.host.plan import PlanNode, Source, WindowOp
+from udm.host.plan import GroupNode, PlanNode, SelectNode, Source, WhereNode, WindowOp
 from udm.host.rows import Layout, key_of
 from udm.host.strategy import describe_strategy
 from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent
 
 if TYPE_CHECKING:
+    from udm.host.plot import Lane
     from udm.host.query import Stream
 
-__all__ = ["explain_plan", "plot_stream"]
+__all__ = ["explain_plan", "operator_lanes", "plot_stream"]
 
 
 def _chain(node: PlanNode) -> list[PlanNode]:
@@ -92,9 +96,24 @@ def plot_stream(
     operation on the plan's main line, for one group."""
     from udm.host.engines import get_engine
     from udm.host.plot import Lane, lanes_for, plot_timeline
+    from udm.host.plot import plot_timeline as draw
 
     plan = stream.plan
     datetimes = stream.source.datetimes()
+    if _by_operator(plan):
+        if key is not None:
+            raise KeyError(
+                f"plot(key={key!r}): a plan with several operators is drawn whole, every "
+                "operator's input and output; drop key=, or filter the sources"
+            )
+        lanes = operator_lanes(plan, datetimes)
+        return draw(
+            lanes,
+            title=title or "operators, inputs and outputs",
+            path=path,
+            max_events=max_events,
+            datetimes=datetimes,
+        )
     op = next((n for n in reversed(_chain(plan)) if isinstance(n, WindowOp)), None)
     out_rows, layout, _ = get_engine("reference").collect(plan)
     if op is None:
@@ -143,3 +162,87 @@ def plot_stream(
     if title is None:
         title = _plot_title(op, key if keys else None, datetimes)
     return plot_timeline(lanes, title=title, path=path, max_events=max_events, datetimes=datetimes)
+
+
+#: plan nodes drawn in a main-line picture; any other (a CEDR operator)
+#: makes :func:`plot_stream` draw operator by operator
+_LINEAR = (Source, WhereNode, SelectNode, GroupNode)
+
+
+def _by_operator(plan: PlanNode) -> bool:
+    from udm.host.plan import walk
+
+    nodes = list(walk(plan))
+    windows = sum(isinstance(n, WindowOp) for n in nodes)
+    return windows > 1 or any(not isinstance(n, (*_LINEAR, WindowOp)) for n in nodes)
+
+
+def _in_order(plan: PlanNode) -> list[PlanNode]:
+    """Every node once, each after its inputs (sources first)."""
+    out: list[PlanNode] = []
+    seen: set[int] = set()
+
+    def visit(node: PlanNode) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        for child in node.inputs:
+            visit(child)
+        out.append(node)
+
+    visit(plan)
+    return out
+
+
+def _short(text: str, most: int = 34) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= most else line[: most - 1] + "\u2026"
+
+
+def operator_lanes(
+    plan: PlanNode, datetimes: bool = False, names: Mapping[int, str] | None = None
+) -> list[Lane]:
+    """One lane group per operator of ``plan`` (sources first, each node
+    after its inputs; regrouping is not drawn): a lane for each input
+    stream (``in``, or ``in 1``/``in 2`` for a join), and one for its
+    output, every lifetime as the reference engine computes it. Lanes are
+    numbered by operator, and an input lane says which operator's output
+    it is, so a picture of a join over two lifetime changes reads as the
+    plan does. ``names`` labels sources (by ``id`` of the plan node),
+    e.g. a query fixture's input names."""
+    from udm.host.engines.reference import ReferenceEngine
+    from udm.host.plot import Lane
+
+    nodes = [n for n in _in_order(plan) if not isinstance(n, GroupNode)]
+    numbers: dict[int, int] = {}
+    outputs: dict[int, list[IntervalEvent[Any]]] = {}
+
+    def events(node: PlanNode) -> list[IntervalEvent[Any]]:
+        while isinstance(node, GroupNode):
+            node = node.inputs[0]
+        if id(node) not in outputs:
+            rows, layout, _ = ReferenceEngine().collect(node)
+            outputs[id(node)] = [IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows]
+        return outputs[id(node)]
+
+    def name_of(node: PlanNode) -> str:
+        while isinstance(node, GroupNode):
+            node = node.inputs[0]
+        return f"{numbers[id(node)]}"
+
+    lanes: list[Lane] = []
+    for n, node in enumerate(nodes, start=1):
+        numbers[id(node)] = n
+        if isinstance(node, Source):
+            label = (names or {}).get(id(node), "source")
+            lanes.append(Lane(f"{n}. {label}", events(node), "input"))
+            continue
+        what = _short(node.describe(datetimes))
+        several = len(node.inputs) > 1
+        for j, child in enumerate(node.inputs, start=1):
+            side = f"in {j}" if several else "in"
+            lanes.append(
+                Lane(f"{n}. {what}\n{side}: output of {name_of(child)}", events(child), "other")
+            )
+        lanes.append(Lane(f"{n}. {what}\nout", events(node), "output"))
+    return lanes

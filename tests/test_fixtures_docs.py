@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from udm.cli.main import app
-from udm.host.fixtures import FixtureError, load_fixture, run_fixture
+from udm.host.fixtures import Fixture, FixtureError, load_fixture, run_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples" / "fixtures"
@@ -40,7 +40,7 @@ def test_every_example_file_is_shown_on_the_page() -> None:
         for p in EXAMPLES.rglob("*")
         if p.is_file() and p.suffix in (".yaml", ".py")
     )
-    assert len(files) == 11
+    assert len(files) == 14
     shown = re.findall(r'^--8<-- "([^"]+)"$', PAGE, re.MULTILINE)
     assert sorted(shown) == files
 
@@ -54,9 +54,11 @@ def test_every_tutorial_fixture_passes(path: Path) -> None:
         assert result.passed, (fixture.title, result.failures)
 
 
-def test_the_tutorial_has_fourteen_fixtures_and_generated_ones_draw_streams() -> None:
-    fixtures = [f for p in PASSING for f in load_fixture(p)]
-    assert len(fixtures) == 14
+def test_the_tutorial_has_seventeen_fixtures_and_generated_ones_draw_streams() -> None:
+    loaded = [f for p in PASSING for f in load_fixture(p)]
+    assert len(loaded) == 17
+    fixtures = [f for f in loaded if isinstance(f, Fixture)]
+    assert len(fixtures) == 14  # and three query fixtures
     generated = [f for f in fixtures if f.generate is not None]
     assert [f.name for f in generated] == [
         "median, short overlapping events, slightly out of order, speculated",

@@ -361,3 +361,23 @@ def test_every_operator_on_spark_equals_the_reference(spark: Any) -> None:
     }
     for name, query in queries.items():
         assert query.to_cht(engine="spark") == query.to_cht(engine="reference"), name
+
+
+def test_anti_join_keeps_right_events_that_still_cut_live_left_events() -> None:
+    """Found by a query fixture: a right CTI past the right events forgot
+    them while a left event they overlap was still live (the left side
+    had no CTI), so at strong consistency the end of the stream refreshed
+    the left event without its holes and retracted correct output."""
+    left = Stream.from_events([Insert("x", 0, 20, {"k": "a"})], key="k")
+    right = Stream.from_events(
+        [Insert("h1", 0, 5, {"k": "a"}), Insert("h2", 12, 17, {"k": "a"}), Cti(20)], key="k"
+    )
+    q = left.left_anti_join(right)
+    expected = {"a": Cht([IntervalEvent(5, 12, {"k": "a"}), IntervalEvent(17, 20, {"k": "a"})])}
+    assert q.to_cht(engine="reference") == expected
+    strong = q.to_events(consistency="strong")
+    assert not any(isinstance(e, Retract) for e in strong)
+    assert [e for e in strong if isinstance(e, Insert)] == [
+        Insert(("x", 0), 5, 12, {"k": "a"}),
+        Insert(("x", 1), 17, 20, {"k": "a"}),
+    ]
