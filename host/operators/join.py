@@ -49,6 +49,13 @@ class _Live:
         self._ends: list[tuple[int, int, Any]] = []
         self._seq = 0
 
+    def get_state(self) -> dict[str, Any]:
+        return {"events": self.events, "by_key": self.by_key, "ends": self._ends, "seq": self._seq}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.events, self.by_key = state["events"], state["by_key"]
+        self._ends, self._seq = state["ends"], state["seq"]
+
     def add(self, ident: Any, start: int, end: int, payload: Any) -> list[Any]:
         key = self.key_fn(payload)
         record = [start, end, payload, key]
@@ -121,6 +128,18 @@ class JoinOperator(Operator):
         self.predicate = predicate
         self.name = name
         self.ctis = CtiTracker(2)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "ctis": self.ctis,
+            "sides": [side.get_state() for side in self.sides],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.emitted, self.ctis = state["emitted"], state["ctis"]
+        for side, saved in zip(self.sides, state["sides"], strict=True):
+            side.set_state(saved)
 
     def _matches(self, port: int, payload: Any, other_payload: Any) -> bool:
         if self.predicate is None:
@@ -211,6 +230,23 @@ class AntiJoinOperator(Operator):
         self.pieces: dict[Any, list[tuple[int, int, Any]]] = {}  # left id -> emitted
         self._next = 0
         self.output_cti = MIN_TIME
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "ctis": self.ctis,
+            "pieces": self.pieces,
+            "next": self._next,
+            "output_cti": self.output_cti,
+            "left": self.left.get_state(),
+            "right": self.right.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.emitted, self.ctis, self.pieces = state["emitted"], state["ctis"], state["pieces"]
+        self._next, self.output_cti = state["next"], state["output_cti"]
+        self.left.set_state(state["left"])
+        self.right.set_state(state["right"])
 
     def _holes(self, record: list[Any]) -> list[tuple[int, int]]:
         s, e, p, key = record
