@@ -58,7 +58,7 @@ from udm.host.plan import (
     sources,
     walk,
 )
-from udm.host.spark.evaluate import _holds_integers, to_arrow_column
+from udm.host.spark.evaluate import _holds_integers, call_type, to_arrow_column
 from udm.host.spark.frame import map_in_arrow, q, show_time
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.streaming import (
@@ -247,6 +247,14 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
     columns (times and ``payloads``; nothing runs, the types are static)."""
     from udm.host.query import Stream
 
+    for node in walk(plan):  # results typed from data would be typed from no data
+        for call in node.calls if isinstance(node, WindowOp) else ():
+            if call_type(call) is None:
+                raise TypeError(
+                    f"the result type of {call.name!r} ({node.describe().splitlines()[0]}) is "
+                    "not declared; a streaming query cannot infer it from data: annotate the "
+                    "UDM's return type or pass returns= (e.g. 'double')"
+                )
     srcs = sources(plan)
 
     def empty(src: Source) -> PlanNode:
