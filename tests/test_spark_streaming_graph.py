@@ -239,5 +239,5 @@ def test_operators_keyed_by_other_columns_are_refused_naming_the_operator() -> N
 def test_a_result_type_that_is_not_declared_is_refused(spark: Any, tmp_path: Path) -> None:
     write(tmp_path / "in", [[ins(0, 1, "a", 1.0, 2)]])
     stream = source(spark, tmp_path / "in").where(lambda p: p["v"] > 0)
-    with pytest.raises(TypeError, match="result type of 'min' .* is not declared"):
+    with pytest.raises(TypeError, match=r"result type of 'min' .* is not declared"):
         stream.tumbling_window(5).aggregate("stats.min", value="v").to_stream(input="elements")
