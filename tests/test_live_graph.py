@@ -29,14 +29,16 @@ def _interleaved(*streams: list[Any]) -> list[tuple[int, Any]]:
     return out
 
 
-def _run(query: Stream, feed: list[tuple[int, Any]], restart: bool) -> list[Any]:
-    graph = LiveGraph(query.plan)
+def _run(
+    query: Stream, feed: list[tuple[int, Any]], restart: bool, consistency: Any = None
+) -> list[Any]:
+    graph = LiveGraph(query.plan, consistency)
     out = []
     for source, element in feed:
         out += graph.push(source, element)
         if restart:
             blob = graph.snapshot()
-            graph = LiveGraph(query.plan)
+            graph = LiveGraph(query.plan, consistency)
             graph.restore(blob)
     return out
 
@@ -68,6 +70,22 @@ def test_a_graph_restored_after_every_element_emits_what_a_live_one_does(
     )
     if "window" not in name and "snapshot" not in name:  # payloads are whole rows
         assert _cht(live) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    keyed_stream(),
+    keyed_stream(),
+    st.sampled_from(["join", "anti_join", "window_over_join", "snapshot_over_union"]),
+    st.sampled_from(["strong", "middle", ("weak", 3), (2, 5)]),
+)
+def test_align_and_finalize_restore_alike_at_every_consistency_level(
+    l_el: Any, r_el: Any, name: str, level: Any
+) -> None:
+    query = queries(Stream.from_events(l_el, key="k"), Stream.from_events(r_el, key="k"))[name]
+    feed = _interleaved(*[list(src.elements or ()) for src in sources(query.plan)])
+    live = _run(query, feed, restart=False, consistency=level)
+    assert _run(query, feed, restart=True, consistency=level) == live
 
 
 def test_a_snapshot_of_another_query_or_version_is_refused() -> None:
