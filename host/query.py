@@ -549,25 +549,36 @@ class Stream:
                 )
 
     def to_stream(self, **options: Any) -> DataFrame:
-        """Run continuously: the output changelog of this query over a
-        streaming DataFrame source (one window operation with one UDM, no
-        ``where``/``select``), as a streaming DataFrame; ``options`` are those
-        of :func:`udm.host.spark.streaming.stream_changelog` (``advance``,
-        ``cti_policy``, ``seq``, ``consistency``...). Start it with
-        :func:`udm.host.spark.streaming.start_stream`."""
+        """Run continuously: the output changelog of this query over its
+        streaming DataFrame sources, as a streaming DataFrame. Start it with
+        :func:`udm.host.spark.streaming.start_stream`.
+
+        One window operation with one UDM over one source runs on the
+        incremental host per key (:func:`udm.host.spark.streaming.stream_changelog`,
+        whose options ``options`` are: ``advance``, ``cti_policy``, ``seq``,
+        ``consistency="speculative"|"conservative"``...); any other query
+        runs as its operator graph per key
+        (:func:`udm.host.spark.graphstream.stream_query`: ``input``,
+        ``advance``, ``cti_policy``, ``seq``, ``consistency`` as
+        :meth:`with_consistency`, ``state_buckets``)."""
         from udm.host.spark.streaming import stream_changelog
 
         chain = linear_chain(self.plan)
-        src = self.source
-        if src.df is None or not src.df.isStreaming:
-            raise ValueError("to_stream() needs a streaming DataFrame source (spark.readStream)")
+        for src in sources(self.plan):
+            if src.df is None or not src.df.isStreaming:
+                raise ValueError("to_stream() needs streaming DataFrame sources (spark.readStream)")
         ops = [] if chain is None else [n for n in chain[1] if not isinstance(n, GroupNode)]
-        if len(ops) != 1 or not isinstance(ops[0], WindowOp) or len(ops[0].calls) != 1:
-            raise ValueError(
-                "to_stream() runs one window operation with one UDM (no where/select, joins, "
-                f"unions or lifetime changes yet, no several aggregates); this query is:\n"
-                f"{self.explain()}"
-            )
+        if (
+            len(ops) != 1
+            or not isinstance(ops[0], WindowOp)
+            or len(ops[0].calls) != 1
+            or options.get("consistency", "speculative") not in ("speculative", "conservative")
+        ):
+            # a whole query: its operator graph per key (udm.host.spark.graphstream)
+            from udm.host.spark.graphstream import stream_query
+
+            return stream_query(self.plan, **options)
+        src = self.source
         op = ops[0]
         if op.emit_empty:
             raise ValueError(

@@ -17,6 +17,7 @@ the output never retracts.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -48,6 +49,7 @@ from udm.host.plan import (
     WhereNode,
     WindowOp,
     consistency_levels,
+    sources,
     with_consistency,
 )
 from udm.host.rows import (
@@ -62,13 +64,14 @@ from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["HostEngine"]
+__all__ = ["GRAPH_SNAPSHOT_VERSION", "HostEngine", "LiveGraph"]
 
 
 class _ValidateOperator(Operator):
     """A source's validator: its CTI policy applied before the graph."""
 
     name = "source"
+    state_fields = ("emitted", "validator")
 
     def __init__(self, policy: str) -> None:
         super().__init__(1)
@@ -96,6 +99,10 @@ class HostEngine:
         self._windows: dict[int, WindowOperator] = {}
         self._conservative = False
         self._drops: dict[str, int] = {}
+        # live: sources are entry points fed from outside (LiveGraph), with
+        # this CTI policy, rather than feeds the engine drains itself
+        self._live_policy: str | None = None
+        self._entries: dict[int, _ValidateOperator] = {}
 
     # ------------------------------------------------------------ running
 
@@ -197,6 +204,12 @@ class HostEngine:
         self._scalar[id(node)] = node.scalar
         for reason, n in node.dropped:
             self._drops[reason] = self._drops.get(reason, 0) + n
+        if self._live_policy is not None:
+            entry = _ValidateOperator(self._live_policy)
+            entry.connect(head)
+            self._entries[id(node)] = entry
+            self._columns[id(node)] = None
+            return head
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
             elements = _ending(_wrapped(node.elements, node.scalar))
@@ -427,3 +440,78 @@ _HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
     JoinNode: HostEngine._join,
     AntiJoinNode: HostEngine._anti_join,
 }
+
+
+#: what a :meth:`LiveGraph.snapshot` holds, and the version of its layout
+GRAPH_SNAPSHOT_FORMAT = "udm-operator-graph"
+GRAPH_SNAPSHOT_VERSION = 1
+
+
+class LiveGraph:
+    """A plan compiled once into its operator graph and fed from outside,
+    element by element, source by source; its state saves to bytes and
+    restores into a graph compiled from the same plan.
+
+    A streaming query runs one per key (``udm.host.spark.graphstream``):
+    each micro-batch restores the key's graph, feeds its rows and saves it
+    again. Sources are numbered as :func:`udm.host.plan.sources` lists
+    them; each enters through a validator with ``cti_policy`` (late
+    elements dropped or adjusted are counted in :attr:`late`)."""
+
+    def __init__(self, plan: PlanNode, consistency: Any = None, cti_policy: str = "raise") -> None:
+        engine = HostEngine(consistency=consistency)
+        engine._live_policy = cti_policy
+        self.plan, self._sink = engine._compile_plan(plan)
+        self.entries = [engine._entries[id(src)] for src in sources(plan)]
+        self._ops: list[Operator] = [*self.entries, *engine._ops.values()]
+        self._finalizers = engine._finalizers
+
+    def push(self, source: int, element: PhysicalElement) -> list[PhysicalElement]:
+        """Feed one element to source ``source``; returns the graph's output."""
+        self.entries[source].push(0, element)
+        out = self._sink.elements
+        self._sink.elements = []
+        return out
+
+    @property
+    def late(self) -> tuple[int, int]:
+        """Elements (dropped, adjusted) so far: by the sources' CTI policy,
+        and late inputs a bounded Finalize dropped."""
+        dropped = sum(e.validator.stats.dropped for e in self.entries)
+        dropped += sum(f.dropped for f in self._finalizers)
+        return dropped, sum(e.validator.stats.adjusted for e in self.entries)
+
+    @property
+    def cti(self) -> int:
+        """The least CTI the sources have seen (time every input has reached)."""
+        return min(e.validator.cti for e in self.entries)
+
+    def snapshot(self) -> bytes:
+        """Every operator's state, pickled with a format version."""
+        data = {
+            "format": GRAPH_SNAPSHOT_FORMAT,
+            "version": GRAPH_SNAPSHOT_VERSION,
+            "operators": [(op.name, op.get_state()) for op in self._ops],
+        }
+        return pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+
+    def restore(self, blob: bytes) -> None:
+        """Load a :meth:`snapshot` of a graph compiled from the same plan."""
+        data = pickle.loads(blob)
+        if not isinstance(data, dict) or data.get("format") != GRAPH_SNAPSHOT_FORMAT:
+            raise ValueError("not a udm operator-graph snapshot")
+        if data.get("version") != GRAPH_SNAPSHOT_VERSION:
+            raise ValueError(
+                f"operator-graph snapshot version {data.get('version')} is not supported "
+                f"(this udm reads version {GRAPH_SNAPSHOT_VERSION})"
+            )
+        saved = data["operators"]
+        names = [op.name for op in self._ops]
+        if [name for name, _ in saved] != names:
+            raise ValueError(
+                "this snapshot was taken from another query: its operators are "
+                f"{[name for name, _ in saved]}, this query's are {names}; restart the "
+                "streaming query with a new checkpoint"
+            )
+        for op, (_, state) in zip(self._ops, saved, strict=True):
+            op.set_state(state)

@@ -50,6 +50,10 @@ class Operator:
     """
 
     name = "operator"
+    #: the attributes holding the operator's state: what :meth:`get_state`
+    #: saves and :meth:`set_state` puts back (wiring and functions are the
+    #: query's, rebuilt by compiling it again)
+    state_fields: tuple[str, ...] = ("emitted",)
 
     def __init__(self, inputs: int = 1) -> None:
         self.ports = inputs
@@ -121,6 +125,23 @@ class Operator:
     def state_size(self) -> int:
         """How many events the operator holds (for tests and benchmarks)."""
         return 0
+
+    # -------------------------------------------------------------- state
+
+    def get_state(self) -> dict[str, Any]:
+        """The operator's state as plain, picklable data (a streaming
+        query saves it between micro-batches; see
+        :class:`udm.host.engines.graph.LiveGraph`)."""
+        return {f: getattr(self, f) for f in self.state_fields}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Put back a :meth:`get_state` of an operator compiled from the
+        same query, replacing this one's state."""
+        missing = [f for f in self.state_fields if f not in state]
+        if missing:
+            raise ValueError(f"{self.name}: the saved state lacks {missing}")
+        for f in self.state_fields:
+            setattr(self, f, state[f])
 
 
 class Collector(Operator):

@@ -36,6 +36,16 @@ class AlignOperator(Operator):
     """CEDR's Align with ``outputtime()`` = latest start seen - ``blocking``."""
 
     name = "align"
+    state_fields = (
+        "emitted",
+        "latest_start",
+        "output_time",
+        "last_cti",
+        "inserts",
+        "retractions",
+        "_by_start",
+        "_seq",
+    )
 
     def __init__(self, blocking: int, name: str = "align") -> None:
         super().__init__(1)
@@ -136,6 +146,16 @@ class FinalizeOperator(Operator):
     """CEDR's Finalize with ``finalizetime()`` = latest sync time - ``remember``."""
 
     name = "finalize"
+    state_fields = (
+        "emitted",
+        "last_cti",
+        "latest_sync",
+        "dropped",
+        "live",
+        "links",
+        "received",
+        "intervals",
+    )
 
     def __init__(self, remember: int, name: str = "finalize") -> None:
         super().__init__(1)

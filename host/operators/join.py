@@ -54,6 +54,13 @@ class _Live:
         self._ends: list[tuple[int, int, Any]] = []
         self._seq = 0
 
+    def get_state(self) -> dict[str, Any]:
+        return {"events": self.events, "by_key": self.by_key, "ends": self._ends, "seq": self._seq}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.events, self.by_key = state["events"], state["by_key"]
+        self._ends, self._seq = state["ends"], state["seq"]
+
     def add(self, ident: Any, start: int, end: int, payload: Any) -> list[Any]:
         key = self.key_fn(payload)
         record = [start, end, payload, key]
@@ -131,6 +138,18 @@ class JoinOperator(Operator):
         self.predicate = predicate
         self.name = name
         self.ctis = CtiTracker(2)
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "ctis": self.ctis,
+            "sides": [side.get_state() for side in self.sides],
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.emitted, self.ctis = state["emitted"], state["ctis"]
+        for side, saved in zip(self.sides, state["sides"], strict=True):
+            side.set_state(saved)
 
     def _matches(self, port: int, payload: Any, other_payload: Any) -> bool:
         if self.predicate is None:
@@ -231,6 +250,26 @@ class AntiJoinOperator(Operator):
         self.pending: dict[Any, int] = {}
         self._next = 0
         self.output_cti = MIN_TIME
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "ctis": self.ctis,
+            "pieces": self.pieces,
+            "next": self._next,
+            "output_cti": self.output_cti,
+            "decided": self.decided,
+            "pending": self.pending,
+            "left": self.left.get_state(),
+            "right": self.right.get_state(),
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.emitted, self.ctis, self.pieces = state["emitted"], state["ctis"], state["pieces"]
+        self._next, self.output_cti = state["next"], state["output_cti"]
+        self.decided, self.pending = state["decided"], state["pending"]
+        self.left.set_state(state["left"])
+        self.right.set_state(state["right"])
 
     def _uncovered(self, record: list[Any], lo: int, hi: int) -> list[tuple[int, int]]:
         """The left event's times in ``[lo, hi)`` no matching right event covers."""
@@ -359,18 +398,18 @@ class AntiJoinOperator(Operator):
         for ident, record in self.left.events.items():
             s, e = record[0], record[1]
             upto = self.decided.get(ident, s)
-            hi = e if final else min(e, low)
-            if hi <= upto:
-                if ident in self.pending:
-                    out = min(out, self.pending[ident])
-                continue
-            found = self._uncovered(record, upto, hi)
+            hi = max(upto, e if final else min(e, low))
+            found = self._uncovered(record, upto, hi) if hi > upto else []
             started = self.pending.pop(ident, None)
             if started is not None:
                 if found and found[0][0] == upto:
                     found[0] = (started, found[0][1])
-                else:  # it ended where a right event begins: final
+                elif upto < e or final or e < low:
+                    # it ended where a right event begins, or with its left event
                     self._emit_piece(ident, record, started, upto)
+                else:  # it reaches the left event's end at the CTI: may grow
+                    self.pending[ident] = started
+                    out = min(out, started)
             for a, b in found:
                 if b < hi or final or (b == e and e < low):
                     self._emit_piece(ident, record, a, b)

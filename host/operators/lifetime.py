@@ -31,6 +31,7 @@ class AlterLifetimeOperator(Operator):
     """See the module docstring."""
 
     name = "alter_lifetime"
+    state_fields = ("emitted", "last_cti", "cti_mapped", "max_start", "max_mapped")
 
     def __init__(
         self,

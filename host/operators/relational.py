@@ -27,6 +27,7 @@ class SelectOperator(Operator):
     the retractions of the events that passed."""
 
     name = "where"
+    state_fields = ("emitted", "passed", "_by_end", "_seq")
 
     def __init__(self, predicate: Callable[[Any], Any], name: str = "where") -> None:
         super().__init__(1)
@@ -89,6 +90,7 @@ class UnionOperator(Operator):
     """Bag union of several streams; payload columns an input lacks are null."""
 
     name = "union"
+    state_fields = ("emitted", "ctis")
 
     def __init__(self, ports: int, columns: Sequence[str] | None = None) -> None:
         super().__init__(ports)

@@ -161,6 +161,30 @@ class WindowOperator(Operator):
         if not results:
             del self.slots[slot]
 
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "emitted": self.emitted,
+            "hosts": [host.snapshot() for host in self.hosts],
+            "key_values": self.key_values,
+            "ctis": self.ctis,
+            "live": self.live,
+            "slots": self.slots,
+            "slot_ids": self.slot_ids,
+            "next": self._next,
+            "fields": self.fields,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        for host, blob in zip(self.hosts, state["hosts"], strict=True):
+            host.restore(blob)
+        self.emitted, self.key_values, self.ctis = (
+            state["emitted"],
+            state["key_values"],
+            state["ctis"],
+        )
+        self.live, self.slots, self.slot_ids = state["live"], state["slots"], state["slot_ids"]
+        self._next, self.fields = state["next"], state["fields"]
+
     def state_size(self) -> int:
         return sum(h.memory_size[0] for h in self.hosts)
 

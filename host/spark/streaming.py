@@ -1209,3 +1209,18 @@ def stream_counts(changelog: DataFrame) -> dict[str, int]:
         .first()
     )
     return {c: int(row[c]) if row is not None else 0 for c in _COUNTS}
+
+
+# ------------------------------------------- shared with graphstream.py
+
+#: the packed rows' internal columns and helpers, which the operator-graph
+#: processor (:mod:`udm.host.spark.graphstream`) ships and reads alike
+GROUP_COL, CTI_COL, ROWS_COL, SEQ_COL = _GROUP, _CTI, _ROWS, _SEQ
+COUNT_COLUMNS = _COUNTS
+pack_rows = _pack
+time_ticks = _ticks
+row_problem = _check
+python_id = _ident
+show_row = _show_row
+early_broadcast = _early_broadcast
+MIN_BROADCAST = _MIN_BROADCAST

@@ -1,0 +1,321 @@
+"""Streaming a whole query: its operator graph per key in Structured Streaming.
+
+``Stream.to_stream()`` runs a query of several operators (where/select,
+group_apply, union, join and left_anti_join, lifetime changes, align and
+finalize, window operations with one or several UDMs, chains of them) over
+one or several streaming DataFrames as one
+:class:`~udm.host.engines.graph.LiveGraph` per key, inside the same
+``transformWithStateInPandas`` processor machinery as
+:mod:`udm.host.spark.streaming`: every source's rows are tagged with the
+source's number, hashed by the key into buckets, packed, unioned and
+grouped by bucket; the two sides of a join meet in the bucket of their
+join key. A bucket keeps one state value: its keys' pickled graph
+snapshots and counters.
+
+Every operator that holds state by key must be keyed by (at least) the
+query's key columns, so that one key's graph sees every event it needs;
+anything else is refused naming the operator.
+
+CTIs: each source's rows are a physical stream (``input="elements"``:
+``kind``/``id``/``new_end`` columns; a ``cti`` row with the key columns
+reaches that key's graph, one with null keys every key, through the
+source's own watermark: Spark's watermark of several inputs is the least
+of theirs, which is the time every source has reached) or events
+(``input="events"``, with ``advance=`` generating CTIs per key and
+source). The output is the changelog of :mod:`udm.host.spark.streaming`
+with the query's output columns (``to_dataframe()``'s) as payload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from udm.host.engines.graph import LiveGraph
+from udm.host.plan import (
+    AntiJoinNode,
+    GroupNode,
+    JoinNode,
+    PlanNode,
+    Source,
+    WindowOp,
+    rewrite_sources,
+    sources,
+    walk,
+)
+from udm.host.spark.evaluate import _holds_integers, call_type
+from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
+from udm.host.spark.graphstate import (
+    E_COL,
+    ID_COL,
+    KIND_COL,
+    NE_COL,
+    S_COL,
+    SRC_COL,
+    GraphProcessor,
+)
+from udm.host.spark.session import share_driver_python
+from udm.host.spark.streaming import (
+    COUNT_COLUMNS,
+    CTI_COL,
+    GROUP_COL,
+    ROWS_COL,
+    SEQ_COL,
+    AdvanceTime,
+    pack_rows,
+    time_ticks,
+)
+from udm.host.spark.types import arrow_schema
+
+__all__ = ["partition_keys", "stream_query"]
+
+_SRC, _KIND, _ID, _S, _E, _NE = SRC_COL, KIND_COL, ID_COL, S_COL, E_COL, NE_COL
+_OWN = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
+
+
+def partition_keys(plan: PlanNode) -> tuple[str, ...]:
+    """The columns a streaming query is partitioned by (its output keys),
+    after checking that every operator holding state by key is keyed by
+    all of them: a window's groups, a ``group_apply``, a join's ``on``."""
+    keys = plan.keys()
+    for node in walk(plan):
+        own: tuple[str, ...] | None = None
+        if isinstance(node, WindowOp):
+            own = node.input.keys()
+        elif isinstance(node, GroupNode):
+            own = node.group_keys
+        elif isinstance(node, JoinNode | AntiJoinNode):
+            own = node.on
+        if own is not None and not set(keys) <= set(own):
+            name = node.describe().splitlines()[0]
+            raise ValueError(
+                f"to_stream() runs a query as one operator graph per key "
+                f"{list(keys)}, but operator '{name}' is keyed by {list(own)}: its state "
+                "would span several keys' graphs. Key every window, group_apply and join "
+                f"by {list(keys)} (and possibly more columns), or run the query in batch"
+            )
+    return keys
+
+
+def stream_query(
+    plan: PlanNode,
+    *,
+    input: str = "events",
+    kind: str = "kind",
+    id: str = "id",
+    new_end: str = "new_end",
+    seq: str | None = None,
+    advance: AdvanceTime | None = None,
+    cti_policy: str = "raise",
+    consistency: Any = None,
+    state_buckets: int = 32,
+) -> DataFrame:
+    """The output changelog of ``plan`` over its streaming sources (see the
+    module docstring); options as :func:`udm.host.spark.streaming.stream_changelog`'s,
+    ``consistency`` as ``Stream.with_consistency``."""
+    if input not in ("events", "elements"):
+        raise ValueError(f"input is 'events' or 'elements', not {input!r}")
+    if state_buckets < 1:
+        raise ValueError(f"state_buckets must be at least 1, not {state_buckets}")
+    if advance is not None and input == "elements":
+        raise ValueError("advance= generates CTIs for events; an element stream carries its own")
+    keys = list(partition_keys(plan))
+    srcs = sources(plan)
+    for i, src in enumerate(srcs):
+        if src.df is None or not src.df.isStreaming:
+            raise ValueError(
+                f"to_stream(): source {i} of the query is not a streaming DataFrame "
+                "(spark.readStream); every source of a streaming query must be one"
+            )
+    policy = advance.policy if advance is not None else cti_policy
+    LiveGraph(plan, consistency, policy)  # the query compiles: errors on the driver
+    spark = srcs[0].df.sparkSession
+    normalized = [
+        _normalized(src, i, keys, input, kind, id, new_end, seq) for i, src in enumerate(srcs)
+    ]
+    payloads = [payload for _, payload, _ in normalized]
+    out_fields = _output_fields(plan, spark, payloads)
+    clash = [f.name for f in out_fields if f.name in _OWN]
+    if clash:
+        raise ValueError(
+            f"output column {clash[0]!r} has the name of one of the changelog's own columns "
+            f"({', '.join(_OWN)}); rename it in the query (select) before streaming"
+        )
+    packed_schema = T.StructType(
+        [
+            T.StructField(GROUP_COL, T.IntegerType(), False),
+            T.StructField(CTI_COL, T.TimestampType(), True),
+            T.StructField(ROWS_COL, T.BinaryType(), False),
+        ]
+    )
+    packed: DataFrame | None = None
+    kinds: set[TimeKind] = set()
+    for norm, _, time_kind in normalized:
+        kinds.add(time_kind)
+        # each source its own watermark: the query's is the least of them
+        part = map_in_arrow(
+            norm.withColumn(GROUP_COL, _bucket(keys, state_buckets)), pack_rows, packed_schema
+        ).withWatermark(CTI_COL, "0 seconds")
+        packed = part if packed is None else packed.unionByName(part)
+    assert packed is not None
+    if len(kinds) > 1:
+        raise TypeError("every source's times must be timestamps, or every source's integer ticks")
+    out_schema = T.StructType(
+        [
+            T.StructField("kind", T.StringType(), False),
+            T.StructField("seq", T.LongType(), False),
+            T.StructField("id", T.LongType(), True),
+            T.StructField(_S, T.LongType(), True),
+            T.StructField(_E, T.LongType(), True),
+            T.StructField(_NE, T.LongType(), True),
+            *out_fields,
+            *[T.StructField(c, T.LongType(), True) for c in COUNT_COLUMNS],
+        ]
+    )
+    # the workers' copy of the plan: sources without their DataFrames
+    # (a DataFrame cannot travel; the graph's sources are fed by the processor)
+    shipped = rewrite_sources(
+        plan, lambda src: dataclasses.replace(src, df=None, rows=(), latest=[])
+    )
+    processor = GraphProcessor(
+        shipped,
+        keys,
+        payloads,
+        [f.name for f in out_fields],
+        out_schema.fieldNames(),
+        consistency=consistency,
+        policy=policy,
+        advance=advance,
+        on_invalid=[src.on_invalid for src in srcs],
+        shapes=[src.shape for src in srcs],
+        events=input == "events",
+        buckets=state_buckets,
+        integer_fields={
+            f.name: arrow_schema(T.StructType([f])).field(0).type
+            for f in out_fields
+            if _holds_integers(arrow_schema(T.StructType([f])).field(0).type)
+        },
+    )
+    share_driver_python(spark)
+    result = packed.groupBy(F.col(GROUP_COL)).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=out_schema,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+    time_kind = kinds.pop()
+    changelog = result.select(
+        "kind",
+        "seq",
+        "id",
+        show_time(_S, time_kind).alias("start"),
+        show_time(_E, time_kind).alias("end"),
+        show_time(_NE, time_kind).alias("new_end"),
+        *[F.col(q(f.name)) for f in out_fields],
+        *COUNT_COLUMNS,
+    )
+    changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
+    return changelog
+
+
+def _bucket(keys: Sequence[str], buckets: int) -> Column:
+    if not keys:
+        return F.lit(0)
+    return F.pmod(F.hash(*[F.col(q(k)) for k in keys]), F.lit(buckets))
+
+
+def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> list[T.StructField]:
+    """The query's output columns and types, as ``to_dataframe()`` gives
+    them: the batch plan over empty DataFrames of the sources' event
+    columns (times and ``payloads``; nothing runs, the types are static)."""
+    from udm.host.query import Stream
+
+    for node in walk(plan):  # results typed from data would be typed from no data
+        for call in node.calls if isinstance(node, WindowOp) else ():
+            if call_type(call) is None:
+                raise TypeError(
+                    f"the result type of {call.name!r} ({node.describe().splitlines()[0]}) is "
+                    "not declared; a streaming query cannot infer it from data: annotate the "
+                    "UDM's return type or pass returns= (e.g. 'double')"
+                )
+    srcs = sources(plan)
+
+    def empty(src: Source) -> PlanNode:
+        at = next(i for i, s in enumerate(srcs) if s is src)
+        names = {src.start, src.end, *payloads[at]}
+        schema = T.StructType([f for f in src.df.schema.fields if f.name in names])
+        return dataclasses.replace(src, df=spark.createDataFrame([], schema), latest=[])
+
+    frame = Stream(rewrite_sources(plan, empty)).to_dataframe(spark)
+    fields = [f for f in frame.schema.fields if f.name not in ("start", "end")]
+    untyped = [f.name for f in fields if isinstance(f.dataType, T.NullType | T.BinaryType)]
+    if untyped:
+        raise TypeError(
+            f"the type of output column {untyped[0]!r} is not declared; a streaming query "
+            "cannot infer it from data: annotate the UDM's or UDF's return type or pass "
+            "returns= (e.g. 'double')"
+        )
+    return fields
+
+
+def _normalized(
+    src: Source,
+    index: int,
+    keys: list[str],
+    input: str,
+    kind: str,
+    id: str,
+    new_end: str,
+    seq: str | None,
+) -> tuple[DataFrame, list[str], TimeKind]:
+    """A source's rows as the processor reads them (internal columns, then
+    the payload columns), its payload columns and its time kind."""
+    df = src.df
+    cols = list(df.columns)
+    end = src.end
+    needed = [src.start, *keys]
+    if input == "elements":
+        needed += [kind, id]
+        if end is None and "end" in cols:
+            end = "end"
+    if end is not None:
+        needed.append(end)
+    if seq is not None:
+        needed.append(seq)
+    missing = [c for c in needed if c not in cols]
+    if missing:
+        raise KeyError(f"columns {missing} are not in source {index} of the query; columns: {cols}")
+    s_ticks, time_kind = time_ticks(df, src.start)
+    if end is not None:
+        e_ticks, e_kind = time_ticks(df, end)
+        if e_kind != time_kind:
+            raise TypeError(f"{src.start!r} and {end!r} must both be ticks or both timestamps")
+    elif src.shape == "point" or input == "elements":
+        e_ticks = s_ticks + F.lit(1)
+    else:
+        e_ticks = F.lit(None).cast("long")
+    special = {src.start, end, seq}
+    if input == "elements":
+        special |= {kind, id, new_end}
+    payload = [c for c in cols if c not in special]
+    shipped = [F.lit(index).alias(_SRC)]
+    if input == "elements":
+        kind_col = F.lower(F.col(q(kind)))
+        ne_col = time_ticks(df, new_end)[0] if new_end in cols else F.lit(None).cast("long")
+        shipped += [kind_col.alias(_KIND), F.col(q(id)).alias(_ID), ne_col.alias(_NE)]
+        no_key: Column = F.lit(True)
+        for k in keys:
+            no_key = no_key & F.col(q(k)).isNull()
+        cti = F.when((kind_col == "cti") & no_key, F.timestamp_micros(s_ticks))
+    else:
+        cti = F.lit(None).cast("timestamp")
+    shipped += [s_ticks.alias(_S), e_ticks.alias(_E)]
+    if seq is not None:
+        shipped.append(F.col(q(seq)).cast("long").alias(SEQ_COL))
+    shipped.append(cti.alias(CTI_COL))
+    return df.select(*shipped, *[F.col(q(c)) for c in payload]), payload, time_kind
