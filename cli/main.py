@@ -21,6 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from udm.cli.cluster import ConfOption, MasterOption, PyFilesOption, RemoteOption, ShipOption
+
 app = typer.Typer(
     help="udm: user-defined temporal modules on Spark.",
     no_args_is_help=True,
@@ -585,32 +587,58 @@ def _check_plot_path(plot: Path) -> None:
 # ---------------------------------------------------------------- Spark queries
 
 
-def _spark(master: str, query_file: Path) -> Any:
-    """The active SparkSession, or a quiet local one whose Python workers
-    run this interpreter and can import modules next to the query file."""
-
+def _spark(options: Any, query_file: Path) -> Any:
+    """The session the options, the environment or this process give (a
+    quiet local one by default, whose Python workers run this interpreter
+    and can import modules next to the query file), with the query
+    file's folder shipped to a cluster's executors."""
+    from udm.cli.cluster import ship_folder, start_session
     from udm.cli.queryfile import worker_path
 
     worker_path(query_file)
     import logging
 
     from pyspark.logger import PySparkLogger
-    from pyspark.sql import SparkSession
 
-    from udm.host.spark.session import local_session
+    from udm.host.spark.session import SessionError
 
     # PySpark logs an analysis error's query context with its Java trace
     # at ERROR, before the CLI's one-line report of the same error
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    spark = local_session(f"udm-cli {query_file.name}", master)
     # a failing task logs its Java stack trace at ERROR; the CLI reports
     # the failure itself (UDM, window and key), so only FATAL logs remain
-    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        spark = start_session(f"udm-cli {query_file.name}", options)
+    except SessionError as exc:
+        raise _fail(str(exc)) from None
+    options.shipped = ship_folder(spark, query_file, options)
     return spark
+
+
+def _spark_options(
+    master: str | None,
+    remote: str | None,
+    conf: list[str] | None,
+    py_files: list[str] | None,
+    ship: bool,
+) -> Any:
+    from udm.cli.cluster import SparkOptionsError, spark_options
+
+    try:
+        return spark_options(master, remote, conf, py_files, ship)
+    except SparkOptionsError as exc:
+        raise _fail(str(exc), code=2) from None
+
+
+def _ship_libraries(console: Console, options: Any, query_file: Path, spark: Any) -> None:
+    """Ship the UDM libraries the queries use by name and say what went."""
+    from udm.cli.cluster import describe, ship_libraries
+
+    shipment = options.shipped
+    shipment.merge(ship_libraries(spark, query_file, options))
+    for line in describe(shipment, query_file):
+        console.print(line, markup=False, style="dim")
 
 
 def _check_query_file(query_file: Path) -> None:
@@ -661,7 +689,11 @@ def run(
         str, typer.Option("--format", help="Output format: parquet, csv or json.")
     ] = "parquet",
     preview: Annotated[int, typer.Option(help="Rows to preview per result (0: none).")] = 8,
-    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+    master: MasterOption = None,
+    remote: RemoteOption = None,
+    conf: ConfOption = None,
+    py_files: PyFilesOption = None,
+    ship: ShipOption = True,
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -675,6 +707,10 @@ def run(
       udm-cli run examples/demo.py
 
       udm-cli run examples/hourly_median.yaml --output /tmp/out --format csv
+
+      udm-cli run examples/demo.py --master spark://head:7077 --conf spark.executor.memory=2g
+
+      udm-cli run examples/demo.py --remote sc://head:15002
     """
     import time
 
@@ -684,6 +720,7 @@ def run(
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)
     console = _console()
     started = time.perf_counter()
@@ -695,8 +732,9 @@ def run(
         transient=True,
     ) as progress:
         task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
-        spark = _spark(master, query_file)
+        spark = _spark(options, query_file)
         queries = _queries(query_file, spark)
+        _ship_libraries(console, options, query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name)
             if problem:
@@ -743,7 +781,12 @@ def run(
 def _spark_message(exc: Exception) -> str:
     """The useful first line of a Spark/Py4J error (UDM failures name the
     UDM, window and key there)."""
+    from udm.host.spark.shipping import worker_import_problem
+
     text = str(exc)
+    problem = worker_import_problem(text)  # a cluster's executors lack code
+    if problem:
+        return problem
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if "UDM " in line or "invalid event" in line:
@@ -792,7 +835,11 @@ def explain(
             help="Spark SQL condition on the source for the sample, e.g. \"sensor = 's1'\"."
         ),
     ] = None,
-    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+    master: MasterOption = None,
+    remote: RemoteOption = None,
+    conf: ConfOption = None,
+    py_files: PyFilesOption = None,
+    ship: ShipOption = True,
 ) -> None:
     """Print each query's plan; with --plot, draw its input events, windows
     and output events for a small sample (the first ROWS source rows, after
@@ -806,12 +853,14 @@ def explain(
     """
     from udm.host.query import Stream
 
+    options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)
     if plot is not None:
         _check_plot_path(plot)
     console = _console()
-    spark = _spark(master, query_file)
+    spark = _spark(options, query_file)
     queries = _queries(query_file, spark)
+    _ship_libraries(console, options, query_file, spark)
     for i, (name, query) in enumerate(queries.items()):
         console.print(f"[bold]{escape(name)}[/bold]", markup=True)
         if not isinstance(query, Stream):
