@@ -25,6 +25,7 @@ __all__ = [
     "ShipOption",
     "SparkOptions",
     "SparkOptionsError",
+    "is_stream",
     "ship_folder",
     "ship_libraries",
     "spark_options",
@@ -121,6 +122,15 @@ def spark_options(
     if problems:
         raise SparkOptionsError("\n".join(problems))
     return SparkOptions(master, remote, settings, files, ship)
+
+
+def is_stream(query: Any) -> bool:
+    """Whether a query is a udm Stream (else a DataFrame). Not by
+    ``hasattr``: a Spark Connect DataFrame answers any attribute name with
+    a column of that name."""
+    from udm.host.query import Stream
+
+    return isinstance(query, Stream)
 
 
 def start_session(app_name: str, options: SparkOptions) -> Any:

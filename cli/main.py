@@ -21,7 +21,14 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from udm.cli.cluster import ConfOption, MasterOption, PyFilesOption, RemoteOption, ShipOption
+from udm.cli.cluster import (
+    ConfOption,
+    MasterOption,
+    PyFilesOption,
+    RemoteOption,
+    ShipOption,
+    is_stream,
+)
 
 app = typer.Typer(
     help="udm: user-defined temporal modules on Spark.",
@@ -745,14 +752,14 @@ def run(
             t = time.perf_counter()
             path = output / name
             try:
-                df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                df = query.to_dataframe() if is_stream(query) else query
                 writer = df.write.mode("overwrite")
                 if fmt == "csv":
                     writer = writer.option("header", "true")
                 writer.format(fmt).save(str(path))
             except Exception as exc:
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
-            metrics = getattr(query, "metrics", None)
+            metrics = query.metrics if is_stream(query) else None
             drops = None
             if metrics is not None:
                 # reported below, with the output: not also as a log warning
@@ -806,7 +813,8 @@ def _output_problem(name: str, query: Any, path: Path) -> str | None:
             f"the output name {name!r} is not a folder name (it would write outside "
             "the output folder); name the query with letters, digits, - and _"
         )
-    if not (hasattr(query, "to_dataframe") or hasattr(query, "write")):
+    # not hasattr: a Spark Connect DataFrame has every attribute (a column)
+    if not (is_stream(query) or hasattr(query, "write")):
         return (
             f"is a {type(query).__name__}, not a Stream or a DataFrame; query(spark) and "
             "queries(spark) return Streams or DataFrames"
@@ -874,7 +882,10 @@ def explain(
             try:
                 query.sample(rows, where).plot(target)
             except Exception as exc:
-                raise _fail(f"cannot plot {name!r}: {type(exc).__name__}: {exc}") from None
+                from udm.host.spark.shipping import worker_import_problem
+
+                why = worker_import_problem(str(exc)) or f"{type(exc).__name__}: {exc}"
+                raise _fail(f"cannot plot {name!r}: {why}") from None
             console.print(f"timeline of a {rows}-row sample written to {target}", markup=False)
         if i < len(queries) - 1:
             console.print("")

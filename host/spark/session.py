@@ -34,16 +34,17 @@ __all__ = [
 ]
 
 #: settings every session udm creates gets (a user's ``conf`` wins): times
-#: are written and shown in UTC, and Arrow carries rows to Python workers
+#: are written and shown in UTC, Arrow carries rows to Python workers, and
+#: no progress bar is drawn over the tools' own output
 UDM_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
 }
 
 #: settings for a local master only (a cluster's are its operator's)
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "4",
     **UDM_CONF,
     "spark.python.worker.reuse": "true",
