@@ -889,3 +889,35 @@ def explain(
             console.print(f"timeline of a {rows}-row sample written to {target}", markup=False)
         if i < len(queries) - 1:
             console.print("")
+
+
+@app.command(short_help="Build the zip a cluster's executors need: udm, the UDM libraries.")
+def package(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The zip to write.")
+    ] = Path("udm-executors.zip"),
+) -> None:
+    """Build one zip of what a Spark cluster's executors import to run udm
+    queries: udm's engine (udm.sdk, udm.host), every installed UDM library
+    and udm's pure-Python runtime (pluggy, sortedcontainers). Ship it with
+    --py-files; numpy, pandas and pyarrow (compiled) must be on the
+    executors, as PySpark's Arrow support needs them (docs/cluster.md).
+
+    [bold]Examples[/bold]
+
+      udm-cli package -o udm-executors.zip
+
+      spark-submit --py-files udm-executors.zip --master spark://head:7077 job.py
+    """
+    from udm.cli.package import build_package
+
+    if output.suffix != ".zip":
+        raise _fail(f"--output {output}: the package is a .zip file", code=2)
+    built = build_package(output)
+    size = output.stat().st_size
+    console = _console()
+    console.print(
+        f"wrote {output} ({size / 1e6:.1f} MB): {', '.join(built.contents)}", markup=False
+    )
+    for name, why in built.skipped.items():
+        console.print(f"not included: {name} {why}", markup=False)

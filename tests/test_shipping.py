@@ -239,3 +239,53 @@ def test_the_cli_reports_a_worker_import_error_with_its_cause() -> None:
 
     text = textwrap.dedent(_WORKER_TRACE)
     assert "No module named 'sensor_udms'" in _spark_message(RuntimeError(text))
+
+
+# ------------------------------------------------------------------ package
+
+
+def test_the_executors_package_imports_without_the_installed_udm(tmp_path: Path) -> None:
+    """A Python with only numpy and pyarrow (no site-packages, so no
+    installed udm) runs a UDM of a bundled library from the zip alone."""
+    import numpy
+    import pyarrow
+
+    target = tmp_path / "udm-executors.zip"
+    result = CliRunner().invoke(app, ["package", "-o", str(target)])
+    assert result.exit_code == 0, result.output
+    assert "udm, udm_patterns, udm_stats, pluggy, sortedcontainers" in result.output
+    names = _names(target)
+    assert {"udm/", "udm/sdk/__init__.py", "udm/host/query.py", "udm_stats/__init__.py"} <= names
+    assert not any(n.startswith("udm/cli") for n in names)  # the CLI is not needed there
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for module in (numpy, pyarrow):
+        folder = Path(module.__file__ or "").parent
+        (runtime / folder.name).symlink_to(folder)
+    code = textwrap.dedent(
+        """
+        import sys
+        sys.path[:0] = sys.argv[1:3]
+        import udm.sdk, udm_stats
+        from udm.host.query import Stream
+        from udm.host.stream import Cti, Insert
+        assert udm.sdk.__file__.startswith(sys.argv[1]), udm.sdk.__file__
+        rows = [(1, 3.0), (2, 1.0), (4, 2.0)]
+        events = [Insert(i, t, t + 1, {"v": v}) for i, (t, v) in enumerate(rows)]
+        cht = Stream.from_events([*events, Cti(10)]).tumbling_window(5).aggregate(
+            udm_stats.median, value="v").to_cht(engine="reference")
+        print([(e.start, e.end, e.payload) for e in cht])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(target), str(runtime)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.stdout.strip() == "[(0, 5, 2.0)]", done.stderr[-3000:]
+
+
+def test_package_refuses_another_suffix(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["package", "-o", str(tmp_path / "udm.tar.gz")])
+    assert result.exit_code == 2 and "the package is a .zip file" in result.output

@@ -35,6 +35,7 @@ __all__ = [
     "module_zip",
     "ship_folder",
     "ship_modules",
+    "with_dirs",
     "worker_import_problem",
 ]
 
@@ -105,7 +106,7 @@ def _zip(name: str, members: Iterable[tuple[str, Path | None]]) -> Path:
     return target
 
 
-def _with_dirs(files: dict[str, Path]) -> Iterator[tuple[str, Path | None]]:
+def with_dirs(files: dict[str, Path]) -> Iterator[tuple[str, Path | None]]:
     """The members for ``files`` (archive name -> file) plus an entry for
     every directory above them: zipimport finds a namespace package (a
     folder without ``__init__.py``) only by its directory entry."""
@@ -143,14 +144,15 @@ def folder_zip(folder: Path) -> Path | None:
     files = _code_files(folder)
     if not files:
         return None
-    return _zip(re.sub(r"\W", "_", folder.name) or "code", _with_dirs(files))
+    return _zip(re.sub(r"\W", "_", folder.name) or "code", with_dirs(files))
 
 
-def module_zip(name: str) -> tuple[Path | None, str]:
+def module_zip(name: str, allow_runtime: bool = False) -> tuple[Path | None, str]:
     """A zip of the top-level module or package ``name`` as installed
-    here, or None and why it is not shipped."""
+    here, or None and why it is not shipped (``allow_runtime``: zip udm's
+    own runtime dependencies too, for ``udm-cli package``)."""
     top = name.split(".")[0]
-    if top in NOT_SHIPPED:
+    if top in NOT_SHIPPED and not (allow_runtime and top != "udm"):
         return None, "must be installed on the cluster"
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
         return None, "is part of Python"
@@ -178,7 +180,7 @@ def module_zip(name: str) -> tuple[Path | None, str]:
     compiled = [a for a in files if a.endswith(_COMPILED) or ".cpython-" in a]
     if compiled:
         return None, f"has compiled extensions ({compiled[0]}): install it on the cluster"
-    return _zip(top, _with_dirs(files)), ""
+    return _zip(top, with_dirs(files)), ""
 
 
 def add_py_files(spark: Any, paths: Iterable[Path]) -> None:
