@@ -254,6 +254,40 @@ def test_spark_remote_in_the_environment_is_honoured(
     assert rows(out / "spreads")[-1] == (10, 20, "b", 14.0)
 
 
+_SUBMITTED = """
+import runpy, sys
+demo = runpy.run_path(sys.argv[1], run_name="submitted")
+spark = demo["spark_session"]()  # what `spark-submit ... demo.py` runs first
+print("MASTER", spark.sparkContext.master)
+print("PARTITIONS", spark.conf.get("spark.sql.shuffle.partitions"))
+print("ZONE", spark.conf.get("spark.sql.session.timeZone"))
+spark.stop()
+"""
+
+
+def test_the_demo_under_spark_submit_takes_its_master(
+    demo: Path, cluster: str, tmp_path: Path
+) -> None:
+    """Not local[2] with local settings: the cluster spark-submit names,
+    with Spark's own shuffle partitions and udm's UTC time zone."""
+    script = tmp_path / "submitted.py"
+    script.write_text(_SUBMITTED)
+    submit = Path(sys.executable).parent.parent / "lib"
+    spark_submit = next(submit.glob("python3*/site-packages/pyspark/bin/spark-submit"))
+    done = subprocess.run(
+        [str(spark_submit), "--master", cluster, str(script), str(demo / "demo.py")],
+        env=cli_env(PYSPARK_DRIVER_PYTHON=sys.executable),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert f"MASTER {cluster}" in lines
+    assert "PARTITIONS 200" in lines and "ZONE UTC" in lines
+
+
 # ---------------------------------------------------- streaming, kill -9
 
 _STREAM_DRIVER = """
