@@ -57,12 +57,12 @@ def test_where_the_master_comes_from_in_order(
     assert configured_master() == ("yarn", "MASTER")
     env.setenv("PYSPARK_SUBMIT_ARGS", "--master local[3] --conf a=b pyspark-shell")
     assert configured_master() == ("local[3]", "PYSPARK_SUBMIT_ARGS")
-    env.setenv("PYSPARK_GATEWAY_PORT", "4242")  # running under spark-submit
-    assert configured_master() == ("(spark-submit)", "spark-submit")
     env.setenv("SPARK_MASTER", "spark://head:7077")
     assert configured_master() == ("spark://head:7077", "SPARK_MASTER")
     env.setenv("SPARK_REMOTE", "sc://head:15002")
     assert configured_master() == ("sc://head:15002", "SPARK_REMOTE")
+    env.setenv("PYSPARK_GATEWAY_PORT", "4242")  # running under spark-submit
+    assert configured_master() == ("(spark-submit)", "spark-submit")
 
 
 def test_local_masters() -> None:
@@ -88,6 +88,8 @@ def test_a_running_session_is_used_and_another_master_refused(spark: Any) -> Non
         session("other", master="spark://elsewhere:7077")
     with pytest.raises(SessionError, match="already running in this process"):
         session("other", remote="sc://elsewhere:15002")
+    with pytest.raises(SessionError, match=r"spark\.executor\.memory=2g cannot be applied"):
+        session("again", conf={"spark.executor.memory": "2g"})
 
 
 def test_spark_options_report_every_problem(tmp_path: Path) -> None:

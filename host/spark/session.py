@@ -3,9 +3,9 @@ cluster, through Spark Connect, or the one already running.
 
 Where the master comes from, first found wins: an explicit ``master`` or
 ``remote`` argument (``--master``/``--remote``); an active session;
-``SPARK_REMOTE``; ``SPARK_MASTER``; a master Spark itself will pick up
-(``spark-submit --master``, ``MASTER``, ``PYSPARK_SUBMIT_ARGS``,
-``spark.master`` in ``spark-defaults.conf``); else ``local[2]``. Only a
+``spark-submit``'s (``--master``, else its default); ``SPARK_REMOTE``;
+``SPARK_MASTER``; a master Spark itself will pick up (``PYSPARK_SUBMIT_ARGS``,
+``MASTER``, ``spark.master`` in ``spark-defaults.conf``); else ``local[2]``. Only a
 local master gets the local settings (:data:`LOCAL_CONF`, this
 interpreter for the Python workers); under Spark Connect nothing touches
 ``sparkContext``, which does not exist there.
@@ -97,12 +97,12 @@ def configured_master() -> tuple[str, str] | None:
     its own ``--master`` in the JVM's properties: then the master is
     ``"(spark-submit)"``, left for Spark to apply.
     """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # the command line wins
+        return "(spark-submit)", "spark-submit"
     if os.environ.get("SPARK_REMOTE"):
         return os.environ["SPARK_REMOTE"], "SPARK_REMOTE"
     if os.environ.get("SPARK_MASTER"):
         return os.environ["SPARK_MASTER"], "SPARK_MASTER"
-    if os.environ.get("PYSPARK_GATEWAY_PORT"):
-        return "(spark-submit)", "spark-submit"
     submit = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     for i, arg in enumerate(submit):
         if arg == "--master" and i + 1 < len(submit):
@@ -197,7 +197,14 @@ def session(
     if active is not None:
         _check_active(active, master, remote)
         for name, value in conf.items():
-            active.conf.set(name, value)
+            try:
+                active.conf.set(name, value)
+            except Exception as exc:  # a static setting (spark.executor.memory)
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise SessionError(
+                    f"{name}={value} cannot be applied to the session already running in "
+                    f"this process: {first}"
+                ) from None
         return active
     if master is None and remote is None:
         found = configured_master()
