@@ -187,6 +187,7 @@ def test_what_is_not_shipped_and_why(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert module_zip("numpy")[0] is None
     assert module_zip("json") == (None, "is part of Python")
     assert module_zip("udm_query")[0] is None  # a query file's own UDMs travel by value
+    assert module_zip("__main__")[0] is None  # so do a script's
     (tmp_path / "fast").mkdir()
     (tmp_path / "fast" / "__init__.py").write_text("")
     (tmp_path / "fast" / "core.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")

@@ -156,6 +156,8 @@ def module_zip(name: str, allow_runtime: bool = False) -> tuple[Path | None, str
         return None, "must be installed on the cluster"
     if top in sys.stdlib_module_names or top in sys.builtin_module_names:
         return None, "is part of Python"
+    if top == "__main__":
+        return None, "is the running script (its UDMs are pickled by value)"
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
