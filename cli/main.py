@@ -21,6 +21,15 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from udm.cli.cluster import (
+    ConfOption,
+    MasterOption,
+    PyFilesOption,
+    RemoteOption,
+    ShipOption,
+    is_stream,
+)
+
 app = typer.Typer(
     help="udm: user-defined temporal modules on Spark.",
     no_args_is_help=True,
@@ -585,32 +594,58 @@ def _check_plot_path(plot: Path) -> None:
 # ---------------------------------------------------------------- Spark queries
 
 
-def _spark(master: str, query_file: Path) -> Any:
-    """The active SparkSession, or a quiet local one whose Python workers
-    run this interpreter and can import modules next to the query file."""
-
+def _spark(options: Any, query_file: Path) -> Any:
+    """The session the options, the environment or this process give (a
+    quiet local one by default, whose Python workers run this interpreter
+    and can import modules next to the query file), with the query
+    file's folder shipped to a cluster's executors."""
+    from udm.cli.cluster import ship_folder, start_session
     from udm.cli.queryfile import worker_path
 
     worker_path(query_file)
     import logging
 
     from pyspark.logger import PySparkLogger
-    from pyspark.sql import SparkSession
 
-    from udm.host.spark.session import local_session
+    from udm.host.spark.session import SessionError
 
     # PySpark logs an analysis error's query context with its Java trace
     # at ERROR, before the CLI's one-line report of the same error
     for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
         PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    spark = local_session(f"udm-cli {query_file.name}", master)
     # a failing task logs its Java stack trace at ERROR; the CLI reports
     # the failure itself (UDM, window and key), so only FATAL logs remain
-    spark.sparkContext.setLogLevel("FATAL")
+    try:
+        spark = start_session(f"udm-cli {query_file.name}", options)
+    except SessionError as exc:
+        raise _fail(str(exc)) from None
+    options.shipped = ship_folder(spark, query_file, options)
     return spark
+
+
+def _spark_options(
+    master: str | None,
+    remote: str | None,
+    conf: list[str] | None,
+    py_files: list[str] | None,
+    ship: bool,
+) -> Any:
+    from udm.cli.cluster import SparkOptionsError, spark_options
+
+    try:
+        return spark_options(master, remote, conf, py_files, ship)
+    except SparkOptionsError as exc:
+        raise _fail(str(exc), code=2) from None
+
+
+def _ship_libraries(console: Console, options: Any, query_file: Path, spark: Any) -> None:
+    """Ship the UDM libraries the queries use by name and say what went."""
+    from udm.cli.cluster import describe, ship_libraries
+
+    shipment = options.shipped
+    shipment.merge(ship_libraries(spark, query_file, options))
+    for line in describe(shipment, query_file):
+        console.print(line, markup=False, style="dim")
 
 
 def _check_query_file(query_file: Path) -> None:
@@ -661,7 +696,11 @@ def run(
         str, typer.Option("--format", help="Output format: parquet, csv or json.")
     ] = "parquet",
     preview: Annotated[int, typer.Option(help="Rows to preview per result (0: none).")] = 8,
-    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+    master: MasterOption = None,
+    remote: RemoteOption = None,
+    conf: ConfOption = None,
+    py_files: PyFilesOption = None,
+    ship: ShipOption = True,
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -675,6 +714,10 @@ def run(
       udm-cli run examples/demo.py
 
       udm-cli run examples/hourly_median.yaml --output /tmp/out --format csv
+
+      udm-cli run examples/demo.py --master spark://head:7077 --conf spark.executor.memory=2g
+
+      udm-cli run examples/demo.py --remote sc://head:15002
     """
     import time
 
@@ -684,6 +727,7 @@ def run(
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)
     console = _console()
     started = time.perf_counter()
@@ -695,8 +739,9 @@ def run(
         transient=True,
     ) as progress:
         task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
-        spark = _spark(master, query_file)
+        spark = _spark(options, query_file)
         queries = _queries(query_file, spark)
+        _ship_libraries(console, options, query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name)
             if problem:
@@ -707,14 +752,14 @@ def run(
             t = time.perf_counter()
             path = output / name
             try:
-                df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                df = query.to_dataframe() if is_stream(query) else query
                 writer = df.write.mode("overwrite")
                 if fmt == "csv":
                     writer = writer.option("header", "true")
                 writer.format(fmt).save(str(path))
             except Exception as exc:
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
-            metrics = getattr(query, "metrics", None)
+            metrics = query.metrics if is_stream(query) else None
             drops = None
             if metrics is not None:
                 # reported below, with the output: not also as a log warning
@@ -743,7 +788,12 @@ def run(
 def _spark_message(exc: Exception) -> str:
     """The useful first line of a Spark/Py4J error (UDM failures name the
     UDM, window and key there)."""
+    from udm.host.spark.shipping import worker_import_problem
+
     text = str(exc)
+    problem = worker_import_problem(text)  # a cluster's executors lack code
+    if problem:
+        return problem
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in lines:
         if "UDM " in line or "invalid event" in line:
@@ -763,7 +813,8 @@ def _output_problem(name: str, query: Any, path: Path) -> str | None:
             f"the output name {name!r} is not a folder name (it would write outside "
             "the output folder); name the query with letters, digits, - and _"
         )
-    if not (hasattr(query, "to_dataframe") or hasattr(query, "write")):
+    # not hasattr: a Spark Connect DataFrame has every attribute (a column)
+    if not (is_stream(query) or hasattr(query, "write")):
         return (
             f"is a {type(query).__name__}, not a Stream or a DataFrame; query(spark) and "
             "queries(spark) return Streams or DataFrames"
@@ -792,7 +843,11 @@ def explain(
             help="Spark SQL condition on the source for the sample, e.g. \"sensor = 's1'\"."
         ),
     ] = None,
-    master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+    master: MasterOption = None,
+    remote: RemoteOption = None,
+    conf: ConfOption = None,
+    py_files: PyFilesOption = None,
+    ship: ShipOption = True,
 ) -> None:
     """Print each query's plan; with --plot, draw its input events, windows
     and output events for a small sample (the first ROWS source rows, after
@@ -806,12 +861,14 @@ def explain(
     """
     from udm.host.query import Stream
 
+    options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)
     if plot is not None:
         _check_plot_path(plot)
     console = _console()
-    spark = _spark(master, query_file)
+    spark = _spark(options, query_file)
     queries = _queries(query_file, spark)
+    _ship_libraries(console, options, query_file, spark)
     for i, (name, query) in enumerate(queries.items()):
         console.print(f"[bold]{escape(name)}[/bold]", markup=True)
         if not isinstance(query, Stream):
@@ -825,7 +882,42 @@ def explain(
             try:
                 query.sample(rows, where).plot(target)
             except Exception as exc:
-                raise _fail(f"cannot plot {name!r}: {type(exc).__name__}: {exc}") from None
+                from udm.host.spark.shipping import worker_import_problem
+
+                why = worker_import_problem(str(exc)) or f"{type(exc).__name__}: {exc}"
+                raise _fail(f"cannot plot {name!r}: {why}") from None
             console.print(f"timeline of a {rows}-row sample written to {target}", markup=False)
         if i < len(queries) - 1:
             console.print("")
+
+
+@app.command(short_help="Build the zip a cluster's executors need: udm, the UDM libraries.")
+def package(
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The zip to write.")
+    ] = Path("udm-executors.zip"),
+) -> None:
+    """Build one zip of what a Spark cluster's executors import to run udm
+    queries: udm's engine (udm.sdk, udm.host), every installed UDM library
+    and udm's pure-Python runtime (pluggy, sortedcontainers). Ship it with
+    --py-files; numpy, pandas and pyarrow (compiled) must be on the
+    executors, as PySpark's Arrow support needs them (docs/cluster.md).
+
+    [bold]Examples[/bold]
+
+      udm-cli package -o udm-executors.zip
+
+      spark-submit --py-files udm-executors.zip --master spark://head:7077 job.py
+    """
+    from udm.cli.package import build_package
+
+    if output.suffix != ".zip":
+        raise _fail(f"--output {output}: the package is a .zip file", code=2)
+    built = build_package(output)
+    size = output.stat().st_size
+    console = _console()
+    console.print(
+        f"wrote {output} ({size / 1e6:.1f} MB): {', '.join(built.contents)}", markup=False
+    )
+    for name, why in built.skipped.items():
+        console.print(f"not included: {name} {why}", markup=False)

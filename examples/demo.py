@@ -1,7 +1,8 @@
 """The main demo (`make demo`): udm queries as Spark jobs over a week of sensor readings.
 
 Reads examples/data/readings.parquet (six sensors, a reading about every 10 s;
-regenerate it with examples/generate_data.py) on a local Spark (2 cores) and runs
+regenerate it with examples/generate_data.py) on a local Spark (2 cores), or on
+the master ``spark-submit`` or the environment gives (docs/cluster.md), and runs
 three queries whose UDMs are plain Python written with udm.sdk
 (examples/sensor_udms.py):
 
@@ -43,17 +44,22 @@ from udm.host.query import Stream  # noqa: E402
 
 
 def spark_session() -> Any:
-    """A quiet local Spark with two cores; workers run this interpreter."""
-    from udm.host.spark.session import local_session
+    """The master spark-submit or the environment gives (SPARK_MASTER,
+    SPARK_REMOTE for Spark Connect), else a quiet local Spark with two
+    cores whose workers run this interpreter."""
+    from udm.host.spark.session import session
 
-    spark = local_session("udm-demo")
+    spark = session("udm-demo")
     ship_udms(spark)
     return spark
 
 
 def ship_udms(spark: Any) -> None:
-    """Let the Python workers import sensor_udms (UDMs are pickled by reference)."""
-    spark.sparkContext.addPyFile(str(HERE / "sensor_udms.py"))
+    """Let the Python workers import sensor_udms (UDMs are pickled by
+    reference), on a cluster's executors and through Spark Connect too."""
+    from udm.host.spark.shipping import add_py_files
+
+    add_py_files(spark, [HERE / "sensor_udms.py"])
 
 
 def hourly_median(readings: Any) -> Stream:

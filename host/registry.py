@@ -274,6 +274,8 @@ class Registry:
         # lookup of its names raises this instead of "unknown"
         self._clashes: dict[str, DuplicateUdmError] = {}
         self._lock = threading.RLock()
+        # modules of the UDMs looked up by name: what executors must import
+        self._resolved_modules: dict[str, None] = {}
         self.plugin_manager = pluggy.PluginManager(PROJECT_NAME)
         self.plugin_manager.add_hookspecs(hookspecs)
 
@@ -470,9 +472,17 @@ class Registry:
             validate_udm(name_or_udm, "resolve()")
             return name_or_udm
         name = name_or_udm
-        if ":" in name:
-            return _import_udm(name)
-        return self.entry(name).udm
+        udm = _import_udm(name) if ":" in name else self.entry(name).udm
+        module = getattr(_target(udm), "__module__", None)
+        if isinstance(module, str):
+            self._resolved_modules[module] = None
+        return udm
+
+    def resolved_modules(self) -> list[str]:
+        """The modules defining the UDMs resolved by name so far, in
+        order: the code a cluster's executors must import to run them
+        (``udm-cli run`` ships these)."""
+        return list(self._resolved_modules)
 
     def _unknown(self, name: str) -> UnknownUdmError | DuplicateUdmError:
         clash = self._clashes.get(name.split(".", 1)[0])

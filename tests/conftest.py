@@ -20,12 +20,28 @@ from hypothesis import settings
 
 TESTS = Path(__file__).resolve().parent
 
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
 # CI (CI=true) runs every property test on a fixed, derandomized set of
 # examples so a run on main is reproducible; local runs draw new examples each
 # time (and replay failures from .hypothesis/), which is where new bugs are found.
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
-if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+if _in_ci():
     settings.load_profile("ci")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``UDM_SKIP_CLUSTER=1`` skips the cluster tests (a minute or two of
+    servers starting) on a developer's machine; never in CI."""
+    if _in_ci() or os.environ.get("UDM_SKIP_CLUSTER", "").lower() not in ("1", "true", "yes"):
+        return
+    skip = pytest.mark.skip(reason="UDM_SKIP_CLUSTER is set (CI runs these tests)")
+    for item in items:
+        if "cluster" in item.keywords:
+            item.add_marker(skip)
 
 
 def _java_missing() -> str | None:

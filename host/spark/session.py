@@ -1,24 +1,120 @@
-"""A quiet local SparkSession for the CLI, the demo and the benchmarks."""
+"""SparkSessions for the CLI, the demo and the benchmarks: local, on a
+cluster, through Spark Connect, or the one already running.
+
+Where the master comes from, first found wins: an explicit ``master`` or
+``remote`` argument (``--master``/``--remote``); an active session;
+``spark-submit``'s (``--master``, else its default); ``SPARK_REMOTE``;
+``SPARK_MASTER``; a master Spark itself will pick up (``PYSPARK_SUBMIT_ARGS``,
+``MASTER``, ``spark.master`` in ``spark-defaults.conf``); else ``local[2]``. Only a
+local master gets the local settings (:data:`LOCAL_CONF`, this
+interpreter for the Python workers); under Spark Connect nothing touches
+``sparkContext``, which does not exist there.
+"""
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_CONF", "local_session", "share_driver_python"]
+__all__ = [
+    "LOCAL_CONF",
+    "UDM_CONF",
+    "SessionError",
+    "configured_master",
+    "is_connect",
+    "is_local_master",
+    "local_session",
+    "session",
+    "share_driver_python",
+]
 
-LOCAL_CONF: dict[str, str] = {
-    "spark.ui.enabled": "false",
-    "spark.ui.showConsoleProgress": "false",
-    "spark.sql.shuffle.partitions": "4",
+#: settings every session udm creates gets (a user's ``conf`` wins): times
+#: are written and shown in UTC, Arrow carries rows to Python workers, and
+#: no progress bar is drawn over the tools' own output
+UDM_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+#: settings for a local master only (a cluster's are its operator's)
+LOCAL_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    **UDM_CONF,
     "spark.python.worker.reuse": "true",
     "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
 }
+
+DEFAULT_MASTER = "local[2]"
+
+
+class SessionError(ValueError):
+    """A session that cannot be made as asked; the message says why and what to do."""
+
+
+def is_local_master(master: str | None) -> bool:
+    """Whether ``master`` runs everything in this process's JVM
+    (``local``, ``local[4]``, ``local[*, 2]``); ``local-cluster[...]``
+    starts separate executors and counts as a cluster."""
+    return master is not None and (master == "local" or master.startswith("local["))
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no ``sparkContext``)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _defaults_master() -> str | None:
+    """``spark.master`` of the ``spark-defaults.conf`` Spark would read."""
+    folder = os.environ.get("SPARK_CONF_DIR")
+    if not folder and os.environ.get("SPARK_HOME"):
+        folder = str(Path(os.environ["SPARK_HOME"]) / "conf")
+    if not folder:
+        return None
+    path = Path(folder) / "spark-defaults.conf"
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.strip().replace("=", " ", 1).split(None, 1)
+        if len(parts) == 2 and parts[0] == "spark.master":
+            return parts[1].strip()
+    return None
+
+
+def configured_master() -> tuple[str, str] | None:
+    """The master (or ``sc://`` remote) the environment configures, and
+    where it comes from, or None when nothing does.
+
+    ``spark-submit`` starts Python with ``PYSPARK_GATEWAY_PORT`` set and
+    its own ``--master`` in the JVM's properties: then the master is
+    ``"(spark-submit)"``, left for Spark to apply.
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # the command line wins
+        return "(spark-submit)", "spark-submit"
+    if os.environ.get("SPARK_REMOTE"):
+        return os.environ["SPARK_REMOTE"], "SPARK_REMOTE"
+    if os.environ.get("SPARK_MASTER"):
+        return os.environ["SPARK_MASTER"], "SPARK_MASTER"
+    submit = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    for i, arg in enumerate(submit):
+        if arg == "--master" and i + 1 < len(submit):
+            return submit[i + 1], "PYSPARK_SUBMIT_ARGS"
+        if arg.startswith("--master="):
+            return arg.split("=", 1)[1], "PYSPARK_SUBMIT_ARGS"
+    if os.environ.get("MASTER"):
+        return os.environ["MASTER"], "MASTER"
+    found = _defaults_master()
+    if found:
+        return found, "spark-defaults.conf"
+    return None
 
 
 def share_driver_python(spark: SparkSession) -> None:
@@ -39,11 +135,13 @@ def share_driver_python(spark: SparkSession) -> None:
     reads both when a Python function is wrapped, so this applies to the
     functions udm creates after it.
     """
+    if is_connect(spark):  # the server runs the workers
+        return
     try:
         sc = spark.sparkContext
-    except Exception:  # Spark Connect: the server runs the workers
+    except Exception:
         return
-    if not (sc.master or "").startswith("local"):
+    if not is_local_master(sc.master or ""):
         return
     if (
         not os.environ.get("PYSPARK_PYTHON")
@@ -67,17 +165,109 @@ def share_driver_python(spark: SparkSession) -> None:
         sc.environment["PYTHONPATH"] = os.pathsep.join(merged)
 
 
-def local_session(
-    app_name: str, master: str = "local[2]", conf: Mapping[str, str] | None = None
+def _quiet(spark: SparkSession, level: str) -> None:
+    """Cut Spark's own logging to ``level`` (classic sessions only: under
+    Connect the server's logging is its operator's)."""
+    if not is_connect(spark):
+        spark.sparkContext.setLogLevel(level)
+
+
+def session(
+    app_name: str,
+    master: str | None = None,
+    remote: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
 ) -> SparkSession:
-    """A local session (``LOCAL_CONF`` updated by ``conf``) whose Python
-    workers run this interpreter, so they import udm and the installed UDM
-    libraries; Spark's own logging is cut to errors."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(app_name)
-    for name, value in {**LOCAL_CONF, **(conf or {})}.items():
+    """The session a udm tool should use (see the module docstring for
+    the order), with ``conf`` applied.
+
+    An explicit ``master`` of ``sc://...`` is taken as ``remote``. Asking
+    for a master other than that of the session already running in this
+    process is an error: Spark has one session's context per process.
+    """
+    if master is not None and remote is not None:
+        raise SessionError("give a master or a Spark Connect remote (sc://...), not both")
+    if master is not None and master.startswith("sc://"):
+        master, remote = None, master
+    if remote is not None and not remote.startswith("sc://"):
+        raise SessionError(f"remote {remote!r}: a Spark Connect URL starts with sc://")
+    conf = dict(conf or {})
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        _check_active(active, master, remote)
+        for name, value in conf.items():
+            try:
+                active.conf.set(name, value)
+            except Exception as exc:  # a static setting (spark.executor.memory)
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise SessionError(
+                    f"{name}={value} cannot be applied to the session already running in "
+                    f"this process: {first}"
+                ) from None
+        return active
+    if master is None and remote is None:
+        found = configured_master()
+        if found is not None and found[0].startswith("sc://"):
+            remote = found[0]
+        elif found is None:
+            master = DEFAULT_MASTER
+        elif found[1] == "SPARK_MASTER":
+            master = found[0]
+        # else: Spark applies spark-submit's, MASTER or spark-defaults.conf
+    if remote is not None:
+        builder = SparkSession.builder.remote(remote)
+        settings = {**UDM_CONF, **conf}
+    else:
+        # an explicit classic master: SPARK_REMOTE would turn the builder
+        # into a Connect client
+        os.environ.pop("SPARK_REMOTE", None)
+        builder = SparkSession.builder.appName(app_name)
+        if master is not None:
+            builder = builder.master(master)
+        local = is_local_master(master)
+        if local:
+            # the workers run here: this interpreter, which has udm
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        settings = {**(LOCAL_CONF if local else UDM_CONF), **conf}
+    for name, value in settings.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    _quiet(spark, log_level)
+    share_driver_python(spark)
     return spark
+
+
+def _check_active(active: SparkSession, master: str | None, remote: str | None) -> None:
+    """Refuse a master or remote the running session does not have."""
+    if is_connect(active):
+        if master is not None:
+            raise SessionError(
+                f"a Spark Connect session is already running in this process; "
+                f"master {master!r} cannot be used alongside it"
+            )
+        return
+    running = active.sparkContext.master
+    if remote is not None:
+        raise SessionError(
+            f"a Spark session on {running} is already running in this process; "
+            f"remote {remote!r} cannot be used alongside it"
+        )
+    if master is not None and master != running:
+        raise SessionError(
+            f"a Spark session on {running} is already running in this process; "
+            f"master {master!r} cannot be used alongside it (stop it first)"
+        )
+
+
+def local_session(
+    app_name: str, master: str = DEFAULT_MASTER, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A session on ``master`` (local by default: ``LOCAL_CONF`` updated
+    by ``conf``, Python workers running this interpreter so they import
+    udm and the installed UDM libraries); Spark's own logging is cut to
+    errors. Kept for scripts and tests that want a local session whatever
+    the environment says; :func:`session` honours the environment."""
+    os.environ.pop("SPARK_REMOTE", None)
+    return session(app_name, master=master, conf=conf)
