@@ -9,6 +9,7 @@ already exists); 2 bad usage (typer's own code for wrong options).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -632,23 +633,52 @@ def _queries(query_file: Path, spark: Any) -> dict[str, Any]:
         raise _fail(str(exc)) from None
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any) -> tuple[str, bool]:
+    """A preview cell and whether it was rounded for display: floats keep
+    their ``.0`` and show up to 6 significant digits; times come as exact
+    text from :func:`_preview`."""
     if isinstance(value, float):
-        return f"{value:.4g}"
-    if hasattr(value, "strftime"):
-        return str(value.strftime("%Y-%m-%d %H:%M:%S"))
-    return str(value)
+        exact = repr(value)
+        if len(exact) <= 12 or not math.isfinite(value):
+            return exact, False
+        shown = f"{value:.6g}"
+        if "e" not in shown and "." not in shown:
+            shown += ".0"
+        return shown, float(shown) != value
+    return str(value), False
 
 
 def _preview(console: Console, title: str, df: Any, n: int) -> None:
+    from pyspark.sql import types as T
+
+    from udm.host.spark.frame import q as _q
+
     order = [c for c in ("start", "end") if c in df.columns]
-    rows = (df.orderBy(*order) if order else df).limit(n).collect()
+    # times as exact text, in the session's time zone as the files have
+    # them (collect() would convert to this machine's zone), the fraction
+    # shown when not zero
+    shown = [
+        f"regexp_replace(date_format({_q(f.name)}, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), "
+        f"'\\\\.0+$', '') AS {_q(f.name)}"
+        if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType)
+        else _q(f.name)
+        for f in df.schema.fields
+    ]
+    rows = (df.orderBy(*order) if order else df).limit(n).selectExpr(*shown).collect()
     table = Table(title=escape(title), title_justify="left")  # names are not markup
     for name in df.columns:
         table.add_column(escape(name))
+    rounded = False
     for row in rows:
-        table.add_row(*(Text(_cell(v)) for v in row))  # data, not markup
+        cells = [_cell(v) for v in row]
+        rounded = rounded or any(r for _, r in cells)
+        table.add_row(*(Text(c) for c, _ in cells))  # data, not markup
     console.print(table)
+    if rounded:
+        console.print(
+            "(floats rounded to 6 significant digits for display; the written files are exact)",
+            markup=False,
+        )
 
 
 @app.command(short_help="Run a query file on Spark: write each result and preview it.")
@@ -662,6 +692,14 @@ def run(
     ] = "parquet",
     preview: Annotated[int, typer.Option(help="Rows to preview per result (0: none).")] = 8,
     master: Annotated[str, typer.Option(help="Spark master for a new session.")] = "local[2]",
+    times: Annotated[
+        str,
+        typer.Option(
+            "--times",
+            help="How CSV/JSON/Parquet files hold times: iso (timestamps, ISO text with "
+            "microseconds in CSV and JSON) or ticks (int64 microseconds since 1970).",
+        ),
+    ] = "iso",
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -681,9 +719,12 @@ def run(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from udm.cli.queryfile import literal_path
+    from udm.host.spark.output import read_result, write_result
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    if times not in ("iso", "ticks"):
+        raise _fail(f"unknown --times {times!r}; use iso or ticks", code=2)
     _check_query_file(query_file)
     console = _console()
     started = time.perf_counter()
@@ -708,10 +749,8 @@ def run(
             path = output / name
             try:
                 df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
-                writer = df.write.mode("overwrite")
-                if fmt == "csv":
-                    writer = writer.option("header", "true")
-                writer.format(fmt).save(str(path))
+                # times exact to the tick in every format
+                df = write_result(df, str(path), fmt, times)
             except Exception as exc:
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
             metrics = getattr(query, "metrics", None)
@@ -725,8 +764,7 @@ def run(
         # read back with the written schema: its column order and types
         # (JSON would come back sorted by name, times as text); Hadoop
         # takes [ ] { } * ? in a path as a pattern
-        result = spark.read.format(fmt).schema(schema).option("header", "true")
-        result = result.load(literal_path(path))
+        result = read_result(spark, literal_path(path), fmt, schema)
         rows = result.count()
         if preview > 0:
             _preview(console, f"{name}: {rows:,} rows", result, preview)

@@ -251,14 +251,19 @@ def test_run_previews_data_and_names_as_written() -> None:
     "[INFO]" in a value or "[/x]" in a name is printed, not taken for markup."""
     import io
 
+    from pyspark.sql import types as T
     from rich.console import Console
 
     from udm.cli.main import _preview
 
     class FakeFrame:  # the DataFrame methods _preview uses
         columns = ("[b]level[/b]", "msg")
+        schema = T.StructType([T.StructField(c, T.StringType()) for c in columns])
 
         def orderBy(self, *cols: str) -> FakeFrame:
+            return self
+
+        def selectExpr(self, *exprs: str) -> FakeFrame:
             return self
 
         def limit(self, n: int) -> FakeFrame:

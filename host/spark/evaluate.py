@@ -57,10 +57,12 @@ from udm.host.query import (
 )
 from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, q
 from udm.host.spark.types import (
+    TIME_META,
     accepts,
     arrow_schema,
     concrete,
     declared_result_type,
+    declared_time_result,
     dumps,
     expected_value_type,
     from_returns,
@@ -640,9 +642,14 @@ def evaluate_op(
         T.StructField(E_COL, T.LongType(), False),
         *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
     ]
-    for i, t in enumerate(types):
+    for i, (t, c) in enumerate(zip(types, op.calls, strict=True)):
+        # an aggregate declared -> Ticks: its column is a time (frame.output)
+        time = c.returns is None and declared_time_result(c.udm)
+        meta = {TIME_META: True} if time and isinstance(t, T.LongType) else None
         out_fields.append(
-            _pickled_field(_result_col(i)) if t is None else T.StructField(_result_col(i), t, True)
+            _pickled_field(_result_col(i))
+            if t is None
+            else T.StructField(_result_col(i), t, True, metadata=meta)
         )
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)

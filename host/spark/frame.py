@@ -36,6 +36,7 @@ from udm.host.query import (
     reason_unparsable,
 )
 from udm.host.spark.session import share_driver_python
+from udm.host.spark.types import TIME_META
 from udm.host.time import INFINITY
 
 __all__ = [
@@ -214,17 +215,28 @@ def output(frame: EventFrame) -> DataFrame:
             f"payload columns {clash} clash with the output's start/end columns; "
             "rename them (select()) before running"
         )
-    s, e = S_COL, E_COL
-    if frame.time == "long":
-        start, end = s, e
-    elif frame.time == "timestamp":
-        start = f"timestamp_micros({s})"
-        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE timestamp_micros({e}) END"
+    start = _time_sql(S_COL, frame.time, ends=False)
+    end = _time_sql(E_COL, frame.time, ends=True)
+    # result fields declared Ticks (a time) are shown as the stream shows
+    # its times, not as raw ticks beside timestamp start/end columns
+    marked = {f.name for f in frame.df.schema.fields if f.metadata.get(TIME_META)}
+    shown = [
+        f"{_time_sql(q(c), frame.time, ends=True)} AS {q(c)}" if c in marked else q(c)
+        for c in payload
+    ]
+    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *shown)
+
+
+def _time_sql(ticks: str, kind: TimeKind, ends: bool) -> str:
+    """SQL showing a ticks expression as ``kind`` shows times; for an end
+    (or a time field), the end of time is null."""
+    if kind == "long":
+        return ticks
+    if kind == "timestamp":
+        shown = f"timestamp_micros({ticks})"
     else:
-        start = f"timestampadd(MICROSECOND, {s}, {_EPOCH_NTZ})"
-        shown = f"timestampadd(MICROSECOND, {e}, {_EPOCH_NTZ})"
-        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE {shown} END"
-    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *[q(c) for c in payload])
+        shown = f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
+    return f"CASE WHEN {ticks} >= {_INF} THEN NULL ELSE {shown} END" if ends else shown
 
 
 # ---------------------------------------------------- Arrow UDFs, any names
