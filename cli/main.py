@@ -700,6 +700,12 @@ def run(
             "microseconds in CSV and JSON) or ticks (int64 microseconds since 1970).",
         ),
     ] = "iso",
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="On failure, also show Spark's error and Java stack traces."
+        ),
+    ] = False,
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -737,6 +743,8 @@ def run(
     ) as progress:
         task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
         spark = _spark(master, query_file)
+        if verbose:
+            _verbose(spark)
         queries = _queries(query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name)
@@ -752,6 +760,11 @@ def run(
                 # times exact to the tick in every format
                 df = write_result(df, str(path), fmt, times)
             except Exception as exc:
+                if verbose:
+                    import traceback
+
+                    spark_error = getattr(exc, "spark_error", exc)
+                    traceback.print_exception(spark_error, file=sys.stderr)
                 raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
             metrics = getattr(query, "metrics", None)
             drops = None
@@ -778,18 +791,28 @@ def run(
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
 
 
+def _verbose(spark: Any) -> None:
+    """--verbose: Spark's task failure logs (Java traces) stay on, and the
+    Spark error behind a udm error is logged (logger ``udm.spark``)."""
+    import logging
+
+    from udm.host.spark.execute import LOGGER
+
+    LOGGER.setLevel(logging.DEBUG)
+    if not LOGGER.handlers:
+        LOGGER.addHandler(logging.StreamHandler(sys.stderr))
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+    except Exception:  # Spark Connect: the server logs
+        return
+
+
 def _spark_message(exc: Exception) -> str:
-    """The useful first line of a Spark/Py4J error (UDM failures name the
-    UDM, window and key there)."""
-    text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if "UDM " in line or "invalid event" in line:
-            return line
-    first = lines[0] if lines else type(exc).__name__
-    if isinstance(exc, KeyError) and first[:1] in "'\"" and first[-1:] == first[:1]:
-        first = first[1:-1]  # KeyError quotes its message
-    return first
+    """udm's message for a failed query (UDM failures name the UDM, window,
+    key and the line of the UDM's code), never Spark's wrappers or Py4J's."""
+    from udm.host.spark.errors import spark_message
+
+    return spark_message(exc)
 
 
 def _output_problem(name: str, query: Any, path: Path) -> str | None:

@@ -994,8 +994,11 @@ class Stream:
         with tracking_persisted() as cached:
             frame, _layout, metrics = run_spark(self, spark)
         self.metrics = metrics
-        # results typed from their values are cached while the output lives
-        return released_with(to_output(frame), cached)
+        from udm.host.spark.errors import udm_frame
+
+        # results typed from their values are cached while the output lives;
+        # its actions raise udm's errors (udm_frame), as to_cht does
+        return udm_frame(released_with(to_output(frame), cached))
 
     def _batch_only(self, method: str) -> None:
         df = self._source.df

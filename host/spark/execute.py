@@ -9,6 +9,7 @@ Columns and SQL strings run natively, window operations go through
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,7 +45,11 @@ from udm.host.spark.types import arrow_schema, from_returns, function_result_typ
 if TYPE_CHECKING:
     from udm.host.query import Stream
 
-__all__ = ["collect_rows", "run_spark", "source_frame", "to_output"]
+__all__ = ["LOGGER", "collect_rows", "run_spark", "source_frame", "to_output"]
+
+#: At DEBUG, the Spark exception behind each udm error is logged here, and
+#: Spark's task failure logs are not cut (udm.host.spark.errors)
+LOGGER = logging.getLogger("udm.spark")
 
 
 def _session(spark: SparkSession | None) -> SparkSession:
@@ -166,12 +171,18 @@ def udm_errors() -> Iterator[None]:
         translated = translate_error(exc)
         if translated is None:
             raise
-        raise translated from exc
+        # kept, not chained: the chain would print Spark's text again
+        translated.spark_error = exc  # type: ignore[attr-defined]
+        LOGGER.debug("Spark error behind %s", type(translated).__name__, exc_info=exc)
+        raise translated from None
 
 
 def collect_rows(frame: EventFrame) -> list[Row]:
     """The event table on the driver, payloads as Arrow gives them to UDMs.
     Errors raised in Spark are re-raised as the udm errors behind them."""
+    from udm.host.spark.errors import quiet_task_failures
+
+    quiet_task_failures(frame.df.sparkSession)  # the error is raised: not also logged
     with udm_errors():
         table = frame.df.toArrow()
     starts = table.column(S_COL).to_pylist()

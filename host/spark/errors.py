@@ -1,0 +1,156 @@
+"""udm's own errors from Spark actions, without the JVM noise.
+
+A UDM that raises in a Spark worker, or an invalid row under
+``on_invalid="raise"``, fails the Spark job: PySpark raises its own
+``PythonException``/``SparkRuntimeException`` (with
+``[USER_RAISED_EXCEPTION] ... SQLSTATE`` wrappers and the worker's
+traceback), and Spark's executor logs the Java stack trace of every
+failed task at ERROR. :func:`udm_frame` makes the DataFrame that
+``Stream.to_dataframe()`` returns raise the udm error behind such a
+failure (:class:`~udm.host.UdmInvocationError`,
+:class:`~udm.host.InvalidEventError`, ...) from every action, as
+``to_cht()`` does, and DataFrames derived from it do the same.
+:func:`quiet_task_failures` keeps the executor's duplicate of the error
+out of the terminal unless the ``udm.spark`` logger is at DEBUG; the
+original Spark exception stays available as the error's ``spark_error``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
+
+from udm.host.spark.execute import LOGGER, translate_error, udm_errors
+
+__all__ = ["LOGGER", "quiet_task_failures", "spark_message", "udm_errors", "udm_frame"]
+
+#: the Spark loggers that log a failed task's Java stack trace at ERROR
+_TASK_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.scheduler.TaskSchedulerImpl",
+)
+
+
+def spark_message(exc: BaseException) -> str:
+    """The message to show for an error of a Spark action: udm's own for a
+    failure udm knows (no ``[USER_RAISED_EXCEPTION]``, SQLSTATE or worker
+    traceback), else the first line of Spark's, without Py4J's
+    ``An error occurred while calling o41.load`` preamble."""
+    if isinstance(exc, PySparkException):
+        translated = translate_error(exc)
+        if translated is not None:
+            return str(translated)
+    text = str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("An error occurred while calling")]
+    if not lines:
+        return type(exc).__name__
+    # a Java exception's class (": org.apache.spark.SparkException: ...")
+    first = re.sub(r"^:?\s*(?:[\w$]+\.)+\w*(?:Exception|Error):\s*", "", lines[0]) or lines[0]
+    if isinstance(exc, KeyError) and first[:1] in "'\"" and first[-1:] == first[:1]:
+        first = first[1:-1]  # KeyError quotes its message
+    return first
+
+
+def quiet_task_failures(spark: Any) -> None:
+    """Cut Spark's per-task failure logs (a Java stack trace each, the same
+    error the action raises) to FATAL, unless :data:`LOGGER` is at DEBUG.
+    A no-op without a JVM here (Spark Connect: the server logs)."""
+    if LOGGER.isEnabledFor(logging.DEBUG):
+        return
+    try:
+        jvm = spark.sparkContext._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        fatal = jvm.org.apache.logging.log4j.Level.FATAL
+        for name in _TASK_LOGGERS:
+            configurator.setLevel(name, fatal)
+    except Exception:  # Spark Connect, or another logging backend
+        return
+
+
+# --------------------------------------------------- DataFrames that translate
+
+
+_WRAPPED: dict[type, type] = {}
+#: properties whose values run actions (writers) or return DataFrames
+_PROPERTIES = ("write", "writeTo", "na", "stat")
+
+
+def _translating(value: Any) -> Any:
+    """``value``, translating errors if it is a DataFrame or a writer."""
+    if isinstance(value, DataFrame) or type(value).__name__ in (
+        "DataFrameWriter",
+        "DataFrameWriterV2",
+        "DataFrameNaFunctions",
+        "DataFrameStatFunctions",
+        "GroupedData",
+    ):
+        return _wrap(value)
+    return value
+
+
+def _method(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def translated(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with udm_errors(), warnings.catch_warnings():
+            # toPandas warns with the worker's whole traceback before it
+            # raises: the error raised says it, once
+            warnings.filterwarnings("ignore", "toPandas attempted Arrow", UserWarning)
+            return _translating(fn(self, *args, **kwargs))
+
+    return translated
+
+
+def _prop(name: str) -> property:
+    def get(self: Any) -> Any:
+        return _translating(getattr(super(type(self), self), name))
+
+    return property(get)
+
+
+def _wrapper_class(base: type) -> type:
+    """A subclass of ``base`` whose public methods raise udm's errors and
+    return wrapped DataFrames and writers."""
+    cls = _WRAPPED.get(base)
+    if cls is not None:
+        return cls
+    namespace: dict[str, Any] = {"__doc__": base.__doc__, "__module__": __name__}
+    for name in dir(base):
+        if name.startswith("_"):
+            continue
+        attr = getattr(base, name, None)
+        if isinstance(attr, property) and name in _PROPERTIES:
+            namespace[name] = _prop(name)
+        elif callable(attr) and not isinstance(attr, type | staticmethod | classmethod):
+            raw = base.__dict__.get(name) or next(
+                (k.__dict__[name] for k in base.__mro__ if name in k.__dict__), None
+            )
+            if raw is None or isinstance(raw, staticmethod | classmethod):
+                continue
+            namespace[name] = _method(attr)
+    cls = type(base.__name__, (base,), namespace)
+    _WRAPPED[base] = cls
+    return cls
+
+
+def _wrap(obj: Any) -> Any:
+    if type(obj) in _WRAPPED.values():
+        return obj
+    obj.__class__ = _wrapper_class(type(obj))
+    return obj
+
+
+def udm_frame(df: DataFrame) -> DataFrame:
+    """``df`` (itself, re-classed) with every action raising the udm error
+    behind a Spark failure, as :meth:`~udm.host.Stream.to_cht` does."""
+    quiet_task_failures(df.sparkSession)
+    wrapped: DataFrame = _wrap(df)
+    return wrapped
