@@ -724,7 +724,7 @@ def run(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from udm.cli.queryfile import literal_path
+    from udm.cli.queryfile import in_spec_words, literal_path
     from udm.host.spark.output import read_result, write_result
 
     if fmt not in ("parquet", "csv", "json"):
@@ -765,7 +765,10 @@ def run(
 
                     spark_error = getattr(exc, "spark_error", exc)
                     traceback.print_exception(spark_error, file=sys.stderr)
-                raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
+                message = _spark_message(exc)
+                if query_file.suffix in (".yaml", ".yml"):
+                    message = in_spec_words(message, query_file)
+                raise _fail(f"query {name!r} failed: {message}") from None
             metrics = getattr(query, "metrics", None)
             drops = None
             if metrics is not None:

@@ -36,7 +36,14 @@ from udm.host.fixtures.schema import (
     yaml_documents,
 )
 
-__all__ = ["QueryFileError", "QuerySpec", "SourceSpec", "check_query_file", "load_queries"]
+__all__ = [
+    "QueryFileError",
+    "QuerySpec",
+    "SourceSpec",
+    "check_query_file",
+    "in_spec_words",
+    "load_queries",
+]
 
 
 class QueryFileError(ValueError):
@@ -169,15 +176,20 @@ def literal_path(path: Path) -> str:
     return re.sub(r"([\[\]{}*?])", r"\\\1", str(path))
 
 
-def _spec(path: Path) -> tuple[QuerySpec, Any]:
-    """The validated spec of a YAML query file and its loaded data."""
+def _document(path: Path) -> Any:
+    """The one YAML mapping of a query spec, lines remembered."""
     try:
         docs = list(yaml_documents(path))
     except FixtureError as exc:
         raise QueryFileError(str(exc)) from None
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise QueryFileError(f"{path}: a query spec is one YAML mapping (source, window, ...)")
-    data = docs[0][0]
+    return docs[0][0]
+
+
+def _spec(path: Path) -> tuple[QuerySpec, Any]:
+    """The validated spec of a YAML query file and its loaded data."""
+    data = _document(path)
     try:
         return QuerySpec.model_validate(data), data
     except ValidationError as exc:
@@ -193,12 +205,47 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
     except QueryFileError:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have
-        message = _first_line(exc)
         # the Python API's advice, in the spec's words
-        message = message.replace("use .apply() for it", "use apply: for it")
-        message = message.replace("use .aggregate() for it", "use aggregate: for it")
+        message = in_spec_words(_first_line(exc), path)
         field = _field_of(message, field)
         raise QueryFileError(f"{path}:{_line(data, field)}: {field}: {message}") from None
+
+
+#: the Python API's words in hints -> a YAML spec's (the field, as written there)
+_SPEC_WORDS = (
+    (
+        re.compile(
+            r"pass on_invalid='drop' to drop such rows and count them "
+            r"\(stream\.metrics\.invalid_rows\(\)\)"
+        ),
+        "source.on_invalid",
+        "set source.on_invalid: drop to drop such rows and count them (run prints how many)",
+    ),
+    (re.compile(r"\bon_invalid='(\w+)'"), "source.on_invalid", r"source.on_invalid: \1"),
+    (re.compile(r"\bpass (returns|value|alias)=( \(e\.g\. '(\w+)'\))?"), "", r"set \1:\2"),
+    (re.compile(r"\bshape='(\w+)'"), "source.shape", r"source.shape: \1"),
+    (re.compile(r"use \.apply\(\) for it"), "", "use apply: for it"),
+    (re.compile(r"use \.aggregate\(\) for it"), "", "use aggregate: for it"),
+)
+
+
+def in_spec_words(message: str, path: Path) -> str:
+    """A message of the Python API (``pass on_invalid='drop'``) in a YAML
+    spec's own words (``set source.on_invalid: drop``), with the line of
+    the field to change where the spec has it."""
+    try:
+        data = _document(path)
+    except QueryFileError:
+        data = {}
+    for pattern, field, words in _SPEC_WORDS:
+        if not pattern.search(message):
+            continue
+        message = pattern.sub(words, message)
+        if field and isinstance(data, dict):
+            line = _line(data, field)
+            at = f"{path}:{line}" if line > 1 or field.split(".")[0] in data else f"{path}"
+            message += f" ({field} goes at {at})"
+    return message
 
 
 def _field_of(message: str, udm_field: str) -> str:
@@ -312,38 +359,75 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
 def check_query_file(path: Path) -> None:
     """Everything that can be checked without Spark: the file exists, is a
     Python file or a YAML spec, and a spec is valid, names an installed UDM,
-    a source that exists and (for Parquet) columns the source has."""
+    a source that exists and (for Parquet) columns the source has. Every
+    mistake is reported at once, in line order: a field that does not
+    validate does not hide an unknown UDM or a missing source."""
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
-        spec, data = _spec(path)
-        # the UDM name needs only the registry: report it before Spark starts
-        field, name = spec.udm_field()
-        from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
-
-        line = getattr(data, "lines", {}).get(field, 1)
-        problems: list[str] = []  # every one, not only the first
+        data = _document(path)
+        problems: list[str] = []
+        spec: QuerySpec | None = None
         try:
-            udm = get_registry().resolve(name)
-        except (UnknownUdmError, DuplicateUdmError) as exc:
-            problems.append(f"{path}:{line}: {field}: {_first_line(exc)}")
+            spec = QuerySpec.model_validate(data)
+        except ValidationError as exc:
+            problems += validation_messages(str(path), data, exc, ()).splitlines()
+        problems += _udm_problems(path, data)
+        if spec is not None:
+            try:
+                _check_source(path, spec, data)
+            except QueryFileError as exc:
+                problems += str(exc).splitlines()
         else:
-            # aggregate: takes a UDA, apply: a UDO
-            wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
-            kind = getattr(udm, "kind", "function")
-            if kind != wanted:
-                what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
-                other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
-                advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
-                problems.append(f"{path}:{line}: {field}: {name!r} is a {what}; {advice}")
-        try:
-            _check_source(path, spec, data)
-        except QueryFileError as exc:
-            problems.append(str(exc))
+            problems += _source_path_problem(path, data)
         if problems:
-            raise QueryFileError("\n".join(problems))
+            problems = list(dict.fromkeys(problems))
+            raise QueryFileError("\n".join(sorted(problems, key=lambda m: _line_in(m, path))))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+
+
+def _line_in(message: str, path: Path) -> int:
+    head = message.removeprefix(f"{path}:").split(":", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _udm_problems(path: Path, data: Any) -> list[str]:
+    """An unknown UDM, or one of the wrong kind, under aggregate:/apply:
+    (needs only the registry, not Spark)."""
+    from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
+
+    named = [(f, data[f]) for f in ("aggregate", "apply") if isinstance(data.get(f), str)]
+    if len(named) != 1:
+        return []  # none or both: the validation says so
+    field, name = named[0]
+    line = _line(data, field)
+    try:
+        udm = get_registry().resolve(name)
+    except (UnknownUdmError, DuplicateUdmError) as exc:
+        return [f"{path}:{line}: {field}: {_first_line(exc)}"]
+    # aggregate: takes a UDA, apply: a UDO
+    wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
+    kind = getattr(udm, "kind", "function")
+    if kind == wanted:
+        return []
+    what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
+    other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
+    advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
+    return [f"{path}:{line}: {field}: {name!r} is a {what}; {advice}"]
+
+
+def _source_path_problem(path: Path, data: Any) -> list[str]:
+    """A ``source.path`` that does not exist, read from a spec that did not
+    validate (the other source checks need a valid spec)."""
+    source = data.get("source")
+    given = source.get("path") if isinstance(source, dict) else None
+    if not isinstance(given, str):
+        return []
+    found = Path(given) if Path(given).is_absolute() else path.parent / given
+    if found.exists():
+        return []
+    return [f"{path}:{_line(data, 'source.path')}: source.path: {found} does not exist"]
 
 
 def load_queries(path: Path, spark: Any) -> dict[str, Any]:

@@ -119,3 +119,55 @@ def test_spark_messages_never_show_py4j() -> None:
         "An error occurred while calling o41.load.\n: org.apache.spark.SparkException: boom"
     )
     assert spark_message(exc) == "boom"
+
+
+def test_a_spec_reports_every_mistake_at_once_in_line_order(tmp_path: Path) -> None:
+    """A bad window.size hid the unknown UDM and the missing source until
+    the next runs."""
+    spec = tmp_path / "a.yaml"
+    spec.write_text(
+        "source:\n  path: nothere.parquet\n  start: ts\nwindow:\n  kind: tumbling\n"
+        "  size: ten\naggregate: stats.meadian\nvalue: temp\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    lines = result.output.removeprefix("error: ").splitlines()
+    assert [line.split(": ")[0:2] for line in lines[:3]] == [
+        [f"{spec}:2", "source.path"],
+        [f"{spec}:6", "window.size"],
+        [f"{spec}:7", "aggregate"],
+    ]
+    assert "no UDM is registered as 'stats.meadian'; did you mean stats.median" in lines[2]
+
+
+def test_a_fixture_reports_a_misspelt_udm_beside_other_mistakes(tmp_path: Path) -> None:
+    """`kind: tumblin` hid a misspelt `udm:`."""
+    from udm.host.fixtures import FixtureError, load_fixture
+
+    fixture = tmp_path / "b.udm.yaml"
+    fixture.write_text(
+        "udm: stats.meen\nwindow: {kind: tumblin, size: 10}\ninput: []\nexpected: []\n"
+    )
+    with pytest.raises(FixtureError) as info:
+        load_fixture(fixture)
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith(f"{fixture}:1: udm: no UDM is registered as 'stats.meen'")
+    assert lines[1].startswith(f"{fixture}:2: window.kind: Input should be 'hopping'")
+    assert lines[1].endswith("(did you mean 'tumbling'?)")
+
+
+@pytest.mark.spark
+def test_spec_hints_use_the_specs_own_syntax(spark: Any, tmp_path: Path) -> None:
+    """An invalid row in a YAML spec's source said on_invalid='drop'."""
+    (tmp_path / "r.csv").write_text("ts,v\n1,1.0\n,2.0\n")
+    spec = tmp_path / "r.yaml"
+    spec.write_text(
+        "source:\n  path: r.csv\n  format: csv\n  start: ts\n"
+        "window: {kind: tumbling, size: 10}\naggregate: stats.mean\nvalue: v\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert "invalid event: 'ts' is null" in text
+    assert "set source.on_invalid: drop to drop such rows" in text
+    assert "on_invalid='drop'" not in text and "stream.metrics" not in text
