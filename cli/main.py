@@ -30,6 +30,32 @@ app = typer.Typer(
 )
 
 
+def _quiet_flag_types() -> None:
+    """Typer's help shows a type column for every option, ``<bool>`` for a
+    flag (``--verbose <bool>``, ``--help <bool>``), which reads as if the
+    flag took a value, and ``<list[Path]>`` beside an argument's name.
+    Typer has no setting for it (an option's metavar is per option, and
+    --help is Typer's own), so flags and arguments show no type."""
+    from typer.core import TyperArgument, TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "udm_quiet", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    def no_type(self: TyperArgument, ctx: Any) -> str | None:
+        return None  # an argument's metavar (PATHS, QUERY_FILE) says it
+
+    display_type_rich.udm_quiet = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = no_type  # type: ignore[method-assign]
+
+
+_quiet_flag_types()
+
+
 def _template() -> Path:
     """The cookiecutter template, from a checkout or an installed wheel."""
     from importlib.resources import files
@@ -64,8 +90,26 @@ def _registry() -> Any:
     return registry
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from udm.sdk import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the udm version and exit.",
+        ),
+    ] = False,
+) -> None:
     """udm: user-defined temporal modules on Spark."""
 
 
@@ -199,7 +243,9 @@ def _print_failures(console: Any, failures: list[Any]) -> None:
 
 @app.command()
 @app.command("inspect", hidden=True)  # the verb users reach for first
-def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.median.")]) -> None:
+def show(
+    name: Annotated[str, typer.Argument(help="A UDM name such as stats.median.", metavar="NAME")],
+) -> None:
     """Show a UDM: flavor, signature, properties, docstring and where it comes from.
 
     [bold]Examples[/bold]
@@ -268,7 +314,10 @@ def _udf_params(udf: Any) -> list[str]:
 def test(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Fixture files, packages or test directories (default: .)."),
+        typer.Argument(
+            help="Fixture files, packages or test directories (default: .).",
+            metavar="PATHS",
+        ),
     ] = None,
     plot: Annotated[
         Path | None,
@@ -282,6 +331,13 @@ def test(
     pytest_args: Annotated[
         str, typer.Option("--pytest-args", help="Extra pytest arguments, quoted.")
     ] = "",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the results as JSON on stdout (for CI); the report goes to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Run windowed fixtures (*.udm.yaml) and a package's pytest tests.
 
@@ -325,18 +381,20 @@ def test(
         raise _fail(
             f"--pytest-args {pytest_args!r}: {exc}; quote it as one shell string", 2
         ) from None
-    console = _console()
+    console = _console(err=as_json)  # --json: stdout is the JSON alone
     files = fixture_files(list(targets))
     results = []
     # files that do not load and fixtures that cannot run: counted apart
     # from failures, which are fixtures that ran and got a wrong answer
     invalid: list[Path | Fixture] = []
+    why_invalid: list[str] = []
     for path in files:
         try:
             fixtures = load_fixture(path)
         except FixtureError as exc:
             console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
             invalid.append(path)
+            why_invalid.append(str(exc))
             continue
         for fixture in fixtures:
             try:
@@ -344,13 +402,17 @@ def test(
             except FixtureError as exc:  # e.g. a retraction of an id never inserted
                 console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
                 invalid.append(fixture)
+                why_invalid.append(str(exc))
     failed = bool(invalid)
     if results or invalid:
         render_summary(results, console, invalid)
     if results:
+        saved: dict[Path, int] = {}
         for result in results:
             if not result.passed:
                 render_failure(result, console)
+                if result.minimal:
+                    _save_minimal(result, console, saved)
         failed = failed or not all(r.passed for r in results)
         if plot is not None:
             chosen = next((r for r in results if not r.passed), results[0])
@@ -365,10 +427,11 @@ def test(
     elif plot is not None and invalid:
         console.print(f"no timeline written to {plot}: no fixture ran (all invalid)", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
+    code: int | None = None
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice
         cmd = [sys.executable, "-m", "pytest", "-p", "no:udm", *map(str, python_targets)]
-        code = subprocess.call([*cmd, *extra_args])
+        code = subprocess.call([*cmd, *extra_args], stdout=sys.stderr if as_json else None)
         if code == 5:  # pytest collected no Python tests
             if not files:
                 raise _fail(
@@ -378,7 +441,70 @@ def test(
         failed = failed or code != 0
     elif not files:
         raise _fail(_nothing_to_run(targets))
+    if as_json:
+        typer.echo(json.dumps(_test_json(results, invalid, why_invalid, code), indent=2))
     raise typer.Exit(1 if failed else 0)
+
+
+def _test_json(
+    results: list[Any], invalid: list[Any], why: list[str], pytest_code: int | None
+) -> dict[str, Any]:
+    """``test --json``: every fixture's outcome, and pytest's exit code."""
+    from udm.host.fixtures.report import summary_cells
+
+    fixtures: list[dict[str, Any]] = []
+    for r in results:
+        title, udm, window = summary_cells(r.fixture)
+        fixtures.append(
+            {
+                "fixture": title,
+                "file": str(r.fixture.path) if r.fixture.path else None,
+                "line": r.fixture.line,
+                "udm": udm,
+                "window": window,
+                "streams": r.checked_streams,
+                "result": "pass" if r.passed else "fail",
+                "failures": list(r.failures),
+                "minimal": r.minimal,
+            }
+        )
+    for item, message in zip(invalid, why, strict=True):
+        if isinstance(item, Path):
+            entry = {"fixture": item.name, "file": str(item), "line": None}
+        else:
+            entry = {"fixture": item.title, "file": str(item.path), "line": item.line}
+        fixtures.append({**entry, "result": "invalid", "failures": message.splitlines()})
+    failed = sum(not r.passed for r in results)
+    return {
+        "passed": len(results) - failed,
+        "failed": failed,
+        "invalid": len(invalid),
+        "fixtures": fixtures,
+        "pytest_exit_code": pytest_code,
+    }
+
+
+def _save_minimal(result: Any, console: Console, saved: dict[Path, int]) -> None:
+    """Write a shrunk failure next to its fixture as ``NAME.minimal.yaml``
+    (not ``*.udm.yaml``: the next run does not collect it; rename it to
+    keep it as a fixture); ``saved`` numbers several of one file."""
+    path = result.fixture.path
+    if path is None:
+        return
+    stem = path.name.removesuffix(".udm.yaml")
+    n = saved.get(path, 0)
+    saved[path] = n + 1
+    target = path.with_name(f"{stem}.minimal{f'-{n + 1}' if n else ''}.yaml")
+    try:
+        target.write_text(result.minimal, encoding="utf-8")
+    except OSError as exc:
+        console.print(f"# (not saved: {exc})", markup=False, soft_wrap=True)
+        return
+    console.print(
+        f"# saved to {target}; rename it to *.udm.yaml to keep it as a fixture",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def _nothing_to_run(targets: list[Path]) -> str:
@@ -401,7 +527,9 @@ def _nothing_to_run(targets: list[Path]) -> str:
     short_help="Create a UDM package from the template (entry point, example UDA and UDO, tests)."
 )
 def new(
-    name: Annotated[str, typer.Argument(help="Library name (the UDM prefix), e.g. my_udms.")],
+    name: Annotated[
+        str, typer.Argument(help="Library name (the UDM prefix), e.g. my_udms.", metavar="NAME")
+    ],
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Where to create the package.")
     ] = Path("."),
@@ -683,7 +811,10 @@ def _preview(console: Console, title: str, df: Any, n: int) -> None:
 
 @app.command(short_help="Run a query file on Spark: write each result and preview it.")
 def run(
-    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    query_file: Annotated[
+        Path,
+        typer.Argument(help="A Python query file or a YAML query spec.", metavar="QUERY_FILE"),
+    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for the results (one per query).")
     ] = Path("out"),
@@ -700,10 +831,27 @@ def run(
             "microseconds in CSV and JSON) or ticks (int64 microseconds since 1970).",
         ),
     ] = "iso",
+    max_dropped: Annotated[
+        float,
+        typer.Option(
+            "--max-dropped",
+            min=0.0,
+            max=1.0,
+            help="Fail when a dropping policy (on_invalid: drop, on_null_key: drop) drops "
+            "more than this share of the input rows (every row always fails).",
+        ),
+    ] = 0.5,
     verbose: Annotated[
         bool,
         typer.Option(
             "--verbose", "-v", help="On failure, also show Spark's error and Java stack traces."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print what was written as JSON on stdout (for CI); the report goes to stderr.",
         ),
     ] = False,
 ) -> None:
@@ -732,7 +880,7 @@ def run(
     if times not in ("iso", "ticks"):
         raise _fail(f"unknown --times {times!r}; use iso or ticks", code=2)
     _check_query_file(query_file)
-    console = _console()
+    console = _console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
     with Progress(
         SpinnerColumn(),
@@ -750,7 +898,7 @@ def run(
             problem = _output_problem(name, query, output / name)
             if problem:
                 raise _fail(f"{query_file}: query {name!r}: {problem}")
-        written: list[tuple[str, Path, float, dict[str, int] | None, Any]] = []
+        written: list[tuple[str, Path, float, dict[str, int] | None, int | None, Any]] = []
         for name, query in queries.items():
             progress.update(task, description=escape(f"running {name}"))
             t = time.perf_counter()
@@ -770,13 +918,16 @@ def run(
                     message = in_spec_words(message, query_file)
                 raise _fail(f"query {name!r} failed: {message}") from None
             metrics = getattr(query, "metrics", None)
-            drops = None
+            drops, read = None, None
             if metrics is not None:
                 # reported below, with the output: not also as a log warning
                 metrics._logged = True
                 drops = metrics.invalid_rows(wait=True)
-            written.append((name, path, time.perf_counter() - t, drops, df.schema))
-    for name, path, seconds, drops, schema in written:
+                read = metrics.rows_read(wait=True)
+            written.append((name, path, time.perf_counter() - t, drops, read, df.schema))
+    too_many: list[str] = []
+    report: list[dict[str, Any]] = []
+    for name, path, seconds, drops, read, schema in written:
         # read back with the written schema: its column order and types
         # (JSON would come back sorted by name, times as text); Hadoop
         # takes [ ] { } * ? in a path as a pattern
@@ -787,11 +938,51 @@ def run(
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
         if drops:
             why = ", ".join(f"{n:,} {reason}" for reason, n in drops.items())
-            console.print(
-                f"dropped {sum(drops.values()):,} invalid input rows (on_invalid=drop): {why}",
-                markup=False,
-            )
+            dropped = sum(drops.values())
+            of = f" of {read:,}" if read else ""
+            console.print(f"dropped {dropped:,}{of} input rows as invalid: {why}", markup=False)
+            problem = _too_many_dropped(dropped, read, max_dropped)
+            if problem:
+                too_many.append(f"query {name!r}: {problem}")
+        report.append(
+            {
+                "name": name,
+                "path": str(path),
+                "format": fmt,
+                "times": times,
+                "rows": rows,
+                "seconds": round(seconds, 3),
+                "rows_read": read,
+                "dropped": drops or {},
+            }
+        )
+    if as_json:
+        total = round(time.perf_counter() - started, 3)
+        typer.echo(json.dumps({"queries": report, "seconds": total, "ok": not too_many}, indent=2))
+    if too_many:
+        raise _fail("\n".join(too_many))
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
+
+
+def _too_many_dropped(dropped: int, read: int | None, max_dropped: float) -> str | None:
+    """Why a run that dropped ``dropped`` of ``read`` rows failed, or None:
+    every row dropped, or more than the ``--max-dropped`` share, is almost
+    always a reader or time-format mistake, not bad rows."""
+    if not read:
+        return None
+    if dropped >= read:
+        return (
+            f"every one of the {read:,} input rows was invalid and dropped, so the result is "
+            "empty; check the time columns and their format (source.options: "
+            "timestampFormat, docs/cli.md)"
+        )
+    if dropped > max_dropped * read:
+        return (
+            f"{dropped:,} of {read:,} input rows ({dropped / read:.0%}) were invalid and "
+            f"dropped, more than --max-dropped {max_dropped:g}; check the data and the "
+            "time format, or raise --max-dropped"
+        )
+    return None
 
 
 def _verbose(spark: Any) -> None:
@@ -844,7 +1035,10 @@ def _output_problem(name: str, query: Any, path: Path) -> str | None:
 
 @app.command(short_help="Print each query's plan; with --plot, draw a sample's events and windows.")
 def explain(
-    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    query_file: Annotated[
+        Path,
+        typer.Argument(help="A Python query file or a YAML query spec.", metavar="QUERY_FILE"),
+    ],
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Draw each query's timeline for a sample (PNG/SVG/PDF)."),

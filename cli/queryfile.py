@@ -65,15 +65,43 @@ class SourceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    format: Literal["parquet", "csv", "json", "orc"] = "parquet"
+    # None: from the path's extension (or its files'), else Parquet
+    format: Literal["parquet", "csv", "json", "orc"] | None = None
     start: str = "start"
     end: str | None = None
     shape: Literal["point", "interval", "edge"] | None = None
     key: str | list[str] | None = None
     on_invalid: Literal["raise", "drop"] = "raise"
+    on_null_key: Literal["raise", "drop", "keep"] = "raise"
     where: str | None = None
     # YAML writes true, 1 and 0.5 as bool, int and float: Spark reads text
     options: dict[str, Annotated[str, BeforeValidator(_option_text)]] = Field(default_factory=dict)
+
+
+#: file extensions -> Spark's reader, for a source without format:
+EXTENSIONS = {
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".orc": "orc",
+}
+
+
+def infer_format(path: Path) -> str:
+    """The reader for a source without ``format:``: its extension's, or
+    for a folder the one extension its data files share; else Parquet
+    (what Spark writes by default)."""
+    found = EXTENSIONS.get(path.suffix.lower())
+    if found or not path.is_dir():
+        return found or "parquet"
+    kinds = {
+        EXTENSIONS[f.suffix.lower()]
+        for f in path.rglob("*")
+        if f.is_file() and not f.name.startswith((".", "_")) and f.suffix.lower() in EXTENSIONS
+    }
+    return kinds.pop() if len(kinds) == 1 else "parquet"
 
 
 class QuerySpec(BaseModel):
@@ -111,6 +139,10 @@ class QuerySpec(BaseModel):
         path = Path(self.source.path)
         return path if path.is_absolute() else base / path
 
+    def source_format(self, base: Path) -> str:
+        """``source.format``, or the one its path's extension says."""
+        return self.source.format or infer_format(self.source_path(base))
+
     def named_columns(self) -> list[tuple[str, str]]:
         """``(field, column)`` for every column the spec names, the fields
         as dotted paths into the spec (``source.start``, ``value``)."""
@@ -130,8 +162,9 @@ class QuerySpec(BaseModel):
         if not path.exists():
             raise QueryFileError(f"source path {path} does not exist")
         # CSV: a header and inferred types unless the options say otherwise
-        defaults = {"header": "true", "inferSchema": "true"} if src.format == "csv" else {}
-        reader = spark.read.format(src.format).options(**{**defaults, **src.options})
+        fmt = self.source_format(base)
+        defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
+        reader = spark.read.format(fmt).options(**{**defaults, **src.options})
         df = reader.load(literal_path(path))
         # CSV and JSON columns are known once Spark has read the source: a
         # missing one is reported now, at its field (KeyError's message
@@ -156,6 +189,7 @@ class QuerySpec(BaseModel):
             key=src.key,
             shape=src.shape,
             on_invalid=src.on_invalid,
+            on_null_key=src.on_null_key,
         )
         windowed = stream.window(self.window.build())
         options: dict[str, Any] = {
@@ -222,6 +256,13 @@ _SPEC_WORDS = (
         "set source.on_invalid: drop to drop such rows and count them (run prints how many)",
     ),
     (re.compile(r"\bon_invalid='(\w+)'"), "source.on_invalid", r"source.on_invalid: \1"),
+    (
+        re.compile(
+            r"pass on_null_key='drop' to drop such rows and count them, or on_null_key='keep'"
+        ),
+        "source.on_null_key",
+        "set source.on_null_key: drop to drop such rows and count them, or keep",
+    ),
     (re.compile(r"\bpass (returns|value|alias)=( \(e\.g\. '(\w+)'\))?"), "", r"set \1:\2"),
     (re.compile(r"\bshape='(\w+)'"), "source.shape", r"source.shape: \1"),
     (re.compile(r"use \.apply\(\) for it"), "", "use apply: for it"),
@@ -341,7 +382,7 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
     if not source.exists():
         line = _line(data, "source.path")
         raise QueryFileError(f"{path}:{line}: source.path: {source} does not exist")
-    if spec.source.format != "parquet":
+    if spec.source_format(path.parent) != "parquet":
         return  # CSV and JSON columns depend on Spark's reader options
     columns = _parquet_columns(source)
     if columns is None:

@@ -76,6 +76,7 @@ INTERNAL_PREFIX = "__udm_"
 
 Shape = Literal["point", "interval", "edge"]
 OnInvalid = Literal["raise", "drop"]
+OnNullKey = Literal["raise", "drop", "keep"]
 ValueArg = str | Sequence[str] | Callable[[Any], Any] | None
 Row = tuple[int, int, dict[str, Any]]
 
@@ -328,6 +329,8 @@ class Source:
     end: str | None = None
     shape: Shape = "point"
     on_invalid: OnInvalid = "raise"
+    keys: tuple[str, ...] = ()  # from_dataframe's key columns, checked by on_null_key
+    on_null_key: OnNullKey = "keep"
     scalar: bool = False  # in-memory payloads were scalars, held in column "value"
     timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
     dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
@@ -462,11 +465,20 @@ class QueryMetrics:
                 return None
             got = self._observation.get
             self._counts = {k: int(v or 0) for k, v in got.items()}
-        counts = {k: v for k, v in (self._counts or {}).items() if v}
+        counts = {
+            k: v for k, v in (self._counts or {}).items() if v and not k.startswith(INTERNAL_PREFIX)
+        }
         if counts and not self._logged:
             self._logged = True
             log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
         return counts
+
+    def rows_read(self, wait: bool = False) -> int | None:
+        """Source rows the run read, valid or not (observed with the drops;
+        ``None`` when nothing was observed)."""
+        self.invalid_rows(wait=wait)
+        read = (self._counts or {}).get(INTERNAL_PREFIX + "rows")
+        return None if read is None else int(read)
 
     @property
     def dropped(self) -> int:
@@ -639,6 +651,7 @@ class Stream:
         key: str | Sequence[str] | None = None,
         shape: Shape | None = None,
         on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
     ) -> Stream:
         """Events from a Spark DataFrame, one per row.
 
@@ -655,6 +668,11 @@ class Stream:
                 null or unparsable time or an end not after its start, naming
                 the column and showing the row; ``drop`` drops and counts them
                 (see :attr:`metrics`).
+            on_null_key: a row whose ``key`` column is null: ``raise``
+                (default) fails naming the column and showing the row;
+                ``drop`` drops and counts it (as ``on_invalid="drop"``,
+                reason ``key 'k' is null``); ``keep`` keeps it, its events a
+                group of their own with a null key (as Spark's ``groupBy``).
         """
         shape = shape or ("point" if end is None else "interval")
         if shape not in ("point", "interval", "edge"):
@@ -674,7 +692,17 @@ class Stream:
         clash = [c for c in columns if c.startswith(INTERNAL_PREFIX)]
         if clash:
             raise ValueError(f"columns {clash} use the reserved prefix {INTERNAL_PREFIX!r}")
-        source = Source(df=df, start=start, end=end, shape=shape, on_invalid=on_invalid)
+        if on_null_key not in ("raise", "drop", "keep"):
+            raise ValueError(f"unknown on_null_key {on_null_key!r}; use 'raise', 'drop' or 'keep'")
+        source = Source(
+            df=df,
+            start=start,
+            end=end,
+            shape=shape,
+            on_invalid=on_invalid,
+            keys=_keys(key),
+            on_null_key=on_null_key,
+        )
         stream = cls(source)
         return stream.group_apply(*_keys(key)) if key is not None else stream
 
@@ -987,18 +1015,17 @@ class Stream:
         end of time is null for timestamps), the key columns, then the payload
         columns: for a window operation its results, struct results flattened
         into one column per field."""
+        from udm.host.spark.errors import running, udm_frame
         from udm.host.spark.evaluate import released_with, tracking_persisted
         from udm.host.spark.execute import run_spark, to_output
 
         self._batch_only("to_dataframe")
-        with tracking_persisted() as cached:
+        with tracking_persisted() as cached, running(self._source):
             frame, _layout, metrics = run_spark(self, spark)
         self.metrics = metrics
-        from udm.host.spark.errors import udm_frame
-
         # results typed from their values are cached while the output lives;
         # its actions raise udm's errors (udm_frame), as to_cht does
-        return udm_frame(released_with(to_output(frame), cached))
+        return udm_frame(released_with(to_output(frame), cached), self._source)
 
     def _batch_only(self, method: str) -> None:
         df = self._source.df
@@ -1074,15 +1101,18 @@ class Stream:
         if engine == "auto":
             engine = "spark" if self._source.df is not None else "reference"
         if engine == "spark":
+            from udm.host.spark.errors import running
             from udm.host.spark.evaluate import release, tracking_persisted
             from udm.host.spark.execute import collect_rows, run_spark
 
-            with tracking_persisted() as cached:
-                frame, layout, metrics = run_spark(self, spark)
-            try:
-                rows = collect_rows(frame)
-            finally:
-                release(cached)
+            # udm's errors; an invalid row's count and first rows; no task logs
+            with running(self._source):
+                with tracking_persisted() as cached:
+                    frame, layout, metrics = run_spark(self, spark)
+                try:
+                    rows = collect_rows(frame)
+                finally:
+                    release(cached)
             self.metrics = metrics
             metrics.invalid_rows(wait=True)
         elif engine == "reference":

@@ -21,15 +21,24 @@ import functools
 import logging
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from udm.host.spark.execute import LOGGER, translate_error, udm_errors
+from udm.host.spark.invalid import summarized
 
-__all__ = ["LOGGER", "quiet_task_failures", "spark_message", "udm_errors", "udm_frame"]
+__all__ = [
+    "LOGGER",
+    "quiet_task_failures",
+    "running",
+    "spark_message",
+    "udm_errors",
+    "udm_frame",
+]
 
 #: the Spark loggers that log a failed task's Java stack trace at ERROR
 _TASK_LOGGERS = (
@@ -60,6 +69,18 @@ def spark_message(exc: BaseException) -> str:
     return first
 
 
+@contextmanager
+def running(source: Any) -> Iterator[None]:
+    """Around planning and running a query on Spark (some plans run jobs,
+    to type results from their values): udm's errors, an invalid row's
+    count and first rows (``source``: the stream's Source), no task logs."""
+    df = getattr(source, "df", None)
+    if df is not None:
+        quiet_task_failures(df.sparkSession)
+    with summarized(source), udm_errors():
+        yield
+
+
 def quiet_task_failures(spark: Any) -> None:
     """Cut Spark's per-task failure logs (a Java stack trace each, the same
     error the action raises) to FATAL, unless :data:`LOGGER` is at DEBUG.
@@ -84,7 +105,7 @@ _WRAPPED: dict[type, type] = {}
 _PROPERTIES = ("write", "writeTo", "na", "stat")
 
 
-def _translating(value: Any) -> Any:
+def _translating(value: Any, source: Any) -> Any:
     """``value``, translating errors if it is a DataFrame or a writer."""
     if isinstance(value, DataFrame) or type(value).__name__ in (
         "DataFrameWriter",
@@ -93,25 +114,27 @@ def _translating(value: Any) -> Any:
         "DataFrameStatFunctions",
         "GroupedData",
     ):
-        return _wrap(value)
+        return _wrap(value, source)
     return value
 
 
 def _method(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def translated(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with udm_errors(), warnings.catch_warnings():
+        source = self.__dict__.get("_udm_source")
+        with summarized(source), udm_errors(), warnings.catch_warnings():
             # toPandas warns with the worker's whole traceback before it
             # raises: the error raised says it, once
             warnings.filterwarnings("ignore", "toPandas attempted Arrow", UserWarning)
-            return _translating(fn(self, *args, **kwargs))
+            return _translating(fn(self, *args, **kwargs), source)
 
     return translated
 
 
 def _prop(name: str) -> property:
     def get(self: Any) -> Any:
-        return _translating(getattr(super(type(self), self), name))
+        value = getattr(super(type(self), self), name)
+        return _translating(value, self.__dict__.get("_udm_source"))
 
     return property(get)
 
@@ -141,16 +164,19 @@ def _wrapper_class(base: type) -> type:
     return cls
 
 
-def _wrap(obj: Any) -> Any:
-    if type(obj) in _WRAPPED.values():
-        return obj
-    obj.__class__ = _wrapper_class(type(obj))
+def _wrap(obj: Any, source: Any) -> Any:
+    if type(obj) not in _WRAPPED.values():
+        obj.__class__ = _wrapper_class(type(obj))
+    if source is not None:
+        obj.__dict__["_udm_source"] = source
     return obj
 
 
-def udm_frame(df: DataFrame) -> DataFrame:
+def udm_frame(df: DataFrame, source: Any = None) -> DataFrame:
     """``df`` (itself, re-classed) with every action raising the udm error
-    behind a Spark failure, as :meth:`~udm.host.Stream.to_cht` does."""
+    behind a Spark failure, as :meth:`~udm.host.Stream.to_cht` does; an
+    invalid row of ``source`` (a :class:`~udm.host.query.Source`) comes
+    with the count of invalid rows and the first few."""
     quiet_task_failures(df.sparkSession)
-    wrapped: DataFrame = _wrap(df)
+    wrapped: DataFrame = _wrap(df, source)
     return wrapped
