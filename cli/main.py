@@ -50,7 +50,7 @@ def _quiet_flag_types() -> None:
 
     display_type_rich.udm_quiet = True  # type: ignore[attr-defined]
     TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-    TyperArgument.display_type_rich = no_type  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = no_type  # type: ignore[method-assign,assignment]
 
 
 _quiet_flag_types()
@@ -793,8 +793,14 @@ def _preview(console: Console, title: str, df: Any, n: int) -> None:
         for f in df.schema.fields
     ]
     rows = (df.orderBy(*order) if order else df).limit(n).selectExpr(*shown).collect()
+    _preview_table(console, title, list(df.columns), [list(r) for r in rows])
+
+
+def _preview_table(console: Console, title: str, columns: list[str], rows: list[Any]) -> None:
+    """A preview table: data and names are never markup; times come as
+    exact text; floats say when they were rounded for display."""
     table = Table(title=escape(title), title_justify="left")  # names are not markup
-    for name in df.columns:
+    for name in columns:
         table.add_column(escape(name))
     rounded = False
     for row in rows:
@@ -854,6 +860,13 @@ def run(
             help="Print what was written as JSON on stdout (for CI); the report goes to stderr.",
         ),
     ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="spark, or local: in-process without Spark, for small data (no Spark start-up).",
+        ),
+    ] = "spark",
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -872,13 +885,19 @@ def run(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    from udm.cli.local import write_table
     from udm.cli.queryfile import in_spec_words, literal_path
-    from udm.host.spark.output import read_result, write_result
+
+    if engine == "spark":
+        from udm.host.spark.output import read_result, write_result
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
     if times not in ("iso", "ticks"):
         raise _fail(f"unknown --times {times!r}; use iso or ticks", code=2)
+    if engine not in ("spark", "local"):
+        raise _fail(f"unknown --engine {engine!r}; use spark or local", code=2)
+    local = engine == "local"
     _check_query_file(query_file)
     console = _console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
@@ -889,13 +908,16 @@ def run(
         console=console,
         transient=True,
     ) as progress:
-        task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
-        spark = _spark(master, query_file)
-        if verbose:
+        starting = "loading" if local else "starting Spark and loading"
+        task = progress.add_task(escape(f"{starting} {query_file}"), total=None)
+        spark = None if local else _spark(master, query_file)
+        if verbose and spark is not None:
             _verbose(spark)
         queries = _queries(query_file, spark)
         for name, query in queries.items():
-            problem = _output_problem(name, query, output / name)
+            problem = _output_problem(name, query, output / name) or (
+                _local_problem(query) if local else None
+            )
             if problem:
                 raise _fail(f"{query_file}: query {name!r}: {problem}")
         written: list[tuple[str, Path, float, dict[str, int] | None, int | None, Any]] = []
@@ -904,9 +926,12 @@ def run(
             t = time.perf_counter()
             path = output / name
             try:
-                df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
-                # times exact to the tick in every format
-                df = write_result(df, str(path), fmt, times)
+                if local:
+                    df = write_table(query.to_arrow(), path, fmt, times)
+                else:
+                    df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                    # times exact to the tick in every format
+                    df = write_result(df, str(path), fmt, times)
             except Exception as exc:
                 if verbose:
                     import traceback
@@ -924,17 +949,24 @@ def run(
                 metrics._logged = True
                 drops = metrics.invalid_rows(wait=True)
                 read = metrics.rows_read(wait=True)
-            written.append((name, path, time.perf_counter() - t, drops, read, df.schema))
+            # Spark: the schema to read the files back with; local: the table
+            shown = df if local else df.schema
+            written.append((name, path, time.perf_counter() - t, drops, read, shown))
     too_many: list[str] = []
     report: list[dict[str, Any]] = []
     for name, path, seconds, drops, read, schema in written:
         # read back with the written schema: its column order and types
         # (JSON would come back sorted by name, times as text); Hadoop
         # takes [ ] { } * ? in a path as a pattern
-        result = read_result(spark, literal_path(path), fmt, schema)
-        rows = result.count()
-        if preview > 0:
-            _preview(console, f"{name}: {rows:,} rows", result, preview)
+        if spark is None:
+            rows = schema.num_rows
+            if preview > 0:
+                _preview_arrow(console, f"{name}: {rows:,} rows", schema, preview)
+        else:
+            result = read_result(spark, literal_path(path), fmt, schema)
+            rows = result.count()
+            if preview > 0:
+                _preview(console, f"{name}: {rows:,} rows", result, preview)
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
         if drops:
             why = ", ".join(f"{n:,} {reason}" for reason, n in drops.items())
@@ -962,6 +994,36 @@ def run(
     if too_many:
         raise _fail("\n".join(too_many))
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
+
+
+def _local_problem(query: Any) -> str | None:
+    """Why ``--engine local`` cannot run ``query`` (it needs Spark), or None."""
+    from udm.host.query import Stream
+
+    if isinstance(query, Stream) and query.runs_in_process():
+        return None
+    what = "a Spark DataFrame" if not isinstance(query, Stream) else "a Stream over a DataFrame"
+    return (
+        f"is {what}, which --engine local cannot run; build it with Stream.from_pandas, "
+        "from_arrow or from_cht (queries(spark) gets spark=None), or use --engine spark"
+    )
+
+
+def _preview_arrow(console: Console, title: str, table: Any, n: int) -> None:
+    """The preview of a result the local engine wrote (a pyarrow Table)."""
+    import datetime as dt
+
+    # sorted as the Spark preview is: by start, then end (an open end last)
+    records = table.to_pylist()
+    records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or r["start"]))
+
+    def text(v: Any) -> Any:
+        if isinstance(v, dt.datetime):  # UTC, exact: the fraction when not zero
+            return v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+        return v
+
+    rows = [[text(v) for v in r.values()] for r in records[:n]]
+    _preview_table(console, title, list(table.column_names), rows)
 
 
 def _too_many_dropped(dropped: int, read: int | None, max_dropped: float) -> str | None:

@@ -161,28 +161,36 @@ class QuerySpec(BaseModel):
         path = self.source_path(base)
         if not path.exists():
             raise QueryFileError(f"source path {path} does not exist")
-        # CSV: a header and inferred types unless the options say otherwise
         fmt = self.source_format(base)
-        defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
-        reader = spark.read.format(fmt).options(**{**defaults, **src.options})
-        df = reader.load(literal_path(path))
-        # CSV and JSON columns are known once Spark has read the source: a
+        if spark is None:  # --engine local: pyarrow reads it, no Spark
+            from udm.cli.local import read_table
+
+            df = read_table(path, fmt, src.options, src.where)
+            columns = list(df.column_names)
+        else:
+            # CSV: a header and inferred types unless the options say otherwise
+            defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
+            reader = spark.read.format(fmt).options(**{**defaults, **src.options})
+            df = reader.load(literal_path(path))
+            columns = df.columns
+        # CSV and JSON columns are known once the source is read: a
         # missing one is reported now, at its field (KeyError's message
         # prefix names the field, see _field_of)
         prefix = {"source.start": "start", "source.end": "end", "source.key": "key"}
         missing = [  # (field, message): a field may name several columns
             (field, f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
-             f"its columns are {df.columns}")
+             f"its columns are {columns}")
             for field, col in self.named_columns()
-            if col not in df.columns
+            if col not in columns
         ]  # fmt: skip
         if missing and where is not None:  # every one, each at its line
             raise QueryFileError("\n".join(f"{where(f)}: {f}: {m}" for f, m in missing))
         if missing:
             raise KeyError(missing[0][1])
-        if src.where:
+        if src.where and spark is not None:
             df = df.where(src.where)
-        stream = Stream.from_dataframe(
+        make = Stream.from_arrow if spark is None else Stream.from_dataframe
+        stream = make(
             df,
             start=src.start,
             end=src.end,

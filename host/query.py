@@ -768,6 +768,58 @@ class Stream:
         return stream.group_apply(*_keys(key))
 
     @classmethod
+    def from_pandas(
+        cls,
+        df: Any,
+        start: str = "start",
+        end: str | None = None,
+        key: str | Sequence[str] | None = None,
+        shape: Shape | None = None,
+        on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
+    ) -> Stream:
+        """Events from a pandas DataFrame, one per row, held in memory and
+        run in-process (no Spark): the arguments and checks of
+        :meth:`from_dataframe`. For small data; :meth:`to_pandas` gives the
+        output as a DataFrame (see :mod:`udm.host.tables`)."""
+        from udm.host.tables import from_table
+
+        return from_table(cls, df, start, end, key, shape, on_invalid, on_null_key)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        start: str = "start",
+        end: str | None = None,
+        key: str | Sequence[str] | None = None,
+        shape: Shape | None = None,
+        on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
+    ) -> Stream:
+        """Events from a pyarrow Table or RecordBatch, as :meth:`from_pandas`."""
+        from udm.host.tables import from_table
+
+        return from_table(cls, table, start, end, key, shape, on_invalid, on_null_key)
+
+    def runs_in_process(self) -> bool:
+        """Whether the stream's events are in memory (``from_cht``,
+        ``from_pandas``, ``from_arrow``): it runs without Spark."""
+        return self._source.df is None
+
+    def to_arrow(self) -> Any:
+        """Run in-process and return the output as a pyarrow Table with the
+        columns of :meth:`to_dataframe` (see :func:`udm.host.tables.to_arrow`)."""
+        from udm.host.tables import to_arrow
+
+        return to_arrow(self)
+
+    def to_pandas(self) -> Any:
+        """Run in-process and return the output as a pandas DataFrame with the
+        columns of :meth:`to_dataframe`."""
+        return self.to_arrow().to_pandas()
+
+    @classmethod
     def from_events(
         cls,
         elements: Iterable[Element],

@@ -78,13 +78,21 @@ def _records(path: Path, fmt: str) -> list[dict[str, Any]]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines()]
 
 
+def _number(text: str) -> Any:
+    """A CSV cell as a float when it is a number (CSV has no types)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _read_cht(path: Path, fmt: str) -> Cht:
     """The events of a written result, payload times in ticks."""
     events = []
     for r in _records(path, fmt):
         start, end = _ticks(r.pop("start")), _ticks(r.pop("end"))
         payload = {
-            k: (_ticks(v) if k in TIME_FIELDS else float(v) if fmt == "csv" else v)
+            k: (_ticks(v) if k in TIME_FIELDS else _number(v) if fmt == "csv" else v)
             for k, v in r.items()
         }
         events.append(IntervalEvent(start, INFINITY if end is None else end, payload))
