@@ -34,7 +34,7 @@ from udm.host.time import INFINITY, from_ticks
 if TYPE_CHECKING:
     from udm.host.query import Stream
 
-__all__ = ["SHOWN", "from_table", "to_arrow"]
+__all__ = ["SHOWN", "from_table", "time_columns", "to_arrow"]
 
 #: invalid rows shown in an error
 SHOWN = 3
@@ -161,6 +161,70 @@ def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
     )
 
 
+def _declared(udm: Any) -> Any:
+    """The return annotation of a UDM's result method, extras kept."""
+    import typing
+
+    cls = type(udm)
+    method = "result" if udm.incremental else "compute_result"
+    target = getattr(cls, "__wrapped__", None) or getattr(cls, method)
+    target = getattr(target, "__wrapped__", target)
+    try:
+        return typing.get_type_hints(target, include_extras=True).get("return")
+    except Exception:
+        return None
+
+
+def _element(ann: Any) -> Any:
+    """``X`` of an operator's ``list[X]``/``Iterator[IntervalEvent[X]]``."""
+    import typing
+
+    while typing.get_origin(ann) is not None and typing.get_origin(ann) is not typing.Annotated:
+        args = typing.get_args(ann)
+        if not args or (
+            isinstance(typing.get_origin(ann), type) and issubclass(typing.get_origin(ann), dict)
+        ):
+            return ann
+        ann = args[0]
+    return ann
+
+
+def time_columns(stream: Stream) -> set[str]:
+    """Output columns a UDM declares as times (``udm.sdk.Ticks``), shown as
+    the stream shows its times, as on Spark (``frame.output``)."""
+    import dataclasses
+    import typing
+
+    from udm.host.query import WindowOp
+    from udm.sdk.events import is_time
+
+    ops = [n for n in stream._nodes if isinstance(n, WindowOp)]
+    if not ops or stream._nodes[-1] is not ops[-1]:
+        return set()  # a projection after the window decides its own columns
+    op = ops[-1]
+    found: set[str] = set()
+    for call in op.calls:
+        if call.returns is not None:
+            continue
+        ann = _declared(call.udm)
+        if op.kind == "operator":
+            ann = _element(ann)
+        if is_time(ann):
+            found.add(call.name)
+            continue
+        record = typing.is_typeddict(ann) or (
+            isinstance(ann, type) and dataclasses.is_dataclass(ann)
+        )
+        if not record:
+            continue
+        try:
+            hints = typing.get_type_hints(ann, include_extras=True)
+        except Exception:
+            continue
+        found |= {f"{call.name}_{f}" if op.multi else f for f, h in hints.items() if is_time(h)}
+    return found
+
+
 def to_arrow(stream: Stream) -> Any:
     """The output of ``stream`` computed in-process, as a pyarrow Table:
     ``start``, ``end`` (UTC timestamps when the input times were datetimes,
@@ -189,12 +253,14 @@ def to_arrow(stream: Stream) -> Any:
         "start": [shown(s) for s, _, _ in rows],
         "end": [shown(e) for _, e, _ in rows],
     }
+    marked = time_columns(stream) if times else set()
     for c in columns:
-        data[c] = [p.get(c) for _, _, p in rows]
+        values = [p.get(c) for _, _, p in rows]
+        data[c] = [None if v is None else shown(v) for v in values] if c in marked else values
     kind = pa.timestamp("us", tz="UTC") if times else pa.int64()
     fields = {"start": kind, "end": kind}
     schema = pa.schema([pa.field(c, fields[c]) for c in ("start", "end")])
     table = pa.table({c: pa.array(data[c], type=fields[c]) for c in ("start", "end")}, schema)
     for c in columns:
-        table = table.append_column(c, pa.array(data[c]))
+        table = table.append_column(c, pa.array(data[c], type=kind if c in marked else None))
     return table

@@ -130,3 +130,18 @@ def test_run_engine_local_refuses_what_needs_spark(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", str(py), "--engine", "local", "-o", str(tmp_path / "o")])
     assert result.exit_code == 1
     assert "AttributeError" in result.output  # spark is None: the file's own line is named
+
+
+def test_declared_time_fields_are_timestamps_in_process_too() -> None:
+    """As on Spark: double_bottom's *_at fields follow the stream's times."""
+    us = dt.timedelta(microseconds=1)
+    df = pd.DataFrame({"t": [T0 + i * us for i in range(5)], "p": [10.0, 8.0, 9.5, 8.1, 10.0]})
+    q = Stream.from_pandas(df, start="t").tumbling_window(3_600_000_000)
+    out = q.apply("patterns.double_bottom", value="p", tolerance=0.05).to_arrow()
+    assert str(out.schema.field("first_bottom_at").type) == "timestamp[us, tz=UTC]"
+    (row,) = out.to_pylist()
+    assert (row["first_bottom_at"], row["second_bottom_at"]) == (T0 + us, T0 + 3 * us)
+    ticks = pd.DataFrame({"t": list(range(5)), "p": [10.0, 8.0, 9.5, 8.1, 10.0]})
+    q = Stream.from_pandas(ticks, start="t").tumbling_window(100)
+    (row,) = q.apply("patterns.double_bottom", value="p", tolerance=0.05).to_arrow().to_pylist()
+    assert (row["first_bottom_at"], row["second_bottom_at"]) == (1, 3)
