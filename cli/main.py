@@ -886,6 +886,7 @@ def run(
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from udm.cli.local import write_table
+    from udm.cli.progress import spark_progress
     from udm.cli.queryfile import in_spec_words, literal_path
 
     if engine == "spark":
@@ -925,13 +926,19 @@ def run(
             progress.update(task, description=escape(f"running {name}"))
             t = time.perf_counter()
             path = output / name
+            running = escape(f"running {name}")
+
+            def show(stages: str | None, running: str = running) -> None:
+                progress.update(task, description=running + (f" ({stages})" if stages else ""))
+
             try:
                 if local:
                     df = write_table(query.to_arrow(), path, fmt, times)
                 else:
-                    df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
-                    # times exact to the tick in every format
-                    df = write_result(df, str(path), fmt, times)
+                    with spark_progress(spark, show):  # the stage and its tasks done
+                        df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                        # times exact to the tick in every format
+                        df = write_result(df, str(path), fmt, times)
             except Exception as exc:
                 if verbose:
                     import traceback

@@ -159,3 +159,32 @@ def test_run_json_for_ci(spark: Any, tmp_path: Path) -> None:
     assert query["name"] == "q" and query["rows"] == 1 and query["format"] == "csv"
     assert query["rows_read"] == 3 and query["dropped"] == {"'ts' is not a valid time": 1}
     assert doc["ok"] is True
+
+
+def test_progress_shows_the_running_stage_and_its_tasks() -> None:
+    """A long run showed a spinner alone."""
+    import threading
+    from types import SimpleNamespace
+
+    from udm.cli.progress import describe_stages, spark_progress
+
+    class Tracker:
+        def getActiveStageIds(self) -> list[int]:
+            return [7, 3]
+
+        def getStageInfo(self, stage: int) -> Any:
+            return SimpleNamespace(numCompletedTasks=stage - 2, numTasks=8)
+
+    assert describe_stages(Tracker()) == "stage 3: 1/8 tasks, stage 7: 5/8 tasks"
+    seen: list[str | None] = []
+    polled = threading.Event()
+
+    def update(text: str | None) -> None:
+        seen.append(text)
+        if text:
+            polled.set()
+
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=Tracker))
+    with spark_progress(spark, update, every=0.01):
+        assert polled.wait(5)
+    assert seen[0] == "stage 3: 1/8 tasks, stage 7: 5/8 tasks" and seen[-1] is None
