@@ -773,6 +773,8 @@ def _cell(value: Any) -> tuple[str, bool]:
         if "e" not in shown and "." not in shown:
             shown += ".0"
         return shown, float(shown) != value
+    if hasattr(value, "asDict"):  # a struct: its fields by name, as JSON shows them
+        return json.dumps(value.asDict(recursive=True), default=str, ensure_ascii=False), False
     return str(value), False
 
 
@@ -807,7 +809,16 @@ def _preview_table(console: Console, title: str, columns: list[str], rows: list[
         cells = [_cell(v) for v in row]
         rounded = rounded or any(r for _, r in cells)
         table.add_row(*(Text(c) for c, _ in cells))  # data, not markup
-    console.print(table)
+    width = console.width
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # piped or redirected: full width, one line per row (struct values
+        # whole); a terminal's width is respected, cells wrap
+        wide = console.measure(table, options=console.options.update_width(10_000))
+        console.width = max(width, wide.maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
     if rounded:
         console.print(
             "(floats rounded to 6 significant digits for display; the written files are exact)",

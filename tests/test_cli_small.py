@@ -188,3 +188,21 @@ def test_progress_shows_the_running_stage_and_its_tasks() -> None:
     with spark_progress(spark, update, every=0.01):
         assert polled.wait(5)
     assert seen[0] == "stage 3: 1/8 tasks, stage 7: 5/8 tasks" and seen[-1] is None
+
+
+def test_piped_previews_show_struct_values_whole_on_one_line(monkeypatch: Any) -> None:
+    import io
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    from pyspark.sql import Row
+    from rich.console import Console
+
+    from udm.cli.main import _preview_table
+
+    out = io.StringIO()
+    value = Row(first_bottom=8.0, peak=9.5, second_bottom=8.1, breakout=10.0, note="W" * 40)
+    _preview_table(Console(file=out, width=60), "w: 1 rows", ["start", "match"], [[0, value]])
+    lines = out.getvalue().splitlines()
+    row = next(line for line in lines if "first_bottom" in line)
+    assert '{"first_bottom": 8.0, "peak": 9.5, "second_bottom": 8.1, "breakout": 10.0' in row
+    assert "W" * 40 in row  # not wrapped onto a second line
