@@ -13,6 +13,8 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -913,18 +915,21 @@ def run(
     _check_query_file(query_file)
     console = _console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+        ExitStack() as scoped,
+    ):
         starting = "loading" if local else "starting Spark and loading"
         task = progress.add_task(escape(f"{starting} {query_file}"), total=None)
         spark = None if local else _spark(master, query_file)
         if verbose and spark is not None:
-            _verbose(spark)
+            scoped.enter_context(_verbose(spark))
         queries = _queries(query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name) or (
@@ -1065,20 +1070,26 @@ def _too_many_dropped(dropped: int, read: int | None, max_dropped: float) -> str
     return None
 
 
-def _verbose(spark: Any) -> None:
-    """--verbose: Spark's task failure logs (Java traces) stay on, and the
-    Spark error behind a udm error is logged (logger ``udm.spark``)."""
+@contextmanager
+def _verbose(spark: Any) -> Iterator[None]:
+    """--verbose, while the queries run: Spark's task failure logs (Java
+    traces) stay on, and the Spark error behind a udm error is logged
+    (logger ``udm.spark``); both as before afterwards."""
     import logging
 
     from udm.host.spark.execute import LOGGER
 
+    handler = logging.StreamHandler(sys.stderr)
+    level = LOGGER.level
+    LOGGER.addHandler(handler)
     LOGGER.setLevel(logging.DEBUG)
-    if not LOGGER.handlers:
-        LOGGER.addHandler(logging.StreamHandler(sys.stderr))
-    try:
+    with suppress(Exception):  # Spark Connect: the server logs
         spark.sparkContext.setLogLevel("ERROR")
-    except Exception:  # Spark Connect: the server logs
-        return
+    try:
+        yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(level)
 
 
 def _spark_message(exc: Exception) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,6 @@ def test_dense_input_labels_never_overprint() -> None:
     assert 5 < len(texts) < 200
     lo, hi = ax.get_xlim()
     char = (hi - lo) * (7 * 0.6) / (7.2 * 72)
-    for a, b in zip(texts, texts[1:], strict=False):
+    for a, b in itertools.pairwise(texts):
         assert b.get_position()[0] - a.get_position()[0] >= len(a.get_text()) * char
     assert f"({200 - len(texts)} labels" in ax.get_ylabel()

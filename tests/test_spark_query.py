@@ -231,6 +231,8 @@ def test_invalid_rows_fail_naming_column_and_row(spark: Any) -> None:
         query.to_cht()
     assert str(err.value) == (
         'invalid event: \'ts\' is null; row: {"sensor":"a","ts":null,"temp":2.0}. '
+        "1 invalid row in all (1 'ts' is null); the first 1: "
+        '{"sensor":"a","ts":null,"temp":2.0} (\'ts\' is null). '
         "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
     )
@@ -333,7 +335,8 @@ def test_quotes_dots_and_backslashes_in_column_names(spark: Any) -> None:
         query.to_cht()
     row = '{"it\'s":null,"v.1":2.0,"back\\\\slash":"b\\\\\'c"}'
     assert str(err.value) == (
-        f"""invalid event: "it's" is null; row: {row}. """
+        f"""invalid event: "it's" is null; row: {row}. 1 invalid row in all (1 "it's" is """
+        f"""null); the first 1: {row} ("it's" is null). """
         "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
     )
