@@ -48,12 +48,17 @@ RemoteOption = Annotated[
 ]
 ConfOption = Annotated[
     list[str] | None,
-    typer.Option("--conf", help="A Spark setting KEY=VALUE for the session (repeatable)."),
+    typer.Option(
+        "--conf",
+        metavar="KEY=VALUE",
+        help="A Spark setting KEY=VALUE for the session (repeatable).",
+    ),
 ]
 PyFilesOption = Annotated[
     list[str] | None,
     typer.Option(
         "--py-files",
+        metavar="FILES",
         help=".py, .zip or .egg files the executors import, comma-separated (repeatable).",
     ),
 ]

@@ -9,9 +9,12 @@ already exists); 2 bad usage (typer's own code for wrong options).
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -36,6 +39,32 @@ app = typer.Typer(
     rich_markup_mode="rich",
     add_completion=True,
 )
+
+
+def _quiet_flag_types() -> None:
+    """Typer's help shows a type column for every option, ``<bool>`` for a
+    flag (``--verbose <bool>``, ``--help <bool>``), which reads as if the
+    flag took a value, and ``<list[Path]>`` beside an argument's name.
+    Typer has no setting for it (an option's metavar is per option, and
+    --help is Typer's own), so flags and arguments show no type."""
+    from typer.core import TyperArgument, TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "udm_quiet", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    def no_type(self: TyperArgument, ctx: Any) -> str | None:
+        return None  # an argument's metavar (PATHS, QUERY_FILE) says it
+
+    display_type_rich.udm_quiet = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperArgument.display_type_rich = no_type  # type: ignore[method-assign,assignment]
+
+
+_quiet_flag_types()
 
 
 def _template() -> Path:
@@ -72,8 +101,26 @@ def _registry() -> Any:
     return registry
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from udm.sdk import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the udm version and exit.",
+        ),
+    ] = False,
+) -> None:
     """udm: user-defined temporal modules on Spark."""
 
 
@@ -207,7 +254,9 @@ def _print_failures(console: Any, failures: list[Any]) -> None:
 
 @app.command()
 @app.command("inspect", hidden=True)  # the verb users reach for first
-def show(name: Annotated[str, typer.Argument(help="A UDM name such as stats.median.")]) -> None:
+def show(
+    name: Annotated[str, typer.Argument(help="A UDM name such as stats.median.", metavar="NAME")],
+) -> None:
     """Show a UDM: flavor, signature, properties, docstring and where it comes from.
 
     [bold]Examples[/bold]
@@ -276,7 +325,10 @@ def _udf_params(udf: Any) -> list[str]:
 def test(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Fixture files, packages or test directories (default: .)."),
+        typer.Argument(
+            help="Fixture files, packages or test directories (default: .).",
+            metavar="PATHS",
+        ),
     ] = None,
     plot: Annotated[
         Path | None,
@@ -290,6 +342,13 @@ def test(
     pytest_args: Annotated[
         str, typer.Option("--pytest-args", help="Extra pytest arguments, quoted.")
     ] = "",
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the results as JSON on stdout (for CI); the report goes to stderr.",
+        ),
+    ] = False,
 ) -> None:
     """Run windowed fixtures (*.udm.yaml) and a package's pytest tests.
 
@@ -333,18 +392,20 @@ def test(
         raise _fail(
             f"--pytest-args {pytest_args!r}: {exc}; quote it as one shell string", 2
         ) from None
-    console = _console()
+    console = _console(err=as_json)  # --json: stdout is the JSON alone
     files = fixture_files(list(targets))
     results = []
     # files that do not load and fixtures that cannot run: counted apart
     # from failures, which are fixtures that ran and got a wrong answer
     invalid: list[Path | Fixture] = []
+    why_invalid: list[str] = []
     for path in files:
         try:
             fixtures = load_fixture(path)
         except FixtureError as exc:
             console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
             invalid.append(path)
+            why_invalid.append(str(exc))
             continue
         for fixture in fixtures:
             try:
@@ -352,13 +413,17 @@ def test(
             except FixtureError as exc:  # e.g. a retraction of an id never inserted
                 console.print(f"[red]invalid fixture[/red]\n{escape(str(exc))}", markup=True)
                 invalid.append(fixture)
+                why_invalid.append(str(exc))
     failed = bool(invalid)
     if results or invalid:
         render_summary(results, console, invalid)
     if results:
+        saved: dict[Path, int] = {}
         for result in results:
             if not result.passed:
                 render_failure(result, console)
+                if result.minimal:
+                    _save_minimal(result, console, saved)
         failed = failed or not all(r.passed for r in results)
         if plot is not None:
             chosen = next((r for r in results if not r.passed), results[0])
@@ -373,10 +438,11 @@ def test(
     elif plot is not None and invalid:
         console.print(f"no timeline written to {plot}: no fixture ran (all invalid)", markup=False)
     python_targets = [p for p in targets if p.is_dir() or p.suffix == ".py"]
+    code: int | None = None
     if run_pytest and python_targets:
         # -p no:udm: the fixtures above already ran; do not collect them twice
         cmd = [sys.executable, "-m", "pytest", "-p", "no:udm", *map(str, python_targets)]
-        code = subprocess.call([*cmd, *extra_args])
+        code = subprocess.call([*cmd, *extra_args], stdout=sys.stderr if as_json else None)
         if code == 5:  # pytest collected no Python tests
             if not files:
                 raise _fail(
@@ -386,7 +452,70 @@ def test(
         failed = failed or code != 0
     elif not files:
         raise _fail(_nothing_to_run(targets))
+    if as_json:
+        typer.echo(json.dumps(_test_json(results, invalid, why_invalid, code), indent=2))
     raise typer.Exit(1 if failed else 0)
+
+
+def _test_json(
+    results: list[Any], invalid: list[Any], why: list[str], pytest_code: int | None
+) -> dict[str, Any]:
+    """``test --json``: every fixture's outcome, and pytest's exit code."""
+    from udm.host.fixtures.report import summary_cells
+
+    fixtures: list[dict[str, Any]] = []
+    for r in results:
+        title, udm, window = summary_cells(r.fixture)
+        fixtures.append(
+            {
+                "fixture": title,
+                "file": str(r.fixture.path) if r.fixture.path else None,
+                "line": r.fixture.line,
+                "udm": udm,
+                "window": window,
+                "streams": r.checked_streams,
+                "result": "pass" if r.passed else "fail",
+                "failures": list(r.failures),
+                "minimal": r.minimal,
+            }
+        )
+    for item, message in zip(invalid, why, strict=True):
+        if isinstance(item, Path):
+            entry = {"fixture": item.name, "file": str(item), "line": None}
+        else:
+            entry = {"fixture": item.title, "file": str(item.path), "line": item.line}
+        fixtures.append({**entry, "result": "invalid", "failures": message.splitlines()})
+    failed = sum(not r.passed for r in results)
+    return {
+        "passed": len(results) - failed,
+        "failed": failed,
+        "invalid": len(invalid),
+        "fixtures": fixtures,
+        "pytest_exit_code": pytest_code,
+    }
+
+
+def _save_minimal(result: Any, console: Console, saved: dict[Path, int]) -> None:
+    """Write a shrunk failure next to its fixture as ``NAME.minimal.yaml``
+    (not ``*.udm.yaml``: the next run does not collect it; rename it to
+    keep it as a fixture); ``saved`` numbers several of one file."""
+    path = result.fixture.path
+    if path is None:
+        return
+    stem = path.name.removesuffix(".udm.yaml")
+    n = saved.get(path, 0)
+    saved[path] = n + 1
+    target = path.with_name(f"{stem}.minimal{f'-{n + 1}' if n else ''}.yaml")
+    try:
+        target.write_text(result.minimal, encoding="utf-8")
+    except OSError as exc:
+        console.print(f"# (not saved: {exc})", markup=False, soft_wrap=True)
+        return
+    console.print(
+        f"# saved to {target}; rename it to *.udm.yaml to keep it as a fixture",
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def _nothing_to_run(targets: list[Path]) -> str:
@@ -409,7 +538,9 @@ def _nothing_to_run(targets: list[Path]) -> str:
     short_help="Create a UDM package from the template (entry point, example UDA and UDO, tests)."
 )
 def new(
-    name: Annotated[str, typer.Argument(help="Library name (the UDM prefix), e.g. my_udms.")],
+    name: Annotated[
+        str, typer.Argument(help="Library name (the UDM prefix), e.g. my_udms.", metavar="NAME")
+    ],
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="Where to create the package.")
     ] = Path("."),
@@ -642,6 +773,8 @@ def _ship_libraries(console: Console, options: Any, query_file: Path, spark: Any
     """Ship the UDM libraries the queries use by name and say what went."""
     from udm.cli.cluster import describe, ship_libraries
 
+    if spark is None:  # --engine local: nothing runs on executors
+        return
     shipment = options.shipped
     shipment.merge(ship_libraries(spark, query_file, options))
     for line in describe(shipment, query_file):
@@ -667,28 +800,77 @@ def _queries(query_file: Path, spark: Any) -> dict[str, Any]:
         raise _fail(str(exc)) from None
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any) -> tuple[str, bool]:
+    """A preview cell and whether it was rounded for display: floats keep
+    their ``.0`` and show up to 6 significant digits; times come as exact
+    text from :func:`_preview`."""
     if isinstance(value, float):
-        return f"{value:.4g}"
-    if hasattr(value, "strftime"):
-        return str(value.strftime("%Y-%m-%d %H:%M:%S"))
-    return str(value)
+        exact = repr(value)
+        if len(exact) <= 12 or not math.isfinite(value):
+            return exact, False
+        shown = f"{value:.6g}"
+        if "e" not in shown and "." not in shown:
+            shown += ".0"
+        return shown, float(shown) != value
+    if hasattr(value, "asDict"):  # a struct: its fields by name, as JSON shows them
+        return json.dumps(value.asDict(recursive=True), default=str, ensure_ascii=False), False
+    return str(value), False
 
 
 def _preview(console: Console, title: str, df: Any, n: int) -> None:
+    from pyspark.sql import types as T
+
+    from udm.host.spark.frame import q as _q
+
     order = [c for c in ("start", "end") if c in df.columns]
-    rows = (df.orderBy(*order) if order else df).limit(n).collect()
+    # times as exact text, in the session's time zone as the files have
+    # them (collect() would convert to this machine's zone), the fraction
+    # shown when not zero
+    shown = [
+        f"regexp_replace(date_format({_q(f.name)}, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), "
+        f"'\\\\.0+$', '') AS {_q(f.name)}"
+        if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType)
+        else _q(f.name)
+        for f in df.schema.fields
+    ]
+    rows = (df.orderBy(*order) if order else df).limit(n).selectExpr(*shown).collect()
+    _preview_table(console, title, list(df.columns), [list(r) for r in rows])
+
+
+def _preview_table(console: Console, title: str, columns: list[str], rows: list[Any]) -> None:
+    """A preview table: data and names are never markup; times come as
+    exact text; floats say when they were rounded for display."""
     table = Table(title=escape(title), title_justify="left")  # names are not markup
-    for name in df.columns:
+    for name in columns:
         table.add_column(escape(name))
+    rounded = False
     for row in rows:
-        table.add_row(*(Text(_cell(v)) for v in row))  # data, not markup
-    console.print(table)
+        cells = [_cell(v) for v in row]
+        rounded = rounded or any(r for _, r in cells)
+        table.add_row(*(Text(c) for c, _ in cells))  # data, not markup
+    width = console.width
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        # piped or redirected: full width, one line per row (struct values
+        # whole); a terminal's width is respected, cells wrap
+        wide = console.measure(table, options=console.options.update_width(10_000))
+        console.width = max(width, wide.maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = width
+    if rounded:
+        console.print(
+            "(floats rounded to 6 significant digits for display; the written files are exact)",
+            markup=False,
+        )
 
 
 @app.command(short_help="Run a query file on Spark: write each result and preview it.")
 def run(
-    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    query_file: Annotated[
+        Path,
+        typer.Argument(help="A Python query file or a YAML query spec.", metavar="QUERY_FILE"),
+    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Folder for the results (one per query).")
     ] = Path("out"),
@@ -701,6 +883,44 @@ def run(
     conf: ConfOption = None,
     py_files: PyFilesOption = None,
     ship: ShipOption = True,
+    times: Annotated[
+        str,
+        typer.Option(
+            "--times",
+            help="How CSV/JSON/Parquet files hold times: iso (timestamps, ISO text with "
+            "microseconds in CSV and JSON) or ticks (int64 microseconds since 1970).",
+        ),
+    ] = "iso",
+    max_dropped: Annotated[
+        float,
+        typer.Option(
+            "--max-dropped",
+            min=0.0,
+            max=1.0,
+            help="Fail when a dropping policy (on_invalid: drop, on_null_key: drop) drops "
+            "more than this share of the input rows (every row always fails).",
+        ),
+    ] = 0.5,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="On failure, also show Spark's error and Java stack traces."
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print what was written as JSON on stdout (for CI); the report goes to stderr.",
+        ),
+    ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="spark, or local: in-process without Spark, for small data (no Spark start-up).",
+        ),
+    ] = "spark",
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -723,85 +943,211 @@ def run(
 
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from udm.cli.queryfile import literal_path
+    from udm.cli.local import write_table
+    from udm.cli.progress import spark_progress
+    from udm.cli.queryfile import in_spec_words, literal_path
+
+    if engine == "spark":
+        from udm.host.spark.output import read_result, write_result
 
     if fmt not in ("parquet", "csv", "json"):
         raise _fail(f"unknown --format {fmt!r}; use parquet, csv or json", code=2)
+    if times not in ("iso", "ticks"):
+        raise _fail(f"unknown --times {times!r}; use iso or ticks", code=2)
+    if engine not in ("spark", "local"):
+        raise _fail(f"unknown --engine {engine!r}; use spark or local", code=2)
+    local = engine == "local"
     options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)
-    console = _console()
+    console = _console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(escape(f"starting Spark and loading {query_file}"), total=None)
-        spark = _spark(options, query_file)
+    with (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+        ExitStack() as scoped,
+    ):
+        starting = "loading" if local else "starting Spark and loading"
+        task = progress.add_task(escape(f"{starting} {query_file}"), total=None)
+        spark = None if local else _spark(options, query_file)
+        if verbose and spark is not None:
+            scoped.enter_context(_verbose(spark))
         queries = _queries(query_file, spark)
         _ship_libraries(console, options, query_file, spark)
         for name, query in queries.items():
-            problem = _output_problem(name, query, output / name)
+            problem = _output_problem(name, query, output / name) or (
+                _local_problem(query) if local else None
+            )
             if problem:
                 raise _fail(f"{query_file}: query {name!r}: {problem}")
-        written: list[tuple[str, Path, float, dict[str, int] | None, Any]] = []
+        written: list[tuple[str, Path, float, dict[str, int] | None, int | None, Any]] = []
         for name, query in queries.items():
             progress.update(task, description=escape(f"running {name}"))
             t = time.perf_counter()
             path = output / name
+            running = escape(f"running {name}")
+
+            def show(stages: str | None, running: str = running) -> None:
+                progress.update(task, description=running + (f" ({stages})" if stages else ""))
+
             try:
-                df = query.to_dataframe() if is_stream(query) else query
-                writer = df.write.mode("overwrite")
-                if fmt == "csv":
-                    writer = writer.option("header", "true")
-                writer.format(fmt).save(str(path))
+                if local:
+                    df = write_table(query.to_arrow(), path, fmt, times)
+                else:
+                    with spark_progress(spark, show):  # the stage and its tasks done
+                        df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                        # times exact to the tick in every format
+                        df = write_result(df, str(path), fmt, times)
             except Exception as exc:
-                raise _fail(f"query {name!r} failed: {_spark_message(exc)}") from None
-            metrics = query.metrics if is_stream(query) else None
-            drops = None
+                if verbose:
+                    import traceback
+
+                    spark_error = getattr(exc, "spark_error", exc)
+                    traceback.print_exception(spark_error, file=sys.stderr)
+                message = _spark_message(exc)
+                if query_file.suffix in (".yaml", ".yml"):
+                    message = in_spec_words(message, query_file)
+                raise _fail(f"query {name!r} failed: {message}") from None
+            metrics = getattr(query, "metrics", None)
+            drops, read = None, None
             if metrics is not None:
                 # reported below, with the output: not also as a log warning
                 metrics._logged = True
                 drops = metrics.invalid_rows(wait=True)
-            written.append((name, path, time.perf_counter() - t, drops, df.schema))
-    for name, path, seconds, drops, schema in written:
+                read = metrics.rows_read(wait=True)
+            # Spark: the schema to read the files back with; local: the table
+            shown = df if local else df.schema
+            written.append((name, path, time.perf_counter() - t, drops, read, shown))
+    too_many: list[str] = []
+    report: list[dict[str, Any]] = []
+    for name, path, seconds, drops, read, schema in written:
         # read back with the written schema: its column order and types
         # (JSON would come back sorted by name, times as text); Hadoop
         # takes [ ] { } * ? in a path as a pattern
-        result = spark.read.format(fmt).schema(schema).option("header", "true")
-        result = result.load(literal_path(path))
-        rows = result.count()
-        if preview > 0:
-            _preview(console, f"{name}: {rows:,} rows", result, preview)
+        if spark is None:
+            rows = schema.num_rows
+            if preview > 0:
+                _preview_arrow(console, f"{name}: {rows:,} rows", schema, preview)
+        else:
+            result = read_result(spark, literal_path(path), fmt, schema)
+            rows = result.count()
+            if preview > 0:
+                _preview(console, f"{name}: {rows:,} rows", result, preview)
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
         if drops:
             why = ", ".join(f"{n:,} {reason}" for reason, n in drops.items())
-            console.print(
-                f"dropped {sum(drops.values()):,} invalid input rows (on_invalid=drop): {why}",
-                markup=False,
-            )
+            dropped = sum(drops.values())
+            of = f" of {read:,}" if read else ""
+            console.print(f"dropped {dropped:,}{of} input rows as invalid: {why}", markup=False)
+            problem = _too_many_dropped(dropped, read, max_dropped)
+            if problem:
+                too_many.append(f"query {name!r}: {problem}")
+        report.append(
+            {
+                "name": name,
+                "path": str(path),
+                "format": fmt,
+                "times": times,
+                "rows": rows,
+                "seconds": round(seconds, 3),
+                "rows_read": read,
+                "dropped": drops or {},
+            }
+        )
+    if as_json:
+        total = round(time.perf_counter() - started, 3)
+        typer.echo(json.dumps({"queries": report, "seconds": total, "ok": not too_many}, indent=2))
+    if too_many:
+        raise _fail("\n".join(too_many))
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
 
 
+def _local_problem(query: Any) -> str | None:
+    """Why ``--engine local`` cannot run ``query`` (it needs Spark), or None."""
+    from udm.host.query import Stream
+
+    if isinstance(query, Stream) and query.runs_in_process():
+        return None
+    what = "a Spark DataFrame" if not isinstance(query, Stream) else "a Stream over a DataFrame"
+    return (
+        f"is {what}, which --engine local cannot run; build it with Stream.from_pandas, "
+        "from_arrow or from_cht (queries(spark) gets spark=None), or use --engine spark"
+    )
+
+
+def _preview_arrow(console: Console, title: str, table: Any, n: int) -> None:
+    """The preview of a result the local engine wrote (a pyarrow Table)."""
+    import datetime as dt
+
+    # sorted as the Spark preview is: by start, then end (an open end last)
+    records = table.to_pylist()
+    records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or r["start"]))
+
+    def text(v: Any) -> Any:
+        if isinstance(v, dt.datetime):  # UTC, exact: the fraction when not zero
+            return v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+        return v
+
+    rows = [[text(v) for v in r.values()] for r in records[:n]]
+    _preview_table(console, title, list(table.column_names), rows)
+
+
+def _too_many_dropped(dropped: int, read: int | None, max_dropped: float) -> str | None:
+    """Why a run that dropped ``dropped`` of ``read`` rows failed, or None:
+    every row dropped, or more than the ``--max-dropped`` share, is almost
+    always a reader or time-format mistake, not bad rows."""
+    if not read:
+        return None
+    if dropped >= read:
+        return (
+            f"every one of the {read:,} input rows was invalid and dropped, so the result is "
+            "empty; check the time columns and their format (source.options: "
+            "timestampFormat, docs/cli.md)"
+        )
+    if dropped > max_dropped * read:
+        return (
+            f"{dropped:,} of {read:,} input rows ({dropped / read:.0%}) were invalid and "
+            f"dropped, more than --max-dropped {max_dropped:g}; check the data and the "
+            "time format, or raise --max-dropped"
+        )
+    return None
+
+
+@contextmanager
+def _verbose(spark: Any) -> Iterator[None]:
+    """--verbose, while the queries run: Spark's task failure logs (Java
+    traces) stay on, and the Spark error behind a udm error is logged
+    (logger ``udm.spark``); both as before afterwards."""
+    import logging
+
+    from udm.host.spark.errors import LOGGER
+
+    handler = logging.StreamHandler(sys.stderr)
+    level = LOGGER.level
+    LOGGER.addHandler(handler)
+    LOGGER.setLevel(logging.DEBUG)
+    with suppress(Exception):  # Spark Connect: the server logs
+        spark.sparkContext.setLogLevel("ERROR")
+    try:
+        yield
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(level)
+
+
 def _spark_message(exc: Exception) -> str:
-    """The useful first line of a Spark/Py4J error (UDM failures name the
-    UDM, window and key there)."""
+    """udm's message for a failed query (UDM failures name the UDM, window,
+    key and the line of the UDM's code; a cluster's executors lacking code
+    say what to ship), never Spark's wrappers or Py4J's."""
+    from udm.host.spark.errors import spark_message
     from udm.host.spark.shipping import worker_import_problem
 
-    text = str(exc)
-    problem = worker_import_problem(text)  # a cluster's executors lack code
-    if problem:
-        return problem
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if "UDM " in line or "invalid event" in line:
-            return line
-    first = lines[0] if lines else type(exc).__name__
-    if isinstance(exc, KeyError) and first[:1] in "'\"" and first[-1:] == first[:1]:
-        first = first[1:-1]  # KeyError quotes its message
-    return first
+    problem = worker_import_problem(str(exc))  # a cluster's executors lack code
+    return problem or spark_message(exc)
 
 
 def _output_problem(name: str, query: Any, path: Path) -> str | None:
@@ -831,7 +1177,10 @@ def _output_problem(name: str, query: Any, path: Path) -> str | None:
 
 @app.command(short_help="Print each query's plan; with --plot, draw a sample's events and windows.")
 def explain(
-    query_file: Annotated[Path, typer.Argument(help="A Python query file or a YAML query spec.")],
+    query_file: Annotated[
+        Path,
+        typer.Argument(help="A Python query file or a YAML query spec.", metavar="QUERY_FILE"),
+    ],
     plot: Annotated[
         Path | None,
         typer.Option("--plot", help="Draw each query's timeline for a sample (PNG/SVG/PDF)."),
@@ -893,9 +1242,9 @@ def explain(
 
 @app.command(short_help="Build the zip a cluster's executors need: udm, the UDM libraries.")
 def package(
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="The zip to write.")
-    ] = Path("udm-executors.zip"),
+    output: Annotated[Path, typer.Option("--output", "-o", help="The zip to write.")] = Path(
+        "udm-executors.zip"
+    ),
 ) -> None:
     """Build one zip of what a Spark cluster's executors import to run udm
     queries: udm's engine (udm.sdk, udm.host), every installed UDM library

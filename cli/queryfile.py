@@ -36,7 +36,14 @@ from udm.host.fixtures.schema import (
     yaml_documents,
 )
 
-__all__ = ["QueryFileError", "QuerySpec", "SourceSpec", "check_query_file", "load_queries"]
+__all__ = [
+    "QueryFileError",
+    "QuerySpec",
+    "SourceSpec",
+    "check_query_file",
+    "in_spec_words",
+    "load_queries",
+]
 
 
 class QueryFileError(ValueError):
@@ -58,15 +65,43 @@ class SourceSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    format: Literal["parquet", "csv", "json", "orc"] = "parquet"
+    # None: from the path's extension (or its files'), else Parquet
+    format: Literal["parquet", "csv", "json", "orc"] | None = None
     start: str = "start"
     end: str | None = None
     shape: Literal["point", "interval", "edge"] | None = None
     key: str | list[str] | None = None
     on_invalid: Literal["raise", "drop"] = "raise"
+    on_null_key: Literal["raise", "drop", "keep"] = "raise"
     where: str | None = None
     # YAML writes true, 1 and 0.5 as bool, int and float: Spark reads text
     options: dict[str, Annotated[str, BeforeValidator(_option_text)]] = Field(default_factory=dict)
+
+
+#: file extensions -> Spark's reader, for a source without format:
+EXTENSIONS = {
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".json": "json",
+    ".jsonl": "json",
+    ".ndjson": "json",
+    ".orc": "orc",
+}
+
+
+def infer_format(path: Path) -> str:
+    """The reader for a source without ``format:``: its extension's, or
+    for a folder the one extension its data files share; else Parquet
+    (what Spark writes by default)."""
+    found = EXTENSIONS.get(path.suffix.lower())
+    if found or not path.is_dir():
+        return found or "parquet"
+    kinds = {
+        EXTENSIONS[f.suffix.lower()]
+        for f in path.rglob("*")
+        if f.is_file() and not f.name.startswith((".", "_")) and f.suffix.lower() in EXTENSIONS
+    }
+    return kinds.pop() if len(kinds) == 1 else "parquet"
 
 
 class QuerySpec(BaseModel):
@@ -104,6 +139,10 @@ class QuerySpec(BaseModel):
         path = Path(self.source.path)
         return path if path.is_absolute() else base / path
 
+    def source_format(self, base: Path) -> str:
+        """``source.format``, or the one its path's extension says."""
+        return self.source.format or infer_format(self.source_path(base))
+
     def named_columns(self) -> list[tuple[str, str]]:
         """``(field, column)`` for every column the spec names, the fields
         as dotted paths into the spec (``source.start``, ``value``)."""
@@ -122,33 +161,43 @@ class QuerySpec(BaseModel):
         path = self.source_path(base)
         if not path.exists():
             raise QueryFileError(f"source path {path} does not exist")
-        # CSV: a header and inferred types unless the options say otherwise
-        defaults = {"header": "true", "inferSchema": "true"} if src.format == "csv" else {}
-        reader = spark.read.format(src.format).options(**{**defaults, **src.options})
-        df = reader.load(literal_path(path))
-        # CSV and JSON columns are known once Spark has read the source: a
+        fmt = self.source_format(base)
+        if spark is None:  # --engine local: pyarrow reads it, no Spark
+            from udm.cli.local import read_table
+
+            df = read_table(path, fmt, src.options, src.where)
+            columns = list(df.column_names)
+        else:
+            # CSV: a header and inferred types unless the options say otherwise
+            defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
+            reader = spark.read.format(fmt).options(**{**defaults, **src.options})
+            df = reader.load(literal_path(path))
+            columns = df.columns
+        # CSV and JSON columns are known once the source is read: a
         # missing one is reported now, at its field (KeyError's message
         # prefix names the field, see _field_of)
         prefix = {"source.start": "start", "source.end": "end", "source.key": "key"}
         missing = [  # (field, message): a field may name several columns
             (field, f"{prefix.get(field, 'value')} column {col!r} is not in {path.name}; "
-             f"its columns are {df.columns}")
+             f"its columns are {columns}")
             for field, col in self.named_columns()
-            if col not in df.columns
+            if col not in columns
         ]  # fmt: skip
         if missing and where is not None:  # every one, each at its line
             raise QueryFileError("\n".join(f"{where(f)}: {f}: {m}" for f, m in missing))
         if missing:
             raise KeyError(missing[0][1])
-        if src.where:
+        if src.where and spark is not None:
             df = df.where(src.where)
-        stream = Stream.from_dataframe(
+        make = Stream.from_arrow if spark is None else Stream.from_dataframe
+        stream = make(
             df,
             start=src.start,
             end=src.end,
             key=src.key,
             shape=src.shape,
             on_invalid=src.on_invalid,
+            on_null_key=src.on_null_key,
         )
         windowed = stream.window(self.window.build())
         options: dict[str, Any] = {
@@ -169,15 +218,20 @@ def literal_path(path: Path) -> str:
     return re.sub(r"([\[\]{}*?])", r"\\\1", str(path))
 
 
-def _spec(path: Path) -> tuple[QuerySpec, Any]:
-    """The validated spec of a YAML query file and its loaded data."""
+def _document(path: Path) -> Any:
+    """The one YAML mapping of a query spec, lines remembered."""
     try:
         docs = list(yaml_documents(path))
     except FixtureError as exc:
         raise QueryFileError(str(exc)) from None
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise QueryFileError(f"{path}: a query spec is one YAML mapping (source, window, ...)")
-    data = docs[0][0]
+    return docs[0][0]
+
+
+def _spec(path: Path) -> tuple[QuerySpec, Any]:
+    """The validated spec of a YAML query file and its loaded data."""
+    data = _document(path)
     try:
         return QuerySpec.model_validate(data), data
     except ValidationError as exc:
@@ -193,12 +247,54 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
     except QueryFileError:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have
-        message = _first_line(exc)
         # the Python API's advice, in the spec's words
-        message = message.replace("use .apply() for it", "use apply: for it")
-        message = message.replace("use .aggregate() for it", "use aggregate: for it")
+        message = in_spec_words(_first_line(exc), path)
         field = _field_of(message, field)
         raise QueryFileError(f"{path}:{_line(data, field)}: {field}: {message}") from None
+
+
+#: the Python API's words in hints -> a YAML spec's (the field, as written there)
+_SPEC_WORDS = (
+    (
+        re.compile(
+            r"pass on_invalid='drop' to drop such rows and count them "
+            r"\(stream\.metrics\.invalid_rows\(\)\)"
+        ),
+        "source.on_invalid",
+        "set source.on_invalid: drop to drop such rows and count them (run prints how many)",
+    ),
+    (re.compile(r"\bon_invalid='(\w+)'"), "source.on_invalid", r"source.on_invalid: \1"),
+    (
+        re.compile(
+            r"pass on_null_key='drop' to drop such rows and count them, or on_null_key='keep'"
+        ),
+        "source.on_null_key",
+        "set source.on_null_key: drop to drop such rows and count them, or keep",
+    ),
+    (re.compile(r"\bpass (returns|value|alias)=( \(e\.g\. '(\w+)'\))?"), "", r"set \1:\2"),
+    (re.compile(r"\bshape='(\w+)'"), "source.shape", r"source.shape: \1"),
+    (re.compile(r"use \.apply\(\) for it"), "", "use apply: for it"),
+    (re.compile(r"use \.aggregate\(\) for it"), "", "use aggregate: for it"),
+)
+
+
+def in_spec_words(message: str, path: Path) -> str:
+    """A message of the Python API (``pass on_invalid='drop'``) in a YAML
+    spec's own words (``set source.on_invalid: drop``), with the line of
+    the field to change where the spec has it."""
+    try:
+        data = _document(path)
+    except QueryFileError:
+        data = {}
+    for pattern, field, words in _SPEC_WORDS:
+        if not pattern.search(message):
+            continue
+        message = pattern.sub(words, message)
+        if field and isinstance(data, dict):
+            line = _line(data, field)
+            at = f"{path}:{line}" if line > 1 or field.split(".")[0] in data else f"{path}"
+            message += f" ({field} goes at {at})"
+    return message
 
 
 def _field_of(message: str, udm_field: str) -> str:
@@ -294,7 +390,7 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
     if not source.exists():
         line = _line(data, "source.path")
         raise QueryFileError(f"{path}:{line}: source.path: {source} does not exist")
-    if spec.source.format != "parquet":
+    if spec.source_format(path.parent) != "parquet":
         return  # CSV and JSON columns depend on Spark's reader options
     columns = _parquet_columns(source)
     if columns is None:
@@ -312,38 +408,75 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
 def check_query_file(path: Path) -> None:
     """Everything that can be checked without Spark: the file exists, is a
     Python file or a YAML spec, and a spec is valid, names an installed UDM,
-    a source that exists and (for Parquet) columns the source has."""
+    a source that exists and (for Parquet) columns the source has. Every
+    mistake is reported at once, in line order: a field that does not
+    validate does not hide an unknown UDM or a missing source."""
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
-        spec, data = _spec(path)
-        # the UDM name needs only the registry: report it before Spark starts
-        field, name = spec.udm_field()
-        from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
-
-        line = getattr(data, "lines", {}).get(field, 1)
-        problems: list[str] = []  # every one, not only the first
+        data = _document(path)
+        problems: list[str] = []
+        spec: QuerySpec | None = None
         try:
-            udm = get_registry().resolve(name)
-        except (UnknownUdmError, DuplicateUdmError) as exc:
-            problems.append(f"{path}:{line}: {field}: {_first_line(exc)}")
+            spec = QuerySpec.model_validate(data)
+        except ValidationError as exc:
+            problems += validation_messages(str(path), data, exc, ()).splitlines()
+        problems += _udm_problems(path, data)
+        if spec is not None:
+            try:
+                _check_source(path, spec, data)
+            except QueryFileError as exc:
+                problems += str(exc).splitlines()
         else:
-            # aggregate: takes a UDA, apply: a UDO
-            wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
-            kind = getattr(udm, "kind", "function")
-            if kind != wanted:
-                what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
-                other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
-                advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
-                problems.append(f"{path}:{line}: {field}: {name!r} is a {what}; {advice}")
-        try:
-            _check_source(path, spec, data)
-        except QueryFileError as exc:
-            problems.append(str(exc))
+            problems += _source_path_problem(path, data)
         if problems:
-            raise QueryFileError("\n".join(problems))
+            problems = list(dict.fromkeys(problems))
+            raise QueryFileError("\n".join(sorted(problems, key=lambda m: _line_in(m, path))))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+
+
+def _line_in(message: str, path: Path) -> int:
+    head = message.removeprefix(f"{path}:").split(":", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def _udm_problems(path: Path, data: Any) -> list[str]:
+    """An unknown UDM, or one of the wrong kind, under aggregate:/apply:
+    (needs only the registry, not Spark)."""
+    from udm.host.registry import DuplicateUdmError, UnknownUdmError, get_registry
+
+    named = [(f, data[f]) for f in ("aggregate", "apply") if isinstance(data.get(f), str)]
+    if len(named) != 1:
+        return []  # none or both: the validation says so
+    field, name = named[0]
+    line = _line(data, field)
+    try:
+        udm = get_registry().resolve(name)
+    except (UnknownUdmError, DuplicateUdmError) as exc:
+        return [f"{path}:{line}: {field}: {_first_line(exc)}"]
+    # aggregate: takes a UDA, apply: a UDO
+    wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
+    kind = getattr(udm, "kind", "function")
+    if kind == wanted:
+        return []
+    what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
+    other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
+    advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
+    return [f"{path}:{line}: {field}: {name!r} is a {what}; {advice}"]
+
+
+def _source_path_problem(path: Path, data: Any) -> list[str]:
+    """A ``source.path`` that does not exist, read from a spec that did not
+    validate (the other source checks need a valid spec)."""
+    source = data.get("source")
+    given = source.get("path") if isinstance(source, dict) else None
+    if not isinstance(given, str):
+        return []
+    found = Path(given) if Path(given).is_absolute() else path.parent / given
+    if found.exists():
+        return []
+    return [f"{path}:{_line(data, 'source.path')}: source.path: {found} does not exist"]
 
 
 def load_queries(path: Path, spark: Any) -> dict[str, Any]:

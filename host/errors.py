@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
+import sysconfig
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +17,7 @@ __all__ = [
     "OperatorError",
     "StreamError",
     "UdmInvocationError",
+    "raised_at",
 ]
 
 
@@ -67,6 +73,14 @@ class UdmInvocationError(RuntimeError):
         if element is not None:
             where += f" while processing {element!r}"
         message = f"{where}: {detail}"
+        # raised while handling the UDM's own exception: say where, in the
+        # UDM's code (the user's line, not the host's)
+        handled = sys.exc_info()[1]
+        if isinstance(handled, UdmInvocationError):
+            handled = handled.__cause__
+        at = raised_at(handled) if handled is not None else None
+        if at:
+            message += f"; raised at {at}"
         if self.events:
             shown = ", ".join(str(e) for e in self.events[: self.SHOWN])
             more = len(self.events) - self.SHOWN
@@ -93,3 +107,18 @@ class OperatorError(ValueError):
         self.reason = reason
         at = f" at {element!r}" if element is not None else ""
         super().__init__(f"{operator}{at}: {reason}" if operator or at else reason)
+def raised_at(exc: BaseException) -> str | None:
+    """``file:line in function: source line`` of the deepest frame of
+    ``exc``'s traceback in the user's code (outside udm and Python's
+    library), or None: where a UDM raised, to show with the host's message."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = os.path.realpath(os.path.dirname(__file__)) + os.sep
+    sdk = os.path.realpath(os.path.join(os.path.dirname(__file__), os.pardir, "sdk")) + os.sep
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
+    for frame in reversed(frames):
+        path = os.path.realpath(frame.filename)
+        if path.startswith((mine, sdk, stdlib)) or frame.filename.startswith("<"):
+            continue
+        line = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
+        return f"{frame.filename}:{frame.lineno} in {frame.name}" + (f": {line}" if line else "")
+    return None

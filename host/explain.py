@@ -210,7 +210,7 @@ def operator_lanes(
     it is, so a picture of a join over two lifetime changes reads as the
     plan does. ``names`` labels sources (by ``id`` of the plan node),
     e.g. a query fixture's input names."""
-    from udm.host.engines.reference import ReferenceEngine
+    from udm.host.engines import get_engine
     from udm.host.plot import Lane
 
     nodes = [n for n in _in_order(plan) if not isinstance(n, GroupNode)]
@@ -221,7 +221,7 @@ def operator_lanes(
         while isinstance(node, GroupNode):
             node = node.inputs[0]
         if id(node) not in outputs:
-            rows, layout, _ = ReferenceEngine().collect(node)
+            rows, layout, _ = get_engine("reference").collect(node)
             outputs[id(node)] = [IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows]
         return outputs[id(node)]
 

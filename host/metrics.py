@@ -8,6 +8,9 @@ from typing import Any
 
 __all__ = ["QueryMetrics"]
 
+#: counts of internal bookkeeping (rows read) carry this prefix
+INTERNAL_PREFIX = "__udm_"
+
 log = logging.getLogger("udm.query")
 
 
@@ -41,11 +44,20 @@ class QueryMetrics:
                 return None
             got = self._observation.get
             self._counts = {k: int(v or 0) for k, v in got.items()}
-        counts = {k: v for k, v in (self._counts or {}).items() if v}
+        counts = {
+            k: v for k, v in (self._counts or {}).items() if v and not k.startswith(INTERNAL_PREFIX)
+        }
         if counts and not self._logged:
             self._logged = True
             log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
         return counts
+
+    def rows_read(self, wait: bool = False) -> int | None:
+        """Source rows the run read, valid or not (observed with the drops;
+        ``None`` when nothing was observed)."""
+        self.invalid_rows(wait=wait)
+        read = (self._counts or {}).get(INTERNAL_PREFIX + "rows")
+        return None if read is None else int(read)
 
     @property
     def dropped(self) -> int:

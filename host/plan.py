@@ -51,6 +51,7 @@ __all__ = [
     "GroupNode",
     "JoinNode",
     "OnInvalid",
+    "OnNullKey",
     "PlanNode",
     "Row",
     "SelectNode",
@@ -83,6 +84,7 @@ SCALAR_COL = "value"
 
 Shape = Literal["point", "interval", "edge"]
 OnInvalid = Literal["raise", "drop"]
+OnNullKey = Literal["raise", "drop", "keep"]
 ValueArg = str | Sequence[str] | Callable[[Any], Any] | None
 #: An event as engines pass it between nodes: (start, end, payload columns).
 Row = tuple[int, int, dict[str, Any]]
@@ -218,6 +220,8 @@ class Source(PlanNode):
     end: str | None = None
     shape: Shape = "point"
     on_invalid: OnInvalid = "raise"
+    key_columns: tuple[str, ...] = ()  # from_dataframe's key columns, for on_null_key
+    on_null_key: OnNullKey = "keep"
     scalar: bool = False  # in-memory payloads were scalars, held in column "value"
     timestamps: bool = False  # in-memory ticks become timestamps in to_dataframe()
     dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason

@@ -60,6 +60,25 @@ def _rows(events: Sequence[IntervalEvent[Any]]) -> list[int]:
     return rows
 
 
+def _labelled(
+    lane: Lane, rows: list[int], label: Callable[[Any], str], lo: int, char: float
+) -> set[int]:
+    """The events of a lane whose labels fit: in start order on each row,
+    a label is left out when it would run into the previous one."""
+    free: dict[int, float] = {}  # row -> where the next label may start
+    shown: set[int] = set()
+    for i in sorted(range(len(lane.events)), key=lambda i: lane.events[i].start):
+        e = lane.events[i]
+        if e.payload is None:
+            continue
+        at = max(e.start, lo)
+        if at < free.get(rows[i], lo - 1):
+            continue
+        free[rows[i]] = at + (len(label(e.payload)) + 1) * char
+        shown.add(i)
+    return shown
+
+
 def _datetime_label(ticks: float) -> str:
     """A tick as a compact UTC datetime for an axis or a CTI label."""
     try:
@@ -158,9 +177,17 @@ def plot_timeline(
         len(lanes), 1, sharex=True, gridspec_kw={"height_ratios": heights}, squeeze=False
     )
     point_width = max(1, (hi - lo) // 300)
+    # a label's width in time units (7-point text on a ~7.2 inch axis):
+    # labels that would run into the previous one on their row are left
+    # out, so dense inputs stay readable instead of an overprinted smear
+    char = (hi - lo) * (7 * 0.6) / (7.2 * 72)
     for ax, lane, rows, height in zip(axes[:, 0], lanes, packed, heights, strict=True):
         colour = COLOURS.get(lane.kind, COLOURS["other"])
-        for e, row in zip(lane.events, rows, strict=True):
+        labelled = _labelled(lane, rows, label, lo, char) if lane.labels else set()
+        left_out = (
+            sum(e.payload is not None for e in lane.events) - len(labelled) if labelled else 0
+        )
+        for i, (e, row) in enumerate(zip(lane.events, rows, strict=True)):
             y = height - 1 - row
             end = min(e.end, hi)
             if e.end - e.start == 1:
@@ -184,23 +211,17 @@ def plot_timeline(
                     xytext=(max(e.start, lo), y),
                     arrowprops={"arrowstyle": "->", "color": colour},
                 )
-            if lane.labels and e.payload is not None:
-                ax.text(
-                    max(e.start, lo),
-                    y + 0.36,
-                    label(e.payload),
-                    fontsize=7,
-                    va="bottom",
-                    ha="left",
-                    clip_on=True,
-                )
+            if i in labelled:
+                text, at = label(e.payload), max(e.start, lo)
+                ax.text(at, y + 0.36, text, fontsize=7, va="bottom", ha="left", clip_on=True)
         for m in lane.marks:
             ax.axvline(m, color="#D55E00", linestyle="--", linewidth=1)
             shown = _datetime_label(m) if datetimes else str(m)
             ax.text(m, height - 0.4, f"CTI {shown}", color="#D55E00", fontsize=7, ha="left")
         ax.set_ylim(-0.6, height + 0.1)
         ax.set_yticks([])
-        ax.set_ylabel(lane.title, rotation=0, ha="right", va="center", fontsize=9)
+        shown_title = lane.title + (f"\n({left_out} labels\nleft out)" if left_out else "")
+        ax.set_ylabel(shown_title, rotation=0, ha="right", va="center", fontsize=9)
         ax.grid(axis="x", linestyle=":", linewidth=0.5)
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)

@@ -48,17 +48,16 @@ from udm.host.plan import (
     JoinPredicate,
     JoinProjection,
     OnInvalid,
+    OnNullKey,
     PlanNode,
     SelectNode,
     Shape,
     Source,
     UnionNode,
     WhereNode,
-    WindowOp,
     agg,
     consistency_levels,
     is_column,
-    linear_chain,
     non_negative_duration,
     rewrite_sources,
     sources,
@@ -161,6 +160,7 @@ class Stream:
         key: str | Sequence[str] | None = None,
         shape: Shape | None = None,
         on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
     ) -> Stream:
         """Events from a Spark DataFrame, one per row.
 
@@ -177,8 +177,13 @@ class Stream:
                 null or unparsable time or an end not after its start, naming
                 the column and showing the row; ``drop`` drops and counts them
                 (see :attr:`metrics`).
+            on_null_key: a row whose ``key`` column is null: ``raise``
+                (default) fails naming the column and showing the row;
+                ``drop`` drops and counts it (as ``on_invalid="drop"``,
+                reason ``key 'k' is null``); ``keep`` keeps it, its events a
+                group of their own with a null key (as Spark's ``groupBy``).
         """
-        source = dataframe_source(df, start, end, _keys(key), shape, on_invalid)
+        source = dataframe_source(df, start, end, _keys(key), shape, on_invalid, on_null_key)
         stream = cls(source)
         return stream.group_apply(*_keys(key)) if key is not None else stream
 
@@ -211,6 +216,58 @@ class Stream:
         if rows and missing:  # (no events: nothing to check against)
             raise KeyError(f"key columns {missing} are not in the events; columns: {columns}")
         return stream.group_apply(*_keys(key))
+
+    @classmethod
+    def from_pandas(
+        cls,
+        df: Any,
+        start: str = "start",
+        end: str | None = None,
+        key: str | Sequence[str] | None = None,
+        shape: Shape | None = None,
+        on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
+    ) -> Stream:
+        """Events from a pandas DataFrame, one per row, held in memory and
+        run in-process (no Spark): the arguments and checks of
+        :meth:`from_dataframe`. For small data; :meth:`to_pandas` gives the
+        output as a DataFrame (see :mod:`udm.host.tables`)."""
+        from udm.host.tables import from_table
+
+        return from_table(cls, df, start, end, key, shape, on_invalid, on_null_key)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: Any,
+        start: str = "start",
+        end: str | None = None,
+        key: str | Sequence[str] | None = None,
+        shape: Shape | None = None,
+        on_invalid: OnInvalid = "raise",
+        on_null_key: OnNullKey = "raise",
+    ) -> Stream:
+        """Events from a pyarrow Table or RecordBatch, as :meth:`from_pandas`."""
+        from udm.host.tables import from_table
+
+        return from_table(cls, table, start, end, key, shape, on_invalid, on_null_key)
+
+    def runs_in_process(self) -> bool:
+        """Whether the stream's events are in memory (``from_cht``,
+        ``from_pandas``, ``from_arrow``, ``from_events``): it runs without Spark."""
+        return all(src.df is None for src in sources(self.plan))
+
+    def to_arrow(self) -> Any:
+        """Run in-process and return the output as a pyarrow Table with the
+        columns of :meth:`to_dataframe` (see :func:`udm.host.tables.to_arrow`)."""
+        from udm.host.tables import to_arrow
+
+        return to_arrow(self)
+
+    def to_pandas(self) -> Any:
+        """Run in-process and return the output as a pandas DataFrame with the
+        columns of :meth:`to_dataframe`."""
+        return self.to_arrow().to_pandas()
 
     @classmethod
     def from_events(
@@ -549,64 +606,17 @@ class Stream:
                 )
 
     def to_stream(self, **options: Any) -> DataFrame:
-        """Run continuously: the output changelog of this query over its
-        streaming DataFrame sources, as a streaming DataFrame. Start it with
-        :func:`udm.host.spark.streaming.start_stream`.
-
-        One window operation with one UDM over one source runs on the
-        incremental host per key (:func:`udm.host.spark.streaming.stream_changelog`,
-        whose options ``options`` are: ``advance``, ``cti_policy``, ``seq``,
-        ``consistency="speculative"|"conservative"``...); any other query
-        runs as its operator graph per key
-        (:func:`udm.host.spark.graphstream.stream_query`: ``input``,
-        ``advance``, ``cti_policy``, ``seq``, ``consistency`` as
-        :meth:`with_consistency`, ``state_buckets``)."""
-        from udm.host.spark.streaming import stream_changelog
-
-        chain = linear_chain(self.plan)
-        for src in sources(self.plan):
-            if src.df is None or not src.df.isStreaming:
-                raise ValueError("to_stream() needs streaming DataFrame sources (spark.readStream)")
-        ops = [] if chain is None else [n for n in chain[1] if not isinstance(n, GroupNode)]
-        if (
-            len(ops) != 1
-            or not isinstance(ops[0], WindowOp)
-            or len(ops[0].calls) != 1
-            or options.get("consistency", "speculative") not in ("speculative", "conservative")
-        ):
-            # a whole query: its operator graph per key (udm.host.spark.graphstream)
-            from udm.host.spark.graphstream import stream_query
-
-            return stream_query(self.plan, **options)
-        src = self.source
-        op = ops[0]
-        if op.emit_empty:
-            raise ValueError(
-                "emit_empty is not available in streaming queries (the incremental host "
-                "runs only non-empty windows); drop emit_empty=True or run the query in batch"
-            )
-        if op.watermark < INFINITY:
-            raise ValueError(
-                "watermark= bounds a batch query; a streaming query's time is its CTIs: "
-                "drop watermark= and use advance=AdvanceTime(...) or CTI rows"
-            )
-        call = op.calls[0]
-        return stream_changelog(
-            src.df,
-            op.window,
-            call.udm,
-            key=list(self.keys) or None,
-            value=call.value,
-            start=src.start,
-            end=src.end,
-            shape=src.shape,
-            on_invalid=src.on_invalid,
-            input_clipping=op.clipping,
-            output_policy=op.policy,
-            returns=call.returns,
-            name=call.name,
-            **options,
-        )
+        """Run continuously: the output changelog of this query over streaming
+        DataFrame sources (spark.readStream), as a streaming DataFrame;
+        ``options`` are those of
+        :func:`udm.host.spark.streaming.stream_changelog` (``advance``,
+        ``cti_policy``, ``seq``, ``consistency``...). A single window
+        operation runs the incremental host per key; any other query runs its
+        operator graph per key (:mod:`udm.host.spark.graphstream`). Start it
+        with :func:`udm.host.spark.streaming.start_stream`."""
+        runner: Any = get_engine("streaming")
+        frame: DataFrame = runner.to_stream(self, **options)
+        return frame
 
     def to_cht(
         self, engine: str = "auto", spark: Any = None, **options: Any

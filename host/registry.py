@@ -489,6 +489,21 @@ class Registry:
         if clash is not None:
             return clash
         names = sorted(self._entries)
+        library = name.split(".", 1)[0] if "." in name and ":" not in name else None
+        libraries = {n.split(".", 1)[0] for n in names}
+        if library is not None and library in self._failures:
+            return UnknownUdmError(
+                f"no UDM is registered as {name!r}: the library {library!r} failed to load "
+                "(udm-cli list shows why)"
+            )
+        if library is not None and library not in libraries:
+            # a package not installed yet: names of other libraries would mislead
+            installed = ", ".join(sorted(libraries)) or "none"
+            return UnknownUdmError(
+                f"no UDM is registered as {name!r}: no library {library!r} is installed "
+                f"(installed: {installed}); install its package in this environment first, "
+                "e.g. pip install -e <its folder>"
+            )
         # A bare short name most likely means the library-qualified one.
         close = [n for n in names if n.split(".", 1)[1] == name]
         if not close:

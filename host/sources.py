@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from udm.host.cht import derive_cht
-from udm.host.plan import INTERNAL_PREFIX, SCALAR_COL, OnInvalid, Row, Shape, Source
+from udm.host.plan import INTERNAL_PREFIX, SCALAR_COL, OnInvalid, OnNullKey, Row, Shape, Source
 from udm.host.rows import (
     OPEN_IN_MEMORY,
     check_row,
@@ -36,6 +36,7 @@ def dataframe_source(
     keys: Sequence[str],
     shape: Shape | None,
     on_invalid: OnInvalid,
+    on_null_key: OnNullKey = "raise",
 ) -> Source:
     """The source of ``Stream.from_dataframe`` (arguments as there)."""
     shape = shape or ("point" if end is None else "interval")
@@ -56,7 +57,17 @@ def dataframe_source(
     clash = [c for c in columns if c.startswith(INTERNAL_PREFIX)]
     if clash:
         raise ValueError(f"columns {clash} use the reserved prefix {INTERNAL_PREFIX!r}")
-    return Source(df=df, start=start, end=end, shape=shape, on_invalid=on_invalid)
+    if on_null_key not in ("raise", "drop", "keep"):
+        raise ValueError(f"unknown on_null_key {on_null_key!r}; use 'raise', 'drop' or 'keep'")
+    return Source(
+        df=df,
+        start=start,
+        end=end,
+        shape=shape,
+        on_invalid=on_invalid,
+        key_columns=tuple(keys),
+        on_null_key=on_null_key,
+    )
 
 
 def rows_source(

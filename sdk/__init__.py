@@ -18,7 +18,7 @@ from udm.sdk.base import (
 )
 from udm.sdk.decorators import Function, aggregate, function, operator
 from udm.sdk.errors import UdmDefinitionError
-from udm.sdk.events import INFINITY, MIN_TIME, IntervalEvent, WindowDescriptor
+from udm.sdk.events import INFINITY, MIN_TIME, IntervalEvent, Ticks, WindowDescriptor
 from udm.sdk.hooks import hookimpl
 from udm.sdk.payloads import pick
 from udm.sdk.properties import Properties
@@ -33,6 +33,7 @@ __all__ = [
     "IntervalEvent",
     "Operator",
     "Properties",
+    "Ticks",
     "TimeSensitiveAggregate",
     "TimeSensitiveIncrementalAggregate",
     "TimeSensitiveIncrementalOperator",

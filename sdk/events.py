@@ -9,16 +9,46 @@ yet (an edge event before its end edge arrives).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
 from udm.sdk.payloads import payload_key
 
-__all__ = ["INFINITY", "MIN_TIME", "IntervalEvent", "WindowDescriptor"]
+__all__ = [
+    "INFINITY",
+    "MIN_TIME",
+    "IntervalEvent",
+    "Ticks",
+    "TimeMark",
+    "WindowDescriptor",
+    "is_time",
+]
 
 #: The end of time; an event with this end lasts forever until retracted.
 INFINITY: int = 2**63 - 1
 #: The beginning of time.
 MIN_TIME: int = -(2**63) + 1
+
+
+class TimeMark:
+    """The mark of :data:`Ticks`: an ``int`` that is a point in time."""
+
+    def __repr__(self) -> str:
+        return "TimeMark()"
+
+
+#: A point in time in ticks, for result fields: ``first_seen: Ticks`` in a
+#: ``TypedDict`` (or ``-> Ticks`` for an aggregate) tells the host that the
+#: integer is a time, so a query whose input times are timestamps shows it
+#: as a timestamp, like ``start`` and ``end``, instead of as raw ticks. To
+#: type checkers it is a plain ``int``.
+Ticks = Annotated[int, TimeMark()]
+
+
+def is_time(annotation: Any) -> bool:
+    """Whether a type annotation (with its ``Annotated`` extras) is :data:`Ticks`."""
+    extras = getattr(annotation, "__metadata__", ())
+    return any(isinstance(m, TimeMark) for m in extras)
+
 
 P = TypeVar("P")
 

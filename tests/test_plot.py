@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,19 @@ def test_plot_of_an_ungrouped_stream_refuses_a_key() -> None:
     query = Stream.from_cht([(0, 1, {"temp": 1.0})]).tumbling_window(10).aggregate(median, "temp")
     with pytest.raises(KeyError, match=r"plot\(key='lab'\): the stream is not grouped"):
         query.plot(key="lab")
+
+
+def test_dense_input_labels_never_overprint() -> None:
+    """explain --plot of 200 readings wrote 200 labels on top of each other."""
+    from udm.host.plot import Lane, plot_timeline
+
+    events = [IntervalEvent(t, t + 1, 20.0 + t / 7) for t in range(200)]
+    fig = plot_timeline([Lane("input", events, "input")])
+    (ax,) = fig.axes
+    texts = sorted(ax.texts, key=lambda t: t.get_position()[0])
+    assert 5 < len(texts) < 200
+    lo, hi = ax.get_xlim()
+    char = (hi - lo) * (7 * 0.6) / (7.2 * 72)
+    for a, b in itertools.pairwise(texts):
+        assert b.get_position()[0] - a.get_position()[0] >= len(a.get_text()) * char
+    assert f"({200 - len(texts)} labels" in ax.get_ylabel()

@@ -429,8 +429,9 @@ def test_udm_errors_name_the_udm_and_window() -> None:
     stream = Stream.from_cht([(0, 1, 1.0), (12, 13, 19.0)]).tumbling_window(10).aggregate(fragile)
     with pytest.raises(UdmInvocationError) as err:
         stream.to_cht()
-    assert str(err.value) == (
-        "UDM 'fragile' failed on window [10, 20): ArithmeticError: value above 18"
+    assert str(err.value).startswith(
+        "UDM 'fragile' failed on window [10, 20): ArithmeticError: value above 18; raised at "
+        f"{__file__}:"
     )
 
 

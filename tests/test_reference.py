@@ -6,6 +6,7 @@ grouping, emit_empty, watermarks and error reporting."""
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -791,7 +792,11 @@ class TestUdmFailures:
         with pytest.raises(UdmInvocationError) as err:
             evaluate(cht, TumblingWindow(5), Fragile)
         exc = err.value
-        assert str(exc) == "UDM 'fragile' failed on window [5, 10): ZeroDivisionError: thirteen"
+        assert str(exc) == (
+            "UDM 'fragile' failed on window [5, 10): ZeroDivisionError: thirteen; raised at "
+            f"{__file__}:{inspect.getsourcelines(Fragile.compute_result)[1] + 2} in "
+            'compute_result: raise ZeroDivisionError("thirteen")'
+        )
         assert exc.udm == "fragile"
         assert isinstance(exc.__cause__, ZeroDivisionError)
 

@@ -86,7 +86,8 @@ def events(spark: Any) -> Any:
 
 
 def keyed(events: Any) -> Stream:
-    return Stream.from_dataframe(events, start="ts", end="te", key="sensor")
+    # the rows have null sensors on purpose: a group of their own, as in the reference
+    return Stream.from_dataframe(events, start="ts", end="te", key="sensor", on_null_key="keep")
 
 
 CLIPPING = {
@@ -231,6 +232,8 @@ def test_invalid_rows_fail_naming_column_and_row(spark: Any) -> None:
         query.to_cht()
     assert str(err.value) == (
         'invalid event: \'ts\' is null; row: {"sensor":"a","ts":null,"temp":2.0}. '
+        "1 invalid row in all (1 'ts' is null); the first 1: "
+        '{"sensor":"a","ts":null,"temp":2.0} (\'ts\' is null). '
         "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
     )
@@ -258,7 +261,7 @@ def test_invalid_rows_fail_actions_that_read_no_time_column(spark: Any, action: 
 
 @pytest.mark.parametrize("window", ["tumbling", "hopping", "snapshot", "count"])
 def test_a_value_column_the_udm_cannot_take_is_named(spark: Any, window: str) -> None:
-    from udm.host.spark.execute import SparkUdmInvocationError
+    from udm.host.spark.errors import SparkUdmInvocationError
 
     df = spark.createDataFrame([("a", 0, "x"), ("a", 60, "y")], "k string, ts long, v string")
     s = Stream.from_dataframe(df, start="ts", key="k")
@@ -333,7 +336,8 @@ def test_quotes_dots_and_backslashes_in_column_names(spark: Any) -> None:
         query.to_cht()
     row = '{"it\'s":null,"v.1":2.0,"back\\\\slash":"b\\\\\'c"}'
     assert str(err.value) == (
-        f"""invalid event: "it's" is null; row: {row}. """
+        f"""invalid event: "it's" is null; row: {row}. 1 invalid row in all (1 "it's" is """
+        f"""null); the first 1: {row} ("it's" is null). """
         "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
     )

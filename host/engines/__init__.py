@@ -10,7 +10,10 @@ Every engine implements :class:`Engine`: it runs a plan
   operators (:mod:`udm.host.operators`) fed element by element;
 * ``"spark"``: Spark batch (:mod:`udm.host.spark.execute`).
 
-Structured Streaming runs through ``Stream.to_stream()``. Another engine is
+* ``"streaming"``: Structured Streaming, ``Stream.to_stream()``
+  (:mod:`udm.host.spark.streaming_engine`).
+
+Another engine is
 a class with a ``collect(plan)`` method, registered with
 :func:`register_engine` or declared by a distribution as an entry point in
 the ``udm.engines`` group; adding one edits no module here.
@@ -63,6 +66,7 @@ _BUILTIN: dict[str, str] = {
     "reference": "udm.host.engines.reference:ReferenceEngine",
     "host": "udm.host.engines.graph:HostEngine",
     "spark": "udm.host.spark.execute:SparkEngine",
+    "streaming": "udm.host.spark.streaming_engine:StreamingEngine",
 }
 _REGISTERED: dict[str, Callable[..., Engine]] = {}
 

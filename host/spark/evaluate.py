@@ -49,10 +49,12 @@ from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.rows import Layout, check_output_names, op_layout, result_columns
 from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, q
 from udm.host.spark.types import (
+    TIME_META,
     accepts,
     arrow_schema,
     concrete,
     declared_result_type,
+    declared_time_result,
     dumps,
     expected_value_type,
     from_returns,
@@ -633,9 +635,14 @@ def evaluate_op(
         T.StructField(E_COL, T.LongType(), False),
         *[T.StructField(k, schema_of[k].dataType, True) for k in keys],
     ]
-    for i, t in enumerate(types):
+    for i, (t, c) in enumerate(zip(types, op.calls, strict=True)):
+        # an aggregate declared -> Ticks: its column is a time (frame.output)
+        time = c.returns is None and declared_time_result(c.udm)
+        meta = {TIME_META: True} if time and isinstance(t, T.LongType) else None
         out_fields.append(
-            _pickled_field(_result_col(i)) if t is None else T.StructField(_result_col(i), t, True)
+            _pickled_field(_result_col(i))
+            if t is None
+            else T.StructField(_result_col(i), t, True, metadata=meta)
         )
     out_schema = T.StructType(out_fields)
     pa_schema = _arrow_schema_with_marks(out_schema)
@@ -785,7 +792,7 @@ def decode_pickled(
     from this cache; it is registered with :func:`tracking_persisted`, and
     released when the query's output DataFrame is garbage collected.
     """
-    from udm.host.spark.execute import udm_errors
+    from udm.host.spark.errors import udm_errors
 
     private = df.select("*", F.lit(secrets.randbits(62)).alias(_NONCE))
     private = private.persist(StorageLevel.MEMORY_AND_DISK)

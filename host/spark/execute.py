@@ -9,9 +9,7 @@ Columns and SQL strings run natively, window operations go through
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -20,7 +18,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.engines import EngineResult
-from udm.host.errors import InvalidEventError, OperatorError, UdmInvocationError
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import (
     E_COL,
@@ -36,10 +33,12 @@ from udm.host.plan import (
     WindowOp,
     detached,
     is_column,
+    sources,
 )
 from udm.host.rows import Layout, adapt_op, udf_of_payload
 from udm.host.spark import evaluate as spark_evaluate
 from udm.host.spark.algebra import HANDLERS as CEDR_HANDLERS
+from udm.host.spark.errors import running, udm_errors, udm_frame
 from udm.host.spark.evaluate import (
     _pickled_field,
     decode_pickled,
@@ -156,21 +155,25 @@ class SparkEngine:
 
     def collect(self, plan: PlanNode) -> EngineResult:
         """The output rows of ``plan`` on the driver (for ``to_cht``)."""
-        with spark_evaluate.tracking_persisted() as cached:
-            out, metrics = self.table(plan)
-        try:
-            rows = collect_rows(out.frame)
-        finally:
-            spark_evaluate.release(cached)
+        # udm's errors; an invalid row's count and first rows; no task logs
+        with running(_first_source(plan)):
+            with spark_evaluate.tracking_persisted() as cached:
+                out, metrics = self.table(plan)
+            try:
+                rows = collect_rows(out.frame)
+            finally:
+                spark_evaluate.release(cached)
         return EngineResult(rows, out.layout, metrics)
 
     def to_dataframe(self, stream: Stream) -> DataFrame:
         """``Stream.to_dataframe``: the output as a DataFrame."""
-        with spark_evaluate.tracking_persisted() as cached:
+        source = _first_source(stream.plan)
+        with spark_evaluate.tracking_persisted() as cached, running(source):
             out, metrics = self.table(stream.plan)
         stream.metrics = metrics
-        # results typed from their values are cached while the output lives
-        return spark_evaluate.released_with(output(out.frame), cached)
+        # results typed from their values are cached while the output lives;
+        # its actions raise udm's errors (udm_frame), as to_cht does
+        return udm_frame(spark_evaluate.released_with(output(out.frame), cached), source)
 
     def run(self, node: PlanNode) -> SparkTable:
         """The output table of ``node``."""
@@ -211,6 +214,11 @@ class SparkEngine:
 
     def _pass(self, node: PlanNode) -> SparkTable:
         return self.run(node.inputs[0])
+
+
+def _first_source(plan: PlanNode) -> Source:
+    """The source whose rows error messages show (the first of a join's)."""
+    return sources(plan)[0]
 
 
 def _combined(metrics: list[QueryMetrics]) -> QueryMetrics:
@@ -284,59 +292,12 @@ def to_output(frame: EventFrame) -> DataFrame:
     return output(frame)
 
 
-class SparkUdmInvocationError(UdmInvocationError):
-    """A UDM failed inside a Spark worker; the message is the worker's."""
-
-    def __init__(self, message: str) -> None:
-        self.udm = message.split("'")[1] if message.count("'") >= 2 else ""
-        self.window = None
-        self.element = None
-        RuntimeError.__init__(self, message)
-
-
-def translate_error(exc: Exception) -> Exception | None:
-    """The udm error behind a Spark exception (a UDM failure in a worker,
-    an invalid row, a window error), without the JVM noise."""
-    text = str(exc)
-    m = re.search(r"udm\.host\.errors\.UdmInvocationError: (.*)", text)
-    if m:
-        return SparkUdmInvocationError(m.group(1).strip())
-    m = re.search(r"udm\.host\.errors\.OperatorError: (.*)", text)
-    if m:
-        return OperatorError("", m.group(1).strip())
-    m = re.search(r"(invalid event: .*?)(?: SQLSTATE: \w+)?$", text, re.S)
-    if m:
-        return InvalidEventError(m.group(1).strip())
-    m = re.search(r"\[USER_RAISED_EXCEPTION\] (.*?)(?: SQLSTATE: \w+)?$", text, re.S)
-    if m:
-        return ValueError(m.group(1).strip())
-    m = re.search(r"\n(\w*(?:Type|Value|Key)Error): (.*)", text)
-    if m:
-        name, message = m.group(1), m.group(2).strip()
-        if name == "TypeError":  # a result of the wrong type: what udm raises in-process
-            return TypeError(message)
-        return ValueError(message if name == "ValueError" else f"{name}: {message}")
-    return None
-
-
-@contextmanager
-def udm_errors() -> Iterator[None]:
-    """Re-raise an error of a Spark action as the udm error behind it (see
-    :func:`translate_error`); others pass unchanged."""
-    from pyspark.errors import PySparkException
-
-    try:
-        yield
-    except PySparkException as exc:
-        translated = translate_error(exc)
-        if translated is None:
-            raise
-        raise translated from exc
-
-
 def collect_rows(frame: EventFrame) -> list[Row]:
     """The event table on the driver, payloads as Arrow gives them to UDMs.
     Errors raised in Spark are re-raised as the udm errors behind them."""
+    from udm.host.spark.errors import quiet_task_failures
+
+    quiet_task_failures(frame.df.sparkSession)  # the error is raised: not also logged
     with udm_errors():
         table = frame.df.toArrow()
     starts = table.column(S_COL).to_pylist()

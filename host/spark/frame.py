@@ -33,6 +33,7 @@ from udm.host.rows import (
     reason_unparsable,
 )
 from udm.host.spark.session import share_driver_python
+from udm.host.spark.types import TIME_META
 from udm.host.time import INFINITY
 
 __all__ = [
@@ -116,8 +117,38 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
     )
 
 
-def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
-    """The event table of a DataFrame source, with its invalid-row policy."""
+#: the Observation field counting every row a dropping source read
+ROWS_READ = "__udm_rows"  # INTERNAL_PREFIX + "rows": QueryMetrics.rows_read
+
+
+@dataclass(frozen=True)
+class Checks:
+    """A source's row checks as SQL: ``(condition, reason)`` pairs, the
+    ones that fail the query and the ones whose rows are dropped and
+    counted, and the lifetime in ticks."""
+
+    raising: list[tuple[str, str]]
+    dropping: list[tuple[str, str]]
+    s_ticks: str
+    e_ticks: str
+    kind: TimeKind
+
+    @staticmethod
+    def problem(checks: list[tuple[str, str]]) -> str:
+        """SQL naming the first check a row fails, else null."""
+        if not checks:
+            return "CAST(NULL AS STRING)"
+        whens = " ".join(f"WHEN {cond} THEN {sql_string(reason)}" for cond, reason in checks)
+        return f"CASE {whens} ELSE CAST(NULL AS STRING) END"
+
+
+def reason_null_key(col: str) -> str:
+    return f"key {col!r} is null"
+
+
+def source_checks(source: Source) -> Checks:
+    """The checks of a DataFrame source's rows: times (``on_invalid``) and
+    keys (``on_null_key``)."""
     df: DataFrame = source.df
     schema = {f.name: f.dataType for f in df.schema.fields}
     start = source.start
@@ -144,50 +175,80 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
         if e_bad is not None:
             checks.append((e_bad, reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
-    # the first failing check names the problem
-    whens = " ".join(f"WHEN {cond} THEN {sql_string(reason)}" for cond, reason in checks)
-    problem = f"CASE {whens} ELSE CAST(NULL AS STRING) END"
-    payload = [q(c) for c in df.columns if c not in (start, end)]
+    on_null_key = source.on_null_key
+    keys = [(f"{q(k)} IS NULL", reason_null_key(k)) for k in source.key_columns]
+    raising = (checks if source.on_invalid == "raise" else []) + (
+        keys if on_null_key == "raise" else []
+    )
+    dropping = (checks if source.on_invalid == "drop" else []) + (
+        keys if on_null_key == "drop" else []
+    )
+    return Checks(raising, dropping, s_ticks, e_ticks, kind)
+
+
+def _raise_hint(checks: Checks) -> str:
+    """SQL: the advice after an invalid row, for the check it failed."""
+    invalid = (
+        ". Fix the data, or pass on_invalid='drop' to drop such rows and count them "
+        "(stream.metrics.invalid_rows())"
+    )
+    null_key = (
+        ". Fix the data, or pass on_null_key='drop' to drop such rows and count them, or "
+        "on_null_key='keep' to keep them as a group of their own"
+    )
+    keys = [cond for cond, reason in checks.raising if reason.startswith("key ")]
+    if not keys:
+        return sql_string(invalid)
+    time_problem = Checks.problem([c for c in checks.raising if not c[1].startswith("key ")])
+    return (
+        f"CASE WHEN ({time_problem}) IS NULL THEN {sql_string(null_key)} "
+        f"ELSE {sql_string(invalid)} END"
+    )
+
+
+def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
+    """The event table of a DataFrame source, with its invalid-row and
+    null-key policies."""
+    df: DataFrame = source.df
+    checks = source_checks(source)
+    s_ticks, e_ticks = checks.s_ticks, checks.e_ticks
+    payload = [q(c) for c in df.columns if c not in (source.start, source.end)]
     metrics = QueryMetrics({})
-    if source.on_invalid == "drop":
+    if checks.raising:
+        fields = ", ".join(q(c) for c in df.columns)
+        row_json = f"to_json(struct({fields}), map('ignoreNullFields', 'false'))"
+        problem = Checks.problem(checks.raising)
+        message = (
+            f"concat('invalid event: ', {problem}, '; row: ', coalesce({row_json}, '?'), "
+            f"{_raise_hint(checks)})"
+        )
+        # a filter, not a guard on the start column: an action that reads no
+        # time column (count(), a payload-only select) would prune that
+        # column and its check with it, letting invalid rows through
+        df = df.where(
+            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
+        )
+    if checks.dropping:
         obs = Observation()
-        reasons = list(dict.fromkeys(r for _, r in checks))
+        reasons = list(dict.fromkeys(r for _, r in checks.dropping))
         prob = "__udm_problem"
-        tagged = df.selectExpr("*", f"{problem} AS {prob}")
+        tagged = df.selectExpr("*", f"{Checks.problem(checks.dropping)} AS {prob}")
         tagged = tagged.observe(
             obs,
             *[
                 F.expr(f"sum(CASE WHEN {prob} = {sql_string(r)} THEN 1 ELSE 0 END) AS {q(r)}")
                 for r in reasons
             ],
+            F.count(F.lit(1)).alias(ROWS_READ),
         )
         metrics = QueryMetrics(observation=obs)
-        out = tagged.where(f"{prob} IS NULL").selectExpr(
-            f"{s_ticks} AS {S_COL}", f"{e_ticks} AS {E_COL}", *payload
-        )
-    else:
-        fields = ", ".join(q(c) for c in df.columns)
-        row_json = f"to_json(struct({fields}), map('ignoreNullFields', 'false'))"
-        hint = (
-            ". Fix the data, or pass on_invalid='drop' to drop such rows and count them "
-            "(stream.metrics.invalid_rows())"
-        )
-        message = (
-            f"concat('invalid event: ', {problem}, '; row: ', coalesce({row_json}, '?'), "
-            f"{sql_string(hint)})"
-        )
-        # a filter, not a guard on the start column: an action that reads no
-        # time column (count(), a payload-only select) would prune that
-        # column and its check with it, letting invalid rows through
-        checked = df.where(
-            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
-        )
-        out = checked.selectExpr(
-            f"CAST({s_ticks} AS BIGINT) AS {S_COL}",
-            f"CAST({e_ticks} AS BIGINT) AS {E_COL}",
-            *payload,
-        )
-    return EventFrame(out, kind, points=end is None), metrics
+        df = tagged.where(f"{prob} IS NULL").drop(prob)
+    out = df.selectExpr(
+        f"CAST({s_ticks} AS BIGINT) AS {S_COL}",
+        f"CAST({e_ticks} AS BIGINT) AS {E_COL}",
+        *payload,
+    )
+    return EventFrame(out, checks.kind, points=source.end is None), metrics
 
 
 def from_rows(spark: SparkSession, rows: list[Row], timestamps: bool) -> EventFrame:
@@ -211,17 +272,28 @@ def output(frame: EventFrame) -> DataFrame:
             f"payload columns {clash} clash with the output's start/end columns; "
             "rename them (select()) before running"
         )
-    s, e = S_COL, E_COL
-    if frame.time == "long":
-        start, end = s, e
-    elif frame.time == "timestamp":
-        start = f"timestamp_micros({s})"
-        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE timestamp_micros({e}) END"
+    start = _time_sql(S_COL, frame.time, ends=False)
+    end = _time_sql(E_COL, frame.time, ends=True)
+    # result fields declared Ticks (a time) are shown as the stream shows
+    # its times, not as raw ticks beside timestamp start/end columns
+    marked = {f.name for f in frame.df.schema.fields if f.metadata.get(TIME_META)}
+    shown = [
+        f"{_time_sql(q(c), frame.time, ends=True)} AS {q(c)}" if c in marked else q(c)
+        for c in payload
+    ]
+    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *shown)
+
+
+def _time_sql(ticks: str, kind: TimeKind, ends: bool) -> str:
+    """SQL showing a ticks expression as ``kind`` shows times; for an end
+    (or a time field), the end of time is null."""
+    if kind == "long":
+        return ticks
+    if kind == "timestamp":
+        shown = f"timestamp_micros({ticks})"
     else:
-        start = f"timestampadd(MICROSECOND, {s}, {_EPOCH_NTZ})"
-        shown = f"timestampadd(MICROSECOND, {e}, {_EPOCH_NTZ})"
-        end = f"CASE WHEN {e} >= {_INF} THEN NULL ELSE {shown} END"
-    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *[q(c) for c in payload])
+        shown = f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
+    return f"CASE WHEN {ticks} >= {_INF} THEN NULL ELSE {shown} END" if ends else shown
 
 
 # ---------------------------------------------------- Arrow UDFs, any names

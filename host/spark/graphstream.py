@@ -49,7 +49,7 @@ from udm.host.plan import (
     walk,
 )
 from udm.host.spark.evaluate import _holds_integers, call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
+from udm.host.spark.frame import TimeKind, map_in_arrow, output, q, show_time
 from udm.host.spark.graphstate import (
     E_COL,
     ID_COL,
@@ -233,7 +233,7 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
     """The query's output columns and types, as ``to_dataframe()`` gives
     them: the batch plan over empty DataFrames of the sources' event
     columns (times and ``payloads``; nothing runs, the types are static)."""
-    from udm.host.query import Stream
+    from udm.host.spark.execute import SparkEngine
 
     for node in walk(plan):  # results typed from data would be typed from no data
         for call in node.calls if isinstance(node, WindowOp) else ():
@@ -251,7 +251,8 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
         schema = T.StructType([f for f in src.df.schema.fields if f.name in names])
         return dataclasses.replace(src, df=spark.createDataFrame([], schema), latest=[])
 
-    frame = Stream(rewrite_sources(plan, empty)).to_dataframe(spark)
+    table, _ = SparkEngine(spark).table(rewrite_sources(plan, empty))
+    frame = output(table.frame)
     fields = [f for f in frame.schema.fields if f.name not in ("start", "end")]
     untyped = [f.name for f in fields if isinstance(f.dataType, T.NullType | T.BinaryType)]
     if untyped:

@@ -27,9 +27,10 @@ from pyspark.sql import types as T
 
 from udm.host.rows import normalize_value
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
+from udm.sdk.events import IntervalEvent, is_time
 
 __all__ = [
+    "TIME_META",
     "annotation_type",
     "arrow_schema",
     "declared_result_type",
@@ -170,6 +171,8 @@ def annotation_type(tp: Any) -> T.DataType | None:
     not say (``Any``, a bare ``dict``, a union of different types)."""
     if tp is None or tp is inspect.Parameter.empty or tp is Any:
         return None
+    if typing.get_origin(tp) is typing.Annotated:  # Ticks: an int, marked as a time
+        return annotation_type(typing.get_args(tp)[0])
     if tp in _SCALARS:
         return _SCALARS[tp]()
     origin = typing.get_origin(tp)
@@ -188,7 +191,7 @@ def annotation_type(tp: Any) -> T.DataType | None:
     )
     if record:
         try:
-            hints = typing.get_type_hints(tp)
+            hints = typing.get_type_hints(tp, include_extras=True)
         except Exception:
             return None
         fields = []
@@ -196,17 +199,33 @@ def annotation_type(tp: Any) -> T.DataType | None:
             t = annotation_type(hint)
             if t is None:
                 return None
-            fields.append(T.StructField(name, t, True))
+            # a Ticks field keeps its mark into the output, where it is
+            # shown as the stream shows times (see frame.output)
+            meta = {TIME_META: True} if is_time(hint) and isinstance(t, T.LongType) else None
+            fields.append(T.StructField(name, t, True, metadata=meta))
         return T.StructType(fields)
     return None
+
+
+#: Spark field metadata marking a result column of ticks that is a time
+TIME_META = "udm.time"
 
 
 def _return_annotation(fn: Any) -> Any:
     target = getattr(fn, "__wrapped__", fn)
     try:
-        return typing.get_type_hints(target).get("return")
+        return typing.get_type_hints(target, include_extras=True).get("return")
     except Exception:
         return None
+
+
+def declared_time_result(udm: Udm) -> bool:
+    """Whether an aggregate's result is declared ``-> Ticks`` (a time)."""
+    if udm.kind != "aggregate":
+        return False
+    cls = type(udm)
+    method = "result" if udm.incremental else "compute_result"
+    return is_time(_return_annotation(getattr(cls, "__wrapped__", None) or getattr(cls, method)))
 
 
 def declared_result_type(udm: Udm) -> T.DataType | None:

@@ -15,6 +15,7 @@ from typing import Any, TypedDict
 from udm.sdk import (
     IntervalEvent,
     Properties,
+    Ticks,
     TimeSensitiveOperator,
     WindowDescriptor,
     function,
@@ -121,10 +122,10 @@ class ThresholdCrossing(TimeSensitiveOperator):
 class Match(TypedDict):
     """Payload of a :class:`FollowedBy` output: the matched events' lifetimes."""
 
-    first_start: int
-    first_end: int
-    then_start: int
-    then_end: int
+    first_start: Ticks
+    first_end: Ticks
+    then_start: Ticks
+    then_end: Ticks
 
 
 Predicate = Callable[[Any], bool] | Mapping[str, Any] | Any
@@ -224,8 +225,8 @@ class W(TypedDict):
     peak: float
     second_bottom: float
     breakout: float
-    first_bottom_at: int
-    second_bottom_at: int
+    first_bottom_at: Ticks
+    second_bottom_at: Ticks
 
 
 def _turning_points(values: Sequence[float]) -> list[tuple[int, str]]:

@@ -6,6 +6,7 @@ import math
 
 from udm.host import (
     Cht,
+    Element,
     Host,
     Insert,
     IntervalEvent,
@@ -36,7 +37,7 @@ def test_rms_retraction_is_exact() -> None:
     """The incremental host removes a retracted value from the state: 1.0
     stays exact next to 1e9 squared."""
     host = Host(TumblingWindow(10), Rms)
-    stream = [Insert("a", 1, 2, 1.0), Insert("b", 2, 3, 1e9), Retract("b", 2, 3, 2)]
+    stream: list[Element] = [Insert("a", 1, 2, 1.0), Insert("b", 2, 3, 1e9), Retract("b", 2, 3, 2)]
     out = host.process_many(stream)
     assert output_cht(out + host.flush()) == Cht([(0, 10, 1.0)])
 

@@ -1,0 +1,257 @@
+"""pandas DataFrames and Arrow tables in and out, in-process (no Spark).
+
+:meth:`Stream.from_pandas <udm.host.query.Stream.from_pandas>` and
+:meth:`~udm.host.query.Stream.from_arrow` read a table the way
+:meth:`~udm.host.query.Stream.from_dataframe` reads a Spark DataFrame
+(same ``start``/``end``/``key``/``shape``/``on_invalid``/``on_null_key``,
+same reasons for invalid rows), into an in-memory stream that runs in the
+reference evaluator: for small data, a query answers in milliseconds
+instead of paying Spark's start-up. :func:`to_arrow` is the in-process
+counterpart of ``to_dataframe()``: the output as a table with ``start``,
+``end`` (timestamps when the input times were, an open end null), the key
+columns and the result columns. pandas and pyarrow are imported only when
+these are called (``import udm.host`` never imports them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from udm.host.engines import get_engine
+from udm.host.metrics import QueryMetrics
+from udm.host.plan import INTERNAL_PREFIX, OnInvalid, OnNullKey, Row, Shape, Source, WindowOp
+from udm.host.rows import check_row
+from udm.host.time import INFINITY, from_ticks
+
+if TYPE_CHECKING:
+    from udm.host.query import Stream
+
+__all__ = ["SHOWN", "from_table", "time_columns", "to_arrow"]
+
+#: invalid rows shown in an error
+SHOWN = 3
+
+
+def _arrow(data: Any) -> Any:
+    """A pyarrow Table of a pandas DataFrame, an Arrow table or batch."""
+    import pyarrow as pa
+
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise TypeError(
+        f"expected a pandas DataFrame or an Arrow table, got {type(data).__name__}; "
+        "for a Spark DataFrame use Stream.from_dataframe"
+    )
+
+
+def _names(key: str | Sequence[str] | None) -> tuple[str, ...]:
+    if key is None:
+        return ()
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def _shape(shape: Shape | None, end: str | None) -> Shape:
+    chosen: Shape = shape or ("point" if end is None else "interval")
+    if chosen not in ("point", "interval", "edge"):
+        raise ValueError(f"unknown shape {chosen!r}; use 'point', 'interval' or 'edge'")
+    if chosen == "point" and end is not None:
+        raise ValueError("point events have no end column; drop end= or use shape='interval'")
+    if chosen != "point" and end is None:
+        raise ValueError(f"{chosen} events need an end column; pass end=")
+    return chosen
+
+
+def from_table(
+    cls: type[Stream],
+    data: Any,
+    start: str = "start",
+    end: str | None = None,
+    key: str | Sequence[str] | None = None,
+    shape: Shape | None = None,
+    on_invalid: OnInvalid = "raise",
+    on_null_key: OnNullKey = "raise",
+) -> Stream:
+    """The in-memory stream of a pandas DataFrame or Arrow table, one event
+    per row (see :meth:`Stream.from_pandas`)."""
+    from udm.host.errors import InvalidEventError
+
+    table = _arrow(data)
+    chosen = _shape(shape, end)
+    if on_invalid not in ("raise", "drop"):
+        raise ValueError(f"unknown on_invalid {on_invalid!r}; use 'raise' or 'drop'")
+    if on_null_key not in ("raise", "drop", "keep"):
+        raise ValueError(f"unknown on_null_key {on_null_key!r}; use 'raise', 'drop' or 'keep'")
+    columns = list(table.column_names)
+    keys = _names(key)
+    for role, col in (("start", start), ("end", end), *(("key", k) for k in keys)):
+        if col is not None and col not in columns:
+            raise KeyError(f"{role} column {col!r} is not in the table; its columns are {columns}")
+    kind = str(table.schema.field(start).type)
+    timestamps = kind.startswith(("timestamp", "date", "string", "large_string"))
+    rows: list[Row] = []
+    problems: list[tuple[int, str, dict[str, Any]]] = []  # (row, reason, values)
+    dropped: dict[str, int] = {}
+    for i, record in enumerate(table.to_pylist()):
+        ends = record.get(end) if end else None
+        lifetime = check_row(record.get(start), ends, chosen, start, end)
+        if isinstance(lifetime, str):
+            reason, policy = lifetime, on_invalid
+        else:
+            null = next((k for k in keys if record.get(k) is None), None)
+            if null is None or on_null_key == "keep":
+                payload = {c: v for c, v in record.items() if c not in (start, end)}
+                rows.append((lifetime[0], lifetime[1], payload))
+                continue
+            reason, policy = f"key {null!r} is null", on_null_key
+        if policy == "drop":
+            dropped[reason] = dropped.get(reason, 0) + 1
+        else:
+            problems.append((i, reason, record))
+    if problems:
+        raise InvalidEventError(_message(problems))
+    # with the drops, how many rows were read (QueryMetrics.rows_read)
+    read = (INTERNAL_PREFIX + "rows", table.num_rows)
+    source = Source(
+        rows=tuple(rows),
+        on_invalid=on_invalid,
+        timestamps=timestamps,
+        dropped=(*dropped.items(), read),
+        key_columns=keys,
+        on_null_key=on_null_key,
+    )
+    stream = cls(source)
+    stream.metrics = QueryMetrics(dict(source.dropped))
+    return stream.group_apply(*keys) if keys else stream
+
+
+def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
+    """The error for a table's invalid rows: the first, how many in all by
+    reason, the first few, and what to do."""
+    index, reason, record = problems[0]
+    counts: dict[str, int] = {}
+    for _, r, _ in problems:
+        counts[r] = counts.get(r, 0) + 1
+    by_reason = ", ".join(f"{n:,} {r}" for r, n in sorted(counts.items()))
+    shown = "; ".join(f"row {i}: {rec!r} ({r})" for i, r, rec in problems[:SHOWN])
+    rows = "row" if len(problems) == 1 else "rows"
+    key = reason.startswith("key ")
+    advice = (
+        "pass on_null_key='drop' to drop such rows and count them, or on_null_key='keep' to "
+        "keep them as a group of their own"
+        if key
+        else "pass on_invalid='drop' to drop such rows and count them "
+        "(stream.metrics.invalid_rows())"
+    )
+    return (
+        f"invalid event: {reason}; row {index}: {record!r}. {len(problems):,} invalid {rows} "
+        f"in all ({by_reason}); the first {min(len(problems), SHOWN)}: {shown}. "
+        f"Fix the data, or {advice}"
+    )
+
+
+def _declared(udm: Any) -> Any:
+    """The return annotation of a UDM's result method, extras kept."""
+    import typing
+
+    cls = type(udm)
+    method = "result" if udm.incremental else "compute_result"
+    target = getattr(cls, "__wrapped__", None) or getattr(cls, method)
+    target = getattr(target, "__wrapped__", target)
+    try:
+        return typing.get_type_hints(target, include_extras=True).get("return")
+    except Exception:
+        return None
+
+
+def _element(ann: Any) -> Any:
+    """``X`` of an operator's ``list[X]``/``Iterator[IntervalEvent[X]]``."""
+    import typing
+
+    while typing.get_origin(ann) is not None and typing.get_origin(ann) is not typing.Annotated:
+        args = typing.get_args(ann)
+        if not args or (
+            isinstance(typing.get_origin(ann), type) and issubclass(typing.get_origin(ann), dict)
+        ):
+            return ann
+        ann = args[0]
+    return ann
+
+
+def time_columns(stream: Stream) -> set[str]:
+    """Output columns a UDM declares as times (``udm.sdk.Ticks``), shown as
+    the stream shows its times, as on Spark (``frame.output``)."""
+    import dataclasses
+    import typing
+
+    from udm.sdk.events import is_time
+
+    op = stream.plan
+    if not isinstance(op, WindowOp):
+        return set()  # a projection after the window decides its own columns
+    found: set[str] = set()
+    for call in op.calls:
+        if call.returns is not None:
+            continue
+        ann = _declared(call.udm)
+        if op.kind == "operator":
+            ann = _element(ann)
+        if is_time(ann):
+            found.add(call.name)
+            continue
+        record = typing.is_typeddict(ann) or (
+            isinstance(ann, type) and dataclasses.is_dataclass(ann)
+        )
+        if not record:
+            continue
+        try:
+            hints = typing.get_type_hints(ann, include_extras=True)
+        except Exception:
+            continue
+        found |= {f"{call.name}_{f}" if op.multi else f for f, h in hints.items() if is_time(h)}
+    return found
+
+
+def to_arrow(stream: Stream) -> Any:
+    """The output of ``stream`` computed in-process, as a pyarrow Table:
+    ``start``, ``end`` (UTC timestamps when the input times were datetimes,
+    an end at the end of time null; else int64 ticks), then the payload
+    columns (key columns, results)."""
+    import pyarrow as pa
+
+    rows, _layout, metrics = get_engine("reference").collect(stream.plan)
+    stream.metrics = metrics
+    rows = sorted(rows, key=lambda r: (r[0], r[1]))  # stable: keys keep their order
+    times = stream.source.datetimes()
+    columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+    clash = [c for c in columns if c in ("start", "end")]
+    if clash:
+        raise ValueError(
+            f"payload columns {clash} clash with the output's start/end columns; "
+            "rename them (select()) before running"
+        )
+
+    def shown(ticks: int) -> Any:
+        if not times:
+            return ticks
+        return None if ticks >= INFINITY else from_ticks(ticks)
+
+    data: dict[str, list[Any]] = {
+        "start": [shown(s) for s, _, _ in rows],
+        "end": [shown(e) for _, e, _ in rows],
+    }
+    marked = time_columns(stream) if times else set()
+    for c in columns:
+        values = [p.get(c) for _, _, p in rows]
+        data[c] = [None if v is None else shown(v) for v in values] if c in marked else values
+    kind = pa.timestamp("us", tz="UTC") if times else pa.int64()
+    fields = {"start": kind, "end": kind}
+    schema = pa.schema([pa.field(c, fields[c]) for c in ("start", "end")])
+    table = pa.table({c: pa.array(data[c], type=fields[c]) for c in ("start", "end")}, schema)
+    for c in columns:
+        table = table.append_column(c, pa.array(data[c], type=kind if c in marked else None))
+    return table

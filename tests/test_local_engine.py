@@ -1,0 +1,147 @@
+"""In-process queries over pandas and Arrow tables, and `udm-cli run
+--engine local` (issue #29): no Spark, the same answers."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from udm.cli.main import app
+from udm.host import INFINITY, Cht
+from udm.host.query import InvalidEventError, Stream
+
+runner = CliRunner()
+BASE = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z
+MINUTE = 60_000_000
+M0 = BASE - BASE % MINUTE  # 22:13:00, the window BASE falls in
+T0 = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
+US = dt.timedelta(microseconds=1)
+
+
+def readings() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ts": [T0, T0 + US, T0 + 70 * 1_000_000 * US, T0 + 2 * US],
+            "k": ["a", "a", "a", "b"],
+            "v": [1.0, 3.0, 5.0, 7.0],
+        }
+    )
+
+
+def test_from_pandas_runs_in_process_exactly() -> None:
+    minute = MINUTE
+    s = Stream.from_pandas(readings(), start="ts", key="k").tumbling_window(minute)
+    q = s.aggregate("stats.mean", value="v")
+    assert q.runs_in_process()
+    assert q.to_cht() == {
+        "a": Cht([(M0, M0 + minute, 2.0), (M0 + minute, M0 + 2 * minute, 5.0)]),
+        "b": Cht([(M0, M0 + minute, 7.0)]),
+    }
+    out = q.to_pandas()
+    assert list(out.columns) == ["start", "end", "k", "mean"]
+    assert str(out["start"].dtype) == "datetime64[us, UTC]"
+    assert list(out["mean"]) == [2.0, 7.0, 5.0]
+    # an Arrow table or batch is the same stream
+    table = pa.Table.from_pandas(readings(), preserve_index=False)
+    for data in (table, table.to_batches()[0]):
+        same = Stream.from_arrow(data, start="ts", key="k").tumbling_window(minute)
+        assert same.aggregate("stats.mean", value="v").to_cht() == q.to_cht()
+
+
+def test_from_pandas_intervals_edges_and_invalid_rows() -> None:
+    df = pd.DataFrame(
+        {"s": [1, 5, None, 9, None], "e": [3, None, 4, 8, None], "v": [1, 2, 3, 4, 5]}
+    )
+    edges = Stream.from_pandas(df, start="s", end="e", shape="edge", on_invalid="drop")
+    assert edges.to_cht() == Cht([(1, 3, {"v": 1}), (5, INFINITY, {"v": 2})])
+    assert edges.metrics.invalid_rows() == {"'s' is null": 2, "'e' is not after 's'": 1}
+    assert edges.metrics.rows_read() == 5
+    with pytest.raises(InvalidEventError) as info:
+        Stream.from_pandas(df, start="s", end="e")
+    text = str(info.value)
+    assert text.startswith("invalid event: 'e' is null (interval events need an end")
+    assert "4 invalid rows in all (" in text and "the first 3: row 1:" in text
+
+
+def test_from_pandas_null_keys() -> None:
+    df = pd.DataFrame({"t": [1, 2, 3], "k": ["a", None, "a"], "v": [1.0, 2.0, 3.0]})
+    with pytest.raises(InvalidEventError, match="invalid event: key 'k' is null; row 1"):
+        Stream.from_pandas(df, start="t", key="k")
+    dropped = Stream.from_pandas(df, start="t", key="k", on_null_key="drop")
+    assert dropped.tumbling_window(10).aggregate("stats.max", value="v").to_cht() == {
+        "a": Cht([(0, 10, 3.0)])
+    }
+    kept = Stream.from_pandas(df, start="t", key="k", on_null_key="keep").tumbling_window(10)
+    assert kept.aggregate("stats.max", value="v").to_cht() == {
+        "a": Cht([(0, 10, 3.0)]),
+        None: Cht([(0, 10, 2.0)]),
+    }
+
+
+@pytest.mark.parametrize("times", ["iso", "ticks"])
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "json"])
+def test_run_engine_local_round_trips_exactly(tmp_path: Path, fmt: str, times: str) -> None:
+    """A small file's query ran only on Spark (about a minute to start)."""
+    from test_cli_output import _read_cht
+
+    (tmp_path / "r.csv").write_text(
+        "ts,k,v\n2023-11-14T22:13:20Z,a,1.0\n2023-11-14T22:13:20.000001Z,a,3.0\n"
+        "2023-11-14T22:14:30Z,a,5.0\nbad,a,9.0\n"
+    )
+    spec = tmp_path / "q.yaml"
+    spec.write_text(
+        "source: {path: r.csv, start: ts, key: k, on_invalid: drop}\n"
+        "window: {kind: tumbling, size: 1m}\naggregate: stats.mean\nvalue: v\n"
+    )
+    out = tmp_path / "out"
+    args = ["run", str(spec), "-o", str(out), "--engine", "local", "--format", fmt]
+    result = runner.invoke(app, [*args, "--times", times])
+    assert result.exit_code == 0, result.output
+    assert "dropped 1 of 4 input rows as invalid: 1 'ts' is not a valid time" in result.output
+    assert (out / "q" / "_SUCCESS").exists()
+    got = _read_cht(out / "q", fmt)
+    assert got == Cht(
+        [
+            (M0, M0 + MINUTE, {"k": "a", "mean": 2.0}),
+            (M0 + MINUTE, M0 + 2 * MINUTE, {"k": "a", "mean": 5.0}),
+        ]
+    )
+    again = runner.invoke(app, [*args, "--times", times])  # its own output: replaced
+    assert again.exit_code == 0, again.output
+
+
+def test_run_engine_local_refuses_what_needs_spark(tmp_path: Path) -> None:
+    (tmp_path / "r.csv").write_text("ts,v\n1,1.0\n")
+    spec = tmp_path / "q.yaml"
+    spec.write_text(
+        "source: {path: r.csv, start: ts, where: 'v > 0'}\n"
+        "window: {kind: tumbling, size: 10}\naggregate: stats.mean\nvalue: v\n"
+    )
+    result = runner.invoke(app, ["run", str(spec), "--engine", "local", "-o", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "source.where is a Spark SQL condition" in result.output.replace("\n", " ")
+    py = tmp_path / "p.py"
+    py.write_text("def query(spark):\n    return spark.range(3)\n")
+    result = runner.invoke(app, ["run", str(py), "--engine", "local", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert "AttributeError" in result.output  # spark is None: the file's own line is named
+
+
+def test_declared_time_fields_are_timestamps_in_process_too() -> None:
+    """As on Spark: double_bottom's *_at fields follow the stream's times."""
+    us = dt.timedelta(microseconds=1)
+    df = pd.DataFrame({"t": [T0 + i * us for i in range(5)], "p": [10.0, 8.0, 9.5, 8.1, 10.0]})
+    q = Stream.from_pandas(df, start="t").tumbling_window(3_600_000_000)
+    out = q.apply("patterns.double_bottom", value="p", tolerance=0.05).to_arrow()
+    assert str(out.schema.field("first_bottom_at").type) == "timestamp[us, tz=UTC]"
+    (row,) = out.to_pylist()
+    assert (row["first_bottom_at"], row["second_bottom_at"]) == (T0 + us, T0 + 3 * us)
+    ticks = pd.DataFrame({"t": list(range(5)), "p": [10.0, 8.0, 9.5, 8.1, 10.0]})
+    q = Stream.from_pandas(ticks, start="t").tumbling_window(100)
+    (row,) = q.apply("patterns.double_bottom", value="p", tolerance=0.05).to_arrow().to_pylist()
+    assert (row["first_bottom_at"], row["second_bottom_at"]) == (1, 3)
