@@ -21,6 +21,7 @@ Rows are ``(start, end, payload)`` with payload a dict of columns
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -33,12 +34,16 @@ __all__ = [
     "alter_lifetime",
     "anti_join_rows",
     "at_most",
+    "check_duration",
     "constant_duration",
     "join_payload",
     "join_rows",
+    "mapped_start",
     "new_lifetime",
+    "pair_udf",
     "positive_duration",
     "shifted_by",
+    "side_key",
     "subtract_intervals",
     "union_rows",
 ]
@@ -159,6 +164,49 @@ def anti_join_rows(
     return out
 
 
+def _ticks_of(value: Any, what: str, operator: str, element: Any) -> int:
+    """A start or duration function's result as ticks: an int (numpy ints
+    too), never a silently truncated float or a parsed string."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise OperatorError(
+            operator,
+            f"the {what} function returned {value!r} ({type(value).__name__}); it must "
+            "return int ticks",
+            element,
+        )
+    return int(value)
+
+
+def _called(
+    fn: Callable[..., Any], args: tuple[int, ...], what: str, operator: str, element: Any
+) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise OperatorError(
+            operator,
+            f"the {what} function {getattr(fn, '__name__', fn)!r} failed on "
+            f"{', '.join(map(str, args))}: {type(exc).__name__}: {exc}",
+            element,
+        ) from exc
+
+
+def mapped_start(
+    start: int, start_fn: Callable[[int], int] | None, operator: str, element: Any
+) -> int:
+    """``f_s(start)``, checked: int ticks inside the time range."""
+    if start_fn is None:
+        return start
+    new_start = _ticks_of(
+        _called(start_fn, (start,), "start", operator, element), "start", operator, element
+    )
+    if not -INFINITY < new_start < INFINITY:
+        raise OperatorError(
+            operator, f"the new start {new_start} is outside the time range", element
+        )
+    return new_start
+
+
 def new_lifetime(
     start: int,
     end: int,
@@ -171,27 +219,57 @@ def new_lifetime(
 
     Without ``duration_fn`` the duration is kept, so an event that never
     ends still never ends; an end past the end of time is the end of time.
-    A duration that is not positive is an :class:`OperatorError`.
+    A duration that is not positive, or a function failing or returning
+    anything but int ticks, is an :class:`OperatorError` naming the element.
     """
-    new_start = start if start_fn is None else int(start_fn(start))
-    if not -INFINITY < new_start < INFINITY:
-        raise OperatorError(
-            operator, f"the new start {new_start} is outside the time range", element
-        )
+    new_start = mapped_start(start, start_fn, operator, element)
     if duration_fn is None:
         if end >= INFINITY:
             return new_start, INFINITY
         duration = end - start
     else:
-        duration = int(duration_fn(start, end))
-        if duration <= 0:
-            raise OperatorError(
-                operator,
-                f"the duration of [{start}, {end}) is {duration}; a lifetime needs a positive "
-                "duration (at least one tick)",
-                element,
-            )
+        duration = _duration(start, end, duration_fn, operator, element)
     return new_start, min(new_start + duration, INFINITY)
+
+
+def _duration(
+    start: int, end: int, duration_fn: Callable[[int, int], int], operator: str, element: Any
+) -> int:
+    got = _called(duration_fn, (start, end), "duration", operator, element)
+    duration = _ticks_of(got, "duration", operator, element)
+    if duration <= 0:
+        raise OperatorError(
+            operator,
+            f"the duration of [{start}, {end}) is {duration}; a lifetime needs a positive "
+            "duration (at least one tick)",
+            element,
+        )
+    return duration
+
+
+def check_duration(
+    start: int,
+    end: int,
+    duration_fn: Callable[[int, int], int] | None,
+    operator: str,
+    element: Any,
+) -> None:
+    """CEDR's second constraint, as every engine checks it on an event: the
+    duration at the shortest end (one tick) is not longer than at the
+    event's own end (a retraction must never lengthen an output)."""
+    if duration_fn is None or not start + 1 < end < INFINITY:
+        return
+    probe = _called(duration_fn, (start, start + 1), "duration", operator, element)
+    shortest = _ticks_of(probe, "duration", operator, element)  # (a probe: may be 0)
+    own = _duration(start, end, duration_fn, operator, element)
+    if shortest > own:
+        raise OperatorError(
+            operator,
+            f"the duration grows when the end shrinks: {own} for [{start}, {end}) but "
+            f"{shortest} for [{start}, {start + 1}); a duration function must not grow when "
+            "an end is retracted",
+            element,
+        )
 
 
 def alter_lifetime(
@@ -208,17 +286,8 @@ def alter_lifetime(
     out: list[Row] = []
     for s, e, p in rows:
         ns, ne = new_lifetime(s, e, start_fn, duration_fn, operator, (s, e, p))
+        check_duration(s, e, duration_fn, operator, (s, e, p))
         mapped[s] = ns
-        if duration_fn is not None and e > s + 1:
-            shortest = int(duration_fn(s, s + 1))
-            if shortest > ne - ns and ne < INFINITY:
-                raise OperatorError(
-                    operator,
-                    f"the duration grows when the end shrinks: {ne - ns} for [{s}, {e}) but "
-                    f"{shortest} for [{s}, {s + 1}); a duration function must not grow when "
-                    "an end is retracted",
-                    (s, e, p),
-                )
         out.append((ns, ne, p))
     starts = sorted(mapped)
     for a, b in itertools.pairwise(starts):
@@ -237,7 +306,10 @@ def alter_lifetime(
 
 def positive_duration(value: Any, where: str) -> int:
     """Ticks of a duration that must be positive; else an OperatorError naming ``where``."""
-    d = to_duration_ticks(value)
+    try:
+        d = to_duration_ticks(value)
+    except (TypeError, ValueError) as exc:
+        raise OperatorError(where, f"{value!r} is not a duration: {exc}") from None
     if d <= 0:
         raise OperatorError(
             where, f"a duration must be positive (at least one tick), got {value!r}"
@@ -273,3 +345,53 @@ def shifted_by(d: int) -> Callable[[int], int]:
 
     start.__name__ = f"plus_{d}"
     return start
+
+
+# ----------------------------------------------------- join UDFs, keys
+
+
+def pair_udf(fn: Callable[[Any, Any], Any], what: str, operator: str) -> Callable[[Any, Any], Any]:
+    """A join's ``where``/``select`` as engines call it: a failure names the
+    operator, the function and both payloads (a :class:`~udm.host.rows.UdfError`),
+    and ``select`` must return a dict of columns."""
+    from udm.host.rows import UdfError
+
+    name = getattr(fn, "name", None) or getattr(fn, "__name__", None) or repr(fn)
+
+    def called(left: Any, right: Any) -> Any:
+        try:
+            out = fn(left, right)
+        except Exception as exc:
+            raise UdfError(
+                f"{operator}: {what} {name!r} failed on left {left!r:.200} and right "
+                f"{right!r:.200}: {type(exc).__name__}: {exc}"
+            ) from exc
+        if what == "select" and not isinstance(out, Mapping):
+            raise UdfError(
+                f"{operator}: select {name!r} returned {out!r:.200}; it returns the output "
+                "payload, a dict of columns"
+            )
+        return out
+
+    return called
+
+
+def side_key(
+    on: Sequence[str], side: str, operator: str
+) -> Callable[[Mapping[str, Any]], Hashable]:
+    """The ``on`` key of a payload of one side of a join; a payload without
+    an ``on`` column is an :class:`OperatorError` naming the side."""
+
+    def key(payload: Mapping[str, Any]) -> Hashable:
+        if not on:
+            return ()
+        try:
+            return key_of(payload, on)
+        except (KeyError, TypeError):
+            missing = [k for k in on if not isinstance(payload, Mapping) or k not in payload]
+            raise OperatorError(
+                operator,
+                f"the {side} stream has no column(s) {missing}; its payload: {payload!r:.200}",
+            ) from None
+
+    return key

@@ -146,10 +146,16 @@ def test_a_start_function_that_is_not_monotone_is_refused() -> None:
 
 
 def test_a_duration_growing_as_the_end_shrinks_is_refused() -> None:
+    """Checked at the insert (against the shortest end, as the reference
+    engine checks it) and, for a function that passes that check, at the
+    retraction that would lengthen the output."""
     op = AlterLifetimeOperator(None, lambda s, e: 100 - (e - s))
-    run(op, [(0, Insert("a", 0, 50, 0))])
+    with pytest.raises(OperatorError, match="duration grows"):
+        op.push(0, Insert("a", 0, 50, 0))
+    zigzag = AlterLifetimeOperator(None, lambda s, e: 50 if e - s == 40 else 10)
+    run(zigzag, [(0, Insert("a", 0, 50, 0))])
     with pytest.raises(OperatorError, match="duration"):
-        op.push(0, Retract("a", 0, 50, 10))
+        zigzag.push(0, Retract("a", 0, 50, 40))
 
 
 def test_negative_durations_and_different_keys_are_refused() -> None:
@@ -339,7 +345,11 @@ def test_every_operator_on_spark_equals_the_reference(spark: Any) -> None:
     interval join (long and open events span many buckets), anti-join and
     a window over a join, each equal to the reference engine's CHT."""
     left_rows = [
-        ("a", 0, 6, 1), ("a", 2, 9, 2), ("a", 20, None, 3), ("b", 1, 3, 4), ("b", 5, 40, 5),
+        ("a", 0, 6, 1),
+        ("a", 2, 9, 2),
+        ("a", 20, None, 3),
+        ("b", 1, 3, 4),
+        ("b", 5, 40, 5),
     ]
     right_rows = [("a", 1, 4, 10), ("a", 5, 12, 20), ("a", 30, 31, 30), ("b", 2, 8, 40)]
     schema = "k string, s long, e long, {} long"
@@ -381,3 +391,83 @@ def test_anti_join_keeps_right_events_that_still_cut_live_left_events() -> None:
         Insert(("x", 0), 5, 12, {"k": "a"}),
         Insert(("x", 1), 17, 20, {"k": "a"}),
     ]
+
+
+# ------------------------------------- found by black-box acceptance tests
+
+
+def _both(query: Stream) -> Any:
+    ref = query.to_cht(engine="reference")
+    assert query.to_cht(engine="host") == ref
+    return ref
+
+
+def test_union_of_physical_streams_fills_missing_columns_for_what_follows() -> None:
+    a = Stream.from_events([Insert("x", 0, 5, {"k": "a", "v": 1})], key="k")
+    b = Stream.from_events([Insert("y", 0, 5, {"k": "a", "w": 2})], key="k")
+    out = _both(a.union(b).join(b))
+    assert out == {
+        "a": Cht(
+            [
+                IntervalEvent(0, 5, {"k": "a", "v": 1, "w_left": None, "w_right": 2}),
+                IntervalEvent(0, 5, {"k": "a", "v": None, "w_left": 2, "w_right": 2}),
+            ]
+        )
+    }
+    assert _both(a.union(b).where(lambda p: p["w"] is None)) == {
+        "a": Cht([IntervalEvent(0, 5, {"k": "a", "v": 1, "w": None})])
+    }
+
+
+def test_a_monotone_lifetime_change_holds_its_cti_for_later_retractions() -> None:
+    """start = 2s maps [3, 10) to [6, 13); after a CTI at 8 (mapped: 16) the
+    end may still move to 9 (mapped: 12), so the output CTI waits."""
+    s = Stream.from_events([Insert("e", 3, 10, "a"), Cti(8), Retract("e", 3, 10, 9), Cti(20)])
+    q = s.alter_lifetime(start=lambda t: 2 * t)
+    assert _both(q) == Cht([IntervalEvent(6, 12, "a")])
+    out = q.to_events()
+    assert out.index(Retract("e", 6, 13, 12)) < next(
+        i for i, e in enumerate(out) if isinstance(e, Cti) and e.time > 12
+    )
+
+
+def test_a_start_function_is_checked_whatever_the_arrival_order() -> None:
+    s = Stream.from_events([Insert("x", 5, 6, "a"), Insert("y", 1, 2, "b")])
+    for engine in ("reference", "host"):
+        with pytest.raises(OperatorError, match="not monotone"):
+            s.alter_lifetime(start=lambda t: -t).to_cht(engine=engine)
+
+
+def test_engines_check_durations_alike() -> None:
+    q = Stream.from_cht([(0, 10, "a")]).alter_lifetime(duration=lambda s, e: 100 - e)
+    for engine in ("reference", "host"):
+        with pytest.raises(OperatorError, match="duration grows"):
+            q.to_cht(engine=engine)
+
+
+def test_weak_consistency_over_a_broken_chain_agrees_on_both_engines() -> None:
+    q = Stream.from_events(
+        [Retract("p", 0, 10, 8), Insert("p", 0, 10, "P"), ExternalCti(0, 8, 2)]
+    ).with_consistency(("weak", 3))
+    assert _both(q) == Cht()
+
+
+def test_a_missing_on_column_names_the_operator_on_every_engine() -> None:
+    left = Stream.from_cht([(0, 10, {"k": "a"})])
+    right = Stream.from_cht([(0, 10, {"z": "a"})])
+    for engine in ("reference", "host"):
+        with pytest.raises(OperatorError, match="right stream has no column"):
+            left.join(right, on="k").to_cht(engine=engine)
+
+
+def test_failing_join_functions_name_the_operator_and_payloads() -> None:
+    from udm.host.rows import UdfError
+
+    s = Stream.from_cht([(0, 10, {"k": "a", "x": 0})], key="k")
+    for engine in ("reference", "host"):
+        with pytest.raises(UdfError, match=r"join on k .*: where .* failed on left"):
+            s.join(s, where=lambda a, b: 1 / a["x"]).to_cht(engine=engine)
+        with pytest.raises(UdfError, match="returns the output payload, a dict"):
+            s.join(s, select=lambda a, b: 5).to_cht(engine=engine)
+        with pytest.raises(OperatorError, match="must return int ticks"):
+            s.alter_lifetime(start=lambda t: t + 0.5).to_cht(engine=engine)

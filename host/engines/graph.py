@@ -21,7 +21,7 @@ import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from udm.host.algebra import join_payload
+from udm.host.algebra import join_payload, pair_udf, side_key
 from udm.host.cht import derive_cht
 from udm.host.engine import Consistency
 from udm.host.engines import EngineResult
@@ -50,12 +50,12 @@ from udm.host.plan import (
     WindowOp,
     consistency_levels,
     sources,
+    walk,
     with_consistency,
 )
 from udm.host.rows import (
     Layout,
     adapt_op,
-    key_of,
     op_layout,
     result_columns,
     udf_of_payload,
@@ -103,6 +103,7 @@ class HostEngine:
         # this CTI policy, rather than feeds the engine drains itself
         self._live_policy: str | None = None
         self._entries: dict[int, _ValidateOperator] = {}
+        self._raw: set[int] = set()
 
     # ------------------------------------------------------------ running
 
@@ -111,6 +112,13 @@ class HostEngine:
             blocking, remember = consistency_levels(self.consistency)
             plan = with_consistency(plan, blocking, remember)
             self._conservative = blocking >= INFINITY
+        # a source a Finalize reads directly gives it its raw elements (with
+        # their ExternalCTIs), as the reference engine does
+        self._raw = {
+            id(n.input)
+            for n in walk(plan)
+            if isinstance(n, FinalizeNode) and isinstance(n.input, Source)
+        }
         sink = Collector()
         self.compile(plan).connect(sink)
         return plan, sink
@@ -213,14 +221,17 @@ class HostEngine:
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
             elements = _ending(_wrapped(node.elements, node.scalar))
-            if external:
-                first: Operator = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
-                self._finalizers.append(first)  # type: ignore[arg-type]
+            if id(node) in self._raw:
+                first: Operator = _Pass()  # its Finalize repairs and validates
+            elif external:
+                repair = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
+                self._finalizers.append(repair)
+                first = repair
             else:
                 first = _ValidateOperator(node.cti_policy)
             first.connect(head)
             self._feeds.append((first, elements))
-            self._columns[id(node)] = None
+            self._columns[id(node)] = _element_columns(node)
             return head
         rows = self._rows_of(node)
         self._columns[id(node)] = list(dict.fromkeys(c for _, _, p in rows for c in p))
@@ -302,7 +313,9 @@ class HostEngine:
 
     def _alter(self, node: PlanNode) -> Operator:
         assert isinstance(node, AlterLifetimeNode)
-        op = AlterLifetimeOperator(node.start_fn, node.duration_fn, node.describe())
+        # shift and constant durations never end an output before the CTI maps
+        holds = node.form not in ("shift", "set_duration", "to_points")
+        op = AlterLifetimeOperator(node.start_fn, node.duration_fn, node.describe(), holds)
         return self._same_shape(node, self._chain(node, op))
 
     def _align(self, node: PlanNode) -> Operator:
@@ -330,11 +343,9 @@ class HostEngine:
         return union
 
     def _sides(self, node: JoinNode | AntiJoinNode) -> tuple[Callable[..., Any], ...]:
-        on = node.on
+        on, name = node.on, node.describe()
         sl, sr = self._scalar_of(node.left), self._scalar_of(node.right)
-
-        def key(p: Mapping[str, Any]) -> Any:
-            return key_of(p, on) if on else ()
+        key_left, key_right = side_key(on, "left", name), side_key(on, "right", name)
 
         def see_left(p: Mapping[str, Any]) -> Any:
             return p[SCALAR_COL] if sl else p
@@ -342,12 +353,14 @@ class HostEngine:
         def see_right(p: Mapping[str, Any]) -> Any:
             return p[SCALAR_COL] if sr else p
 
-        return key, see_left, see_right
+        return key_left, key_right, see_left, see_right
 
     def _join(self, node: PlanNode) -> Operator:
         assert isinstance(node, JoinNode)
-        key, see_left, see_right = self._sides(node)
-        on, where, select, suffixes = node.on, node.where, node.select, node.suffixes
+        key_left, key_right, see_left, see_right = self._sides(node)
+        on, suffixes, name = node.on, node.suffixes, node.describe()
+        where = None if node.where is None else pair_udf(node.where, "where", name)
+        select = None if node.select is None else pair_udf(node.select, "select", name)
 
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
@@ -360,7 +373,7 @@ class HostEngine:
             def predicate(lp: Any, rp: Any) -> Any:
                 return where(see_left(lp), see_right(rp))
 
-        join = JoinOperator(key, key, combine, predicate, node.describe())
+        join = JoinOperator(key_left, key_right, combine, predicate, name)
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
         self._scalar[id(node)] = False
@@ -369,15 +382,16 @@ class HostEngine:
 
     def _anti_join(self, node: PlanNode) -> Operator:
         assert isinstance(node, AntiJoinNode)
-        key, see_left, see_right = self._sides(node)
-        where = node.where
+        key_left, key_right, see_left, see_right = self._sides(node)
+        name = node.describe()
+        where = None if node.where is None else pair_udf(node.where, "where", name)
         predicate = None
         if where is not None:
 
             def predicate(lp: Any, rp: Any) -> Any:
                 return where(see_left(lp), see_right(rp))
 
-        anti = AntiJoinOperator(key, key, predicate, self._conservative, node.describe())
+        anti = AntiJoinOperator(key_left, key_right, predicate, self._conservative, name)
         self.compile(node.left).connect(anti, 0)
         self.compile(node.right).connect(anti, 1)
         self._scalar[id(node)] = self._scalar_of(node.left)
@@ -405,6 +419,20 @@ def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:
             yield Insert(el.id, el.start, el.end, payload)
         else:
             yield el
+
+
+def _element_columns(node: Source) -> list[str]:
+    """The payload columns of a physical stream's inserts (a union fills
+    the ones an input lacks with nulls)."""
+    assert node.elements is not None
+    columns: dict[str, None] = {}
+    for el in node.elements:
+        if type(el) is not Insert:
+            continue
+        if node.scalar or not isinstance(el.payload, Mapping):
+            return [SCALAR_COL]
+        columns.update(dict.fromkeys(str(k) for k in el.payload))
+    return list(columns)
 
 
 def _ending(elements: Iterator[Any] | Any) -> Iterator[Any]:

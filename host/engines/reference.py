@@ -21,7 +21,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from udm.host.algebra import alter_lifetime, anti_join_rows, join_rows, union_rows
+from udm.host.algebra import alter_lifetime, anti_join_rows, join_rows, pair_udf, union_rows
 from udm.host.cht import derive_cht
 from udm.host.engines import EngineResult, get_engine
 from udm.host.errors import OperatorError
@@ -284,9 +284,10 @@ class ReferenceEngine:
         def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
             return seen_l(p, True) if is_left else seen_r(p, False)
 
-        rows = join_rows(
-            left.rows, right.rows, node.on, node.where, node.select, node.suffixes, wrap
-        )
+        name = node.describe()
+        where = None if node.where is None else pair_udf(node.where, "where", name)
+        select = None if node.select is None else pair_udf(node.select, "select", name)
+        rows = join_rows(left.rows, right.rows, node.on, where, select, node.suffixes, wrap)
         if node.select is None:
             clash = (set(left.columns) & set(right.columns)) - set(node.on)
             columns = list(node.on)
@@ -310,7 +311,8 @@ class ReferenceEngine:
         def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
             return seen_l(p, True) if is_left else seen_r(p, False)
 
-        rows = anti_join_rows(left.rows, right.rows, node.on, node.where, wrap)
+        where = None if node.where is None else pair_udf(node.where, "where", node.describe())
+        rows = anti_join_rows(left.rows, right.rows, node.on, where, wrap)
         return dataclasses.replace(left, rows=rows)
 
     # ------------------------------------------------- Spark expressions

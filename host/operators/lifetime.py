@@ -16,9 +16,13 @@ must not lengthen the duration, a growing one not shorten it).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
+from typing import Any
 
-from udm.host.algebra import new_lifetime
+from sortedcontainers import SortedDict
+
+from udm.host.algebra import check_duration, mapped_start, new_lifetime
 from udm.host.errors import OperatorError
 from udm.host.operators.base import Operator
 from udm.host.stream import Cti, Insert, Retract
@@ -28,45 +32,68 @@ __all__ = ["AlterLifetimeOperator"]
 
 
 class AlterLifetimeOperator(Operator):
-    """See the module docstring."""
+    """See the module docstring.
+
+    Two things the paper leaves implicit are kept here: every start seen
+    since the latest CTI with its mapping (so a start function that is not
+    monotone is caught whatever the arrival order: each new start is
+    checked against its neighbours), and the live events whose output end a
+    retraction could still shorten (so the output CTI never passes an end
+    a later retraction may set: with ``start = 2 * s``, an event ``[3, 10)``
+    maps to ``[6, 13)``, and after a CTI at 8 its end can still move to 9,
+    mapping to 12, below the CTI's own mapping 16).
+    """
 
     name = "alter_lifetime"
-    state_fields = ("emitted", "last_cti", "cti_mapped", "max_start", "max_mapped")
+    state_fields = ("emitted", "last_cti", "cti_mapped", "starts", "live", "ends")
 
     def __init__(
         self,
         start: Callable[[int], int] | None,
         duration: Callable[[int, int], int] | None,
         name: str = "alter_lifetime",
+        holds_ends: bool = True,
     ) -> None:
         super().__init__(1)
         self.start_fn = start
         self.duration_fn = duration
         self.name = name
+        # shift and constant durations can never end an output before the
+        # CTI's mapping, so they need not track live events
+        self.holds_ends = holds_ends
         self.last_cti = MIN_TIME
         self.cti_mapped = MIN_TIME
-        self.max_start = MIN_TIME
-        self.max_mapped = MIN_TIME
+        self.starts = SortedDict()  # start -> its mapping, since the latest CTI
+        self.live: dict[Any, tuple[int, int]] = {}  # id -> (start, end)
+        self.ends: list[tuple[int, Any]] = []  # (end, id), for cleanup
 
     def _start(self, start: int, element: object) -> int:
-        mapped = start if self.start_fn is None else int(self.start_fn(start))
+        mapped = mapped_start(start, self.start_fn, self.name, element)
         if self.start_fn is None:
             return mapped
-        if start >= self.last_cti and mapped < self.cti_mapped:
-            raise OperatorError(
-                self.name,
-                f"the start function is not monotone: CTI {self.last_cti} maps to "
-                f"{self.cti_mapped} but the later start {start} maps to {mapped}",
-                element,
-            )
-        if start > self.max_start and mapped < self.max_mapped:
-            raise OperatorError(
-                self.name,
-                f"the start function is not monotone: start {self.max_start} maps to "
-                f"{self.max_mapped} but the later start {start} maps to {mapped}",
-                element,
-            )
+        starts = self.starts
+        at = starts.bisect_left(start)
+        before = starts.peekitem(at - 1) if at > 0 else None
+        after = starts.peekitem(at) if at < len(starts) else None
+        if after is not None and after[0] == start:
+            after = starts.peekitem(at + 1) if at + 1 < len(starts) else None
+        for neighbour, later in ((before, True), (after, False)):
+            if neighbour is None:
+                continue
+            other, other_mapped = neighbour
+            if (later and mapped < other_mapped) or (not later and mapped > other_mapped):
+                first, second = ((other, other_mapped), (start, mapped))[:: 1 if later else -1]
+                raise OperatorError(
+                    self.name,
+                    f"the start function is not monotone: start {first[0]} maps to "
+                    f"{first[1]} but the later start {second[0]} maps to {second[1]}",
+                    element,
+                )
         return mapped
+
+    def _remember(self, start: int, mapped: int) -> None:
+        if self.start_fn is not None:
+            self.starts[start] = mapped
 
     def _map(self, start: int, end: int, element: object) -> tuple[int, int]:
         self._start(start, element)
@@ -74,13 +101,17 @@ class AlterLifetimeOperator(Operator):
 
     def on_insert(self, port: int, element: Insert) -> None:
         s, e = self._map(element.start, element.end, element)
-        if element.start > self.max_start:
-            self.max_start, self.max_mapped = element.start, s
+        check_duration(element.start, element.end, self.duration_fn, self.name, element)
+        self._remember(element.start, s)
+        if self.holds_ends:
+            self.live[element.id] = (element.start, element.end)
+            heapq.heappush(self.ends, (element.end, element.id))
         self.emit(Insert(element.id, s, e, element.payload))
 
     def on_retract(self, port: int, element: Retract) -> None:
         s, old_end = self._map(element.start, element.old_end, element)
         if element.is_full:
+            self.live.pop(element.id, None)
             self.emit(Retract(element.id, s, old_end, s))
             return
         _, new_end = self._map(element.start, element.new_end, element)
@@ -93,12 +124,44 @@ class AlterLifetimeOperator(Operator):
                 "duration must not grow when an end shrinks",
                 element,
             )
+        if self.holds_ends and element.id in self.live:
+            self.live[element.id] = (element.start, element.new_end)
+            heapq.heappush(self.ends, (element.new_end, element.id))
         if new_end != old_end:
             self.emit(Retract(element.id, s, old_end, new_end))
+
+    def _held(self, time: int) -> int:
+        """The least output end a retraction after a CTI at ``time`` could
+        still touch, over the live events (``INFINITY`` if none): a live
+        event's end may move to any time from the CTI on (shrink or
+        extend), and its output end with it, unless the duration does not
+        depend on the end there (a ``clip_to`` long reached, say)."""
+        low = INFINITY
+        for start, _ in self.live.values():
+            shortest = max(time, start + 1)
+            _, e_min = new_lifetime(start, shortest, self.start_fn, self.duration_fn, self.name)
+            _, e_max = new_lifetime(start, INFINITY, self.start_fn, self.duration_fn, self.name)
+            if e_min != e_max:
+                low = min(low, e_min)
+        return low
 
     def on_cti(self, port: int, time: int) -> None:
         mapped = INFINITY if time >= INFINITY else self._start(time, Cti(time))
         self.last_cti = time
+        # forget what the CTI made final: starts before it (but the last of
+        # them, which still bounds later ones), events ending before it
+        starts = self.starts
+        cut = starts.bisect_left(time)
+        for _ in range(max(0, cut - 1)):
+            starts.popitem(0)
+        if time < INFINITY:
+            self._remember(time, mapped)
+        while self.ends and self.ends[0][0] < time:
+            end, ident = heapq.heappop(self.ends)
+            if self.live.get(ident, (0, None))[1] == end:
+                del self.live[ident]
+        if self.holds_ends and time < INFINITY:
+            mapped = min(mapped, self._held(time))
         if mapped > self.cti_mapped:
             self.cti_mapped = mapped
             self.emit(Cti(mapped))
