@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.algebra import anti_join_rows, new_lifetime
+from udm.host.algebra import anti_join_rows, new_lifetime, pair_udf
 from udm.host.errors import OperatorError
 from udm.host.plan import (
     E_COL,
@@ -261,8 +261,8 @@ def _where_pairs(
     lcols: list[str],
     rcols: list[str],
 ) -> DataFrame:
-    predicate = node.where
-    assert predicate is not None
+    assert node.where is not None
+    predicate = pair_udf(node.where, "where", node.describe())
     lnames = [*node.on, *lcols]
     rnames = [*node.on, *rcols]
     lscalar, rscalar = left.scalar, right.scalar
@@ -287,7 +287,8 @@ def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     left, right = engine.run(node.left), engine.run(node.right)
     for side, table in (("left", left), ("right", right)):
         _check_on(node.describe(), node.on, side, table)
-    on, where = node.on, node.where
+    on = node.on
+    where = None if node.where is None else pair_udf(node.where, "where", node.describe())
     lcols, rcols = left.frame.columns, right.frame.columns
     lscalar, rscalar = left.scalar, right.scalar
     schema = left.frame.df.schema
