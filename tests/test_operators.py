@@ -4,6 +4,7 @@ physical streams (disorder, every retraction kind, CTIs anywhere, keys)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -476,7 +477,7 @@ def test_failing_join_functions_name_the_operator_and_payloads() -> None:
 def _ordered(elements: list[Any]) -> bool:
     """No element's sync time is before an earlier one's (CEDR Definition 3)."""
     syncs = [e.sync_time for e in elements if isinstance(e, Insert | Retract | Cti)]
-    return all(a <= b for a, b in zip(syncs, syncs[1:], strict=False))
+    return all(a <= b for a, b in itertools.pairwise(syncs))
 
 
 @settings(max_examples=60, deadline=None)
