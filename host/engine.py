@@ -151,9 +151,12 @@ class Host:
             :func:`udm.host.evaluate`.
         consistency: ``speculative`` (default) or ``conservative``.
         cti_policy: what to do with elements that violate the latest CTI.
-        fast_path: use the dict-based path for grid windows with invertible,
-            order-insensitive, time-insensitive incremental aggregates (same
-            output, several times faster); ``False`` forces the general one.
+        fast_path: use the grid path for hopping and tumbling windows of
+            time-insensitive aggregates with ``align`` or ``point_end``
+            output (same output, several times faster): states updated by
+            ``add``/``remove`` for invertible, order-insensitive incremental
+            aggregates, windows read as slices of each key's sorted events
+            for the others (docs/host.md); ``False`` forces the general one.
         retractions: ``False`` declares an insert-only input (an append-only
             event stream): a retraction is then refused, and the fast path
             keeps no per-event record for retractions to find, which saves
