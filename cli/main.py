@@ -9,12 +9,10 @@ already exists); 2 bad usage (typer's own code for wrong options).
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from udm.cli import views
 from udm.cli.cluster import (
     ConfOption,
     MasterOption,
@@ -41,30 +40,7 @@ app = typer.Typer(
 )
 
 
-def _quiet_flag_types() -> None:
-    """Typer's help shows a type column for every option, ``<bool>`` for a
-    flag (``--verbose <bool>``, ``--help <bool>``), which reads as if the
-    flag took a value, and ``<list[Path]>`` beside an argument's name.
-    Typer has no setting for it (an option's metavar is per option, and
-    --help is Typer's own), so flags and arguments show no type."""
-    from typer.core import TyperArgument, TyperOption
-
-    shown = TyperOption.display_type_rich
-    if getattr(shown, "udm_quiet", False):
-        return
-
-    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
-        return None if self.is_flag else shown(self, ctx)
-
-    def no_type(self: TyperArgument, ctx: Any) -> str | None:
-        return None  # an argument's metavar (PATHS, QUERY_FILE) says it
-
-    display_type_rich.udm_quiet = True  # type: ignore[attr-defined]
-    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
-    TyperArgument.display_type_rich = no_type  # type: ignore[method-assign,assignment]
-
-
-_quiet_flag_types()
+views.quiet_flag_types()
 
 
 def _template() -> Path:
@@ -423,7 +399,7 @@ def test(
             if not result.passed:
                 render_failure(result, console)
                 if result.minimal:
-                    _save_minimal(result, console, saved)
+                    views.save_minimal(result, console, saved)
         failed = failed or not all(r.passed for r in results)
         if plot is not None:
             chosen = next((r for r in results if not r.passed), results[0])
@@ -453,69 +429,8 @@ def test(
     elif not files:
         raise _fail(_nothing_to_run(targets))
     if as_json:
-        typer.echo(json.dumps(_test_json(results, invalid, why_invalid, code), indent=2))
+        typer.echo(json.dumps(views.test_json(results, invalid, why_invalid, code), indent=2))
     raise typer.Exit(1 if failed else 0)
-
-
-def _test_json(
-    results: list[Any], invalid: list[Any], why: list[str], pytest_code: int | None
-) -> dict[str, Any]:
-    """``test --json``: every fixture's outcome, and pytest's exit code."""
-    from udm.host.fixtures.report import summary_cells
-
-    fixtures: list[dict[str, Any]] = []
-    for r in results:
-        title, udm, window = summary_cells(r.fixture)
-        fixtures.append(
-            {
-                "fixture": title,
-                "file": str(r.fixture.path) if r.fixture.path else None,
-                "line": r.fixture.line,
-                "udm": udm,
-                "window": window,
-                "streams": r.checked_streams,
-                "result": "pass" if r.passed else "fail",
-                "failures": list(r.failures),
-                "minimal": r.minimal,
-            }
-        )
-    for item, message in zip(invalid, why, strict=True):
-        if isinstance(item, Path):
-            entry = {"fixture": item.name, "file": str(item), "line": None}
-        else:
-            entry = {"fixture": item.title, "file": str(item.path), "line": item.line}
-        fixtures.append({**entry, "result": "invalid", "failures": message.splitlines()})
-    failed = sum(not r.passed for r in results)
-    return {
-        "passed": len(results) - failed,
-        "failed": failed,
-        "invalid": len(invalid),
-        "fixtures": fixtures,
-        "pytest_exit_code": pytest_code,
-    }
-
-
-def _save_minimal(result: Any, console: Console, saved: dict[Path, int]) -> None:
-    """Write a shrunk failure next to its fixture as ``NAME.minimal.yaml``
-    (not ``*.udm.yaml``: the next run does not collect it; rename it to
-    keep it as a fixture); ``saved`` numbers several of one file."""
-    path = result.fixture.path
-    if path is None:
-        return
-    stem = path.name.removesuffix(".udm.yaml")
-    n = saved.get(path, 0)
-    saved[path] = n + 1
-    target = path.with_name(f"{stem}.minimal{f'-{n + 1}' if n else ''}.yaml")
-    try:
-        target.write_text(result.minimal, encoding="utf-8")
-    except OSError as exc:
-        console.print(f"# (not saved: {exc})", markup=False, soft_wrap=True)
-        return
-    console.print(
-        f"# saved to {target}; rename it to *.udm.yaml to keep it as a fixture",
-        markup=False,
-        soft_wrap=True,
-    )
 
 
 def _nothing_to_run(targets: list[Path]) -> str:
@@ -800,71 +715,6 @@ def _queries(query_file: Path, spark: Any) -> dict[str, Any]:
         raise _fail(str(exc)) from None
 
 
-def _cell(value: Any) -> tuple[str, bool]:
-    """A preview cell and whether it was rounded for display: floats keep
-    their ``.0`` and show up to 6 significant digits; times come as exact
-    text from :func:`_preview`."""
-    if isinstance(value, float):
-        exact = repr(value)
-        if len(exact) <= 12 or not math.isfinite(value):
-            return exact, False
-        shown = f"{value:.6g}"
-        if "e" not in shown and "." not in shown:
-            shown += ".0"
-        return shown, float(shown) != value
-    if hasattr(value, "asDict"):  # a struct: its fields by name, as JSON shows them
-        return json.dumps(value.asDict(recursive=True), default=str, ensure_ascii=False), False
-    return str(value), False
-
-
-def _preview(console: Console, title: str, df: Any, n: int) -> None:
-    from pyspark.sql import types as T
-
-    from udm.host.spark.frame import q as _q
-
-    order = [c for c in ("start", "end") if c in df.columns]
-    # times as exact text, in the session's time zone as the files have
-    # them (collect() would convert to this machine's zone), the fraction
-    # shown when not zero
-    shown = [
-        f"regexp_replace(date_format({_q(f.name)}, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), "
-        f"'\\\\.0+$', '') AS {_q(f.name)}"
-        if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType)
-        else _q(f.name)
-        for f in df.schema.fields
-    ]
-    rows = (df.orderBy(*order) if order else df).limit(n).selectExpr(*shown).collect()
-    _preview_table(console, title, list(df.columns), [list(r) for r in rows])
-
-
-def _preview_table(console: Console, title: str, columns: list[str], rows: list[Any]) -> None:
-    """A preview table: data and names are never markup; times come as
-    exact text; floats say when they were rounded for display."""
-    table = Table(title=escape(title), title_justify="left")  # names are not markup
-    for name in columns:
-        table.add_column(escape(name))
-    rounded = False
-    for row in rows:
-        cells = [_cell(v) for v in row]
-        rounded = rounded or any(r for _, r in cells)
-        table.add_row(*(Text(c) for c, _ in cells))  # data, not markup
-    width = console.width
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        # piped or redirected: full width, one line per row (struct values
-        # whole); a terminal's width is respected, cells wrap
-        wide = console.measure(table, options=console.options.update_width(10_000))
-        console.width = max(width, wide.maximum)
-    try:
-        console.print(table)
-    finally:
-        console.width = width
-    if rounded:
-        console.print(
-            "(floats rounded to 6 significant digits for display; the written files are exact)",
-            markup=False,
-        )
-
-
 @app.command(short_help="Run a query file on Spark: write each result and preview it.")
 def run(
     query_file: Annotated[
@@ -975,12 +825,12 @@ def run(
         task = progress.add_task(escape(f"{starting} {query_file}"), total=None)
         spark = None if local else _spark(options, query_file)
         if verbose and spark is not None:
-            scoped.enter_context(_verbose(spark))
+            scoped.enter_context(views.verbose_logs(spark))
         queries = _queries(query_file, spark)
         _ship_libraries(console, options, query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name) or (
-                _local_problem(query) if local else None
+                views.local_problem(query) if local else None
             )
             if problem:
                 raise _fail(f"{query_file}: query {name!r}: {problem}")
@@ -1031,19 +881,19 @@ def run(
         if spark is None:
             rows = schema.num_rows
             if preview > 0:
-                _preview_arrow(console, f"{name}: {rows:,} rows", schema, preview)
+                views.preview_arrow(console, f"{name}: {rows:,} rows", schema, preview)
         else:
             result = read_result(spark, literal_path(path), fmt, schema)
             rows = result.count()
             if preview > 0:
-                _preview(console, f"{name}: {rows:,} rows", result, preview)
+                views.preview(console, f"{name}: {rows:,} rows", result, preview)
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
         if drops:
             why = ", ".join(f"{n:,} {reason}" for reason, n in drops.items())
             dropped = sum(drops.values())
             of = f" of {read:,}" if read else ""
             console.print(f"dropped {dropped:,}{of} input rows as invalid: {why}", markup=False)
-            problem = _too_many_dropped(dropped, read, max_dropped)
+            problem = views.too_many_dropped(dropped, read, max_dropped)
             if problem:
                 too_many.append(f"query {name!r}: {problem}")
         report.append(
@@ -1064,79 +914,6 @@ def run(
     if too_many:
         raise _fail("\n".join(too_many))
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
-
-
-def _local_problem(query: Any) -> str | None:
-    """Why ``--engine local`` cannot run ``query`` (it needs Spark), or None."""
-    from udm.host.query import Stream
-
-    if isinstance(query, Stream) and query.runs_in_process():
-        return None
-    what = "a Spark DataFrame" if not isinstance(query, Stream) else "a Stream over a DataFrame"
-    return (
-        f"is {what}, which --engine local cannot run; build it with Stream.from_pandas, "
-        "from_arrow or from_cht (queries(spark) gets spark=None), or use --engine spark"
-    )
-
-
-def _preview_arrow(console: Console, title: str, table: Any, n: int) -> None:
-    """The preview of a result the local engine wrote (a pyarrow Table)."""
-    import datetime as dt
-
-    # sorted as the Spark preview is: by start, then end (an open end last)
-    records = table.to_pylist()
-    records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or r["start"]))
-
-    def text(v: Any) -> Any:
-        if isinstance(v, dt.datetime):  # UTC, exact: the fraction when not zero
-            return v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
-        return v
-
-    rows = [[text(v) for v in r.values()] for r in records[:n]]
-    _preview_table(console, title, list(table.column_names), rows)
-
-
-def _too_many_dropped(dropped: int, read: int | None, max_dropped: float) -> str | None:
-    """Why a run that dropped ``dropped`` of ``read`` rows failed, or None:
-    every row dropped, or more than the ``--max-dropped`` share, is almost
-    always a reader or time-format mistake, not bad rows."""
-    if not read:
-        return None
-    if dropped >= read:
-        return (
-            f"every one of the {read:,} input rows was invalid and dropped, so the result is "
-            "empty; check the time columns and their format (source.options: "
-            "timestampFormat, docs/cli.md)"
-        )
-    if dropped > max_dropped * read:
-        return (
-            f"{dropped:,} of {read:,} input rows ({dropped / read:.0%}) were invalid and "
-            f"dropped, more than --max-dropped {max_dropped:g}; check the data and the "
-            "time format, or raise --max-dropped"
-        )
-    return None
-
-
-@contextmanager
-def _verbose(spark: Any) -> Iterator[None]:
-    """--verbose, while the queries run: Spark's task failure logs (Java
-    traces) stay on, and the Spark error behind a udm error is logged
-    (logger ``udm.spark``); both as before afterwards."""
-    import logging
-
-    from udm.host.spark.errors import LOGGER
-
-    handler = logging.StreamHandler(sys.stderr)
-    level = LOGGER.level
-    LOGGER.addHandler(handler)
-    LOGGER.setLevel(logging.DEBUG)
-    with suppress(Exception):  # Spark Connect: the server logs
-        spark.sparkContext.setLogLevel("ERROR")
-    try:
-        yield
-    finally:
-        LOGGER.removeHandler(handler)
-        LOGGER.setLevel(level)
 
 
 def _spark_message(exc: Exception) -> str:

@@ -254,7 +254,7 @@ def test_run_previews_data_and_names_as_written() -> None:
     from pyspark.sql import types as T
     from rich.console import Console
 
-    from udm.cli.main import _preview
+    from udm.cli.views import preview as _preview
 
     class FakeFrame:  # the DataFrame methods _preview uses
         columns = ("[b]level[/b]", "msg")

@@ -201,7 +201,7 @@ def test_preview_shows_exact_times_and_floats_as_floats(spark: Any, tmp_path: Pa
 
 
 def test_preview_cells_say_when_they_round() -> None:
-    from udm.cli.main import _cell
+    from udm.cli.views import cell as _cell
 
     assert _cell(3.0) == ("3.0", False)
     assert _cell(0.1) == ("0.1", False)

@@ -197,7 +197,7 @@ def test_piped_previews_show_struct_values_whole_on_one_line(monkeypatch: Any) -
     from pyspark.sql import Row
     from rich.console import Console
 
-    from udm.cli.main import _preview_table
+    from udm.cli.views import preview_table as _preview_table
 
     out = io.StringIO()
     value = Row(first_bottom=8.0, peak=9.5, second_bottom=8.1, breakout=10.0, note="W" * 40)
