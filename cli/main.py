@@ -849,7 +849,7 @@ def run(
                     df = write_table(query.to_arrow(), path, fmt, times)
                 else:
                     with spark_progress(spark, show):  # the stage and its tasks done
-                        df = query.to_dataframe() if hasattr(query, "to_dataframe") else query
+                        df = query.to_dataframe() if is_stream(query) else query
                         # times exact to the tick in every format
                         df = write_result(df, str(path), fmt, times)
             except Exception as exc:
@@ -862,7 +862,8 @@ def run(
                 if query_file.suffix in (".yaml", ".yml"):
                     message = in_spec_words(message, query_file)
                 raise _fail(f"query {name!r} failed: {message}") from None
-            metrics = getattr(query, "metrics", None)
+            # (a Spark Connect DataFrame answers any attribute with a Column)
+            metrics = query.metrics if is_stream(query) else None
             drops, read = None, None
             if metrics is not None:
                 # reported below, with the output: not also as a log warning

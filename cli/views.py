@@ -243,7 +243,7 @@ def verbose_logs(spark: Any) -> Iterator[None]:
     (logger ``udm.spark``); both as before afterwards."""
     import logging
 
-    from udm.host.spark.execute import LOGGER
+    from udm.host.spark.errors import LOGGER
 
     handler = logging.StreamHandler(sys.stderr)
     level = LOGGER.level
