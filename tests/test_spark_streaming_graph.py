@@ -241,3 +241,24 @@ def test_a_result_type_that_is_not_declared_is_refused(spark: Any, tmp_path: Pat
     stream = source(spark, tmp_path / "in").where(lambda p: p["v"] > 0)
     with pytest.raises(TypeError, match=r"result type of 'min' .* is not declared"):
         stream.tumbling_window(5).aggregate("stats.min", value="v").to_stream(input="elements")
+
+
+def test_a_chain_of_where_and_two_window_operations_equals_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    write(tmp_path / "in", UNION_A)
+
+    def query(stream: Stream) -> Stream:
+        means = (
+            stream.where(lambda p: p["v"] < 3.0)
+            .window(TumblingWindow(10 * S))
+            .aggregate("stats.mean", value="v")
+        )
+        return means.snapshot_window().aggregate("stats.mean", value="mean")
+
+    log = run(query(source(spark, tmp_path / "in")), tmp_path)
+    reference = query(Stream.from_events(physical(UNION_A), key="k")).to_cht(engine="reference")
+    got = streamed_cht(log)
+    assert got == as_dicts(reference, ["k", "mean"])
+    # a's values below 3: 1.0 in [0, 10); b's 2.0 was retracted whole
+    assert rows(got["a"]) == [(0, 10 * S, {"k": "a", "mean": 1.0})]
