@@ -262,3 +262,19 @@ def test_a_chain_of_where_and_two_window_operations_equals_batch(
     assert got == as_dicts(reference, ["k", "mean"])
     # a's values below 3: 1.0 in [0, 10); b's 2.0 was retracted whole
     assert rows(got["a"]) == [(0, 10 * S, {"k": "a", "mean": 1.0})]
+
+
+def test_a_strong_anti_join_equals_batch_and_never_retracts(spark: Any, tmp_path: Path) -> None:
+    write(tmp_path / "l", LEFT)
+    write(tmp_path / "r", RIGHT)
+    left, right = source(spark, tmp_path / "l", "x"), source(spark, tmp_path / "r", "y")
+    log = run(left.left_anti_join(right, on="k"), tmp_path, consistency="strong")
+    reference = (
+        Stream.from_events(physical(LEFT, "x"), key="k")
+        .left_anti_join(Stream.from_events(physical(RIGHT, "y"), key="k"), on="k")
+        .to_cht(engine="reference")
+    )
+    assert streamed_cht(log) == as_dicts(reference, ["k", "x"])
+    # strong consistency blocks until CTIs: the output is final, never retracted
+    assert log.where("kind = 'retract'").count() == 0
+    assert log.where("kind = 'insert'").count() == sum(len(c) for c in reference.values())
