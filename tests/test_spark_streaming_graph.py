@@ -241,6 +241,10 @@ def test_a_result_type_that_is_not_declared_is_refused(spark: Any, tmp_path: Pat
     stream = source(spark, tmp_path / "in").where(lambda p: p["v"] > 0)
     with pytest.raises(TypeError, match=r"result type of 'min' .* is not declared"):
         stream.tumbling_window(5).aggregate("stats.min", value="v").to_stream(input="elements")
+    other = spark.readStream.schema("start long, k long, v double").json(str(tmp_path / "in"))
+    longs = Stream.from_dataframe(other, start="start", key="k")
+    with pytest.raises(TypeError, match=r"key column 'k' has the types \['bigint', 'string'\]"):
+        source(spark, tmp_path / "in").union(longs).to_stream()
 
 
 def test_a_chain_of_where_and_two_window_operations_equals_batch(
