@@ -241,3 +241,44 @@ def test_a_result_type_that_is_not_declared_is_refused(spark: Any, tmp_path: Pat
     stream = source(spark, tmp_path / "in").where(lambda p: p["v"] > 0)
     with pytest.raises(TypeError, match=r"result type of 'min' .* is not declared"):
         stream.tumbling_window(5).aggregate("stats.min", value="v").to_stream(input="elements")
+    other = spark.readStream.schema("start long, k long, v double").json(str(tmp_path / "in"))
+    longs = Stream.from_dataframe(other, start="start", key="k")
+    with pytest.raises(TypeError, match=r"key column 'k' has the types \['bigint', 'string'\]"):
+        source(spark, tmp_path / "in").union(longs).to_stream()
+
+
+def test_a_chain_of_where_and_two_window_operations_equals_batch(
+    spark: Any, tmp_path: Path
+) -> None:
+    write(tmp_path / "in", UNION_A)
+
+    def query(stream: Stream) -> Stream:
+        means = (
+            stream.where(lambda p: p["v"] < 3.0)
+            .window(TumblingWindow(10 * S))
+            .aggregate("stats.mean", value="v")
+        )
+        return means.snapshot_window().aggregate("stats.mean", value="mean")
+
+    log = run(query(source(spark, tmp_path / "in")), tmp_path)
+    reference = query(Stream.from_events(physical(UNION_A), key="k")).to_cht(engine="reference")
+    got = streamed_cht(log)
+    assert got == as_dicts(reference, ["k", "mean"])
+    # a's values below 3: 1.0 in [0, 10); b's 2.0 was retracted whole
+    assert rows(got["a"]) == [(0, 10 * S, {"k": "a", "mean": 1.0})]
+
+
+def test_a_strong_anti_join_equals_batch_and_never_retracts(spark: Any, tmp_path: Path) -> None:
+    write(tmp_path / "l", LEFT)
+    write(tmp_path / "r", RIGHT)
+    left, right = source(spark, tmp_path / "l", "x"), source(spark, tmp_path / "r", "y")
+    log = run(left.left_anti_join(right, on="k"), tmp_path, consistency="strong")
+    reference = (
+        Stream.from_events(physical(LEFT, "x"), key="k")
+        .left_anti_join(Stream.from_events(physical(RIGHT, "y"), key="k"), on="k")
+        .to_cht(engine="reference")
+    )
+    assert streamed_cht(log) == as_dicts(reference, ["k", "x"])
+    # strong consistency blocks until CTIs: the output is final, never retracted
+    assert log.where("kind = 'retract'").count() == 0
+    assert log.where("kind = 'insert'").count() == sum(len(c) for c in reference.values())

@@ -132,6 +132,13 @@ def stream_query(
                 f"to_stream(): source {i} of the query is not a streaming DataFrame "
                 "(spark.readStream); every source of a streaming query must be one"
             )
+    for k in keys:  # rows of a key must hash alike in every source to meet
+        types = {src.df.schema[k].dataType.simpleString() for src in srcs if k in src.df.columns}
+        if len(types) > 1:
+            raise TypeError(
+                f"key column {k!r} has the types {sorted(types)} in the query's sources; cast "
+                "it to one type in every source, so that a key's rows meet in one graph"
+            )
     policy = advance.policy if advance is not None else cti_policy
     LiveGraph(plan, consistency, policy)  # the query compiles: errors on the driver
     spark = srcs[0].df.sparkSession
