@@ -48,7 +48,13 @@ def spark_progress(
             except Exception:  # the JVM went away: the body reports it
                 return
 
-    thread = threading.Thread(target=poll, name="udm-progress", daemon=True)
+    try:  # PySpark's thread: its JVM side ends with it (pinned thread mode)
+        from pyspark import InheritableThread
+
+        thread: threading.Thread = InheritableThread(target=poll, name="udm-progress")
+        thread.daemon = True
+    except ImportError:  # pragma: no cover - pyspark is there whenever Spark runs
+        thread = threading.Thread(target=poll, name="udm-progress", daemon=True)
     thread.start()
     try:
         yield
