@@ -538,8 +538,8 @@ def walk(node: PlanNode) -> Iterator[PlanNode]:
 
     >>> from udm.host.query import Stream
     >>> s = Stream.from_cht([(0, 1, 5)])
-    >>> [type(n).__name__ for n in walk(s.shift(1).union(s).plan)]
-    ['Source', 'AlterLifetimeNode', 'UnionNode']
+    >>> " -> ".join(type(n).__name__ for n in walk(s.shift(1).union(s).plan))
+    'Source -> AlterLifetimeNode -> UnionNode'
     """
     seen: set[int] = set()
     order: list[PlanNode] = []
@@ -571,8 +571,8 @@ def linear_chain(node: PlanNode) -> tuple[Source, list[PlanNode]] | None:
     >>> from udm.host.query import Stream
     >>> s = Stream.from_cht([(0, 1, 5)])
     >>> source, nodes = linear_chain(s.to_points().plan)
-    >>> [n.describe() for n in nodes]
-    ['to_points']
+    >>> nodes[0].describe()
+    'to_points'
     >>> linear_chain(s.join(s).plan) is None
     True
     """
