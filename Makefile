@@ -10,15 +10,21 @@ PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
 venv: $(STAMP)
 
+# editable installs of the project and its plugins. setuptools reports each
+# with an "Editable installation" BuildBackendWarning block that asks nothing
+# of the user (udm's packages are mapped folders, installed through an import
+# hook); the filter keeps it out of `make` output, other warnings still show.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation
+
 $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3"; exit 2; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(EDITABLE) -e .
 	@for p in $(dir $(PLUGINS)); do \
 		echo "installing plugin $$p"; \
-		$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e $$p || exit 1; \
+		$(EDITABLE) -e $$p || exit 1; \
 	done
 	touch $(STAMP)
 

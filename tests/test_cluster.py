@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,8 +108,19 @@ DEMO_OUTPUTS = ["hourly_median", "fleet_average", "overheating"]
 @pytest.fixture(scope="module")
 def demo_local(demo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("local") / "out"
-    ran(udm_cli("run", str(demo / "demo.py"), "-o", str(out), "--preview", "0"))
+    done = udm_cli("run", str(demo / "demo.py"), "-o", str(out), "--preview", "0")
+    ran(done)
+    (out.parent / "stderr.txt").write_text(done.stderr)
     return out
+
+
+def test_a_local_run_prints_no_spark_or_jvm_startup_lines(demo_local: Path) -> None:
+    """Spark's WARN/INFO start-up lines (loopback address, native Hadoop,
+    default log4j profile, default log level) and the Java runtime's
+    incubator-module notice stay out of `udm-cli run`'s output."""
+    stderr = (demo_local.parent / "stderr.txt").read_text()
+    noise = re.compile(r"\bWARN(ING)?\b|log4j|Setting default log level|incubator")
+    assert not [line for line in stderr.splitlines() if noise.search(line)], stderr
 
 
 @pytest.fixture(scope="module")

@@ -21,10 +21,13 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from udm.host.spark.jvmnoise import filtered_stderr
+
 __all__ = [
     "LOCAL_CONF",
     "UDM_CONF",
     "SessionError",
+    "driver_conf",
     "configured_master",
     "is_connect",
     "is_local_master",
@@ -48,8 +51,22 @@ LOCAL_CONF: dict[str, str] = {
     "spark.sql.shuffle.partitions": "4",
     **UDM_CONF,
     "spark.python.worker.reuse": "true",
-    "spark.driver.extraJavaOptions": "-Dlog4j2.level=ERROR",
 }
+
+#: udm's log4j2 configuration for the drivers it starts: errors only, so no
+#: start-up WARN/INFO lines reach the user's terminal (see the file)
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
+def driver_conf() -> dict[str, str]:
+    """Settings for a classic driver JVM udm starts itself (any master; not
+    under Connect, whose driver is the server): udm's quiet logging.
+
+    >>> driver_conf()["spark.driver.extraJavaOptions"].startswith("-Dlog4j2.configurationFile=")
+    True
+    """
+    location = shlex.quote(LOG4J_CONFIG.resolve().as_uri())
+    return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={location}"}
 
 DEFAULT_MASTER = "local[2]"
 
@@ -230,10 +247,16 @@ def session(
             # the workers run here: this interpreter, which has udm
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        settings = {**(LOCAL_CONF if local else UDM_CONF), **conf}
+        settings = {**(LOCAL_CONF if local else UDM_CONF), **driver_conf(), **conf}
     for name, value in settings.items():
         builder = builder.config(name, value)
-    spark = builder.getOrCreate()
+    if remote is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # this call may start the driver JVM (not under spark-submit, whose
+        # JVM runs already): keep the Java runtime's start-up notice out
+        with filtered_stderr():
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     _quiet(spark, log_level)
     share_driver_python(spark)
     return spark
