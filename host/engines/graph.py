@@ -64,7 +64,7 @@ from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["GRAPH_SNAPSHOT_VERSION", "HostEngine", "LiveGraph"]
+__all__ = ["GRAPH_SNAPSHOT_VERSION", "HostEngine", "LiveGraph", "register_handler"]
 
 
 class _ValidateOperator(Operator):
@@ -205,6 +205,13 @@ class HostEngine:
     def _chain(self, node: PlanNode, op: Operator) -> Operator:
         self._input(node).connect(op)
         return op
+
+    def unary(self, node: PlanNode, op: Operator) -> Operator:
+        """Wire ``op`` as ``node``'s operator, fed by ``node``'s one input,
+        its payloads shaped as that input's: what a handler registered for
+        a unary operator that changes lifetimes or elements, not payload
+        columns, returns (:func:`register_handler`)."""
+        return self._same_shape(node, self._chain(node, op))
 
     def _source(self, node: PlanNode) -> Operator:
         assert isinstance(node, Source)
@@ -543,3 +550,13 @@ class LiveGraph:
             )
         for op, (_, state) in zip(self._ops, saved, strict=True):
             op.set_state(state)
+
+
+def register_handler(
+    node_class: type[PlanNode], handler: Callable[[HostEngine, PlanNode], Operator]
+) -> None:
+    """How the host engine compiles nodes of ``node_class`` into a physical
+    operator: an operator added by another module or distribution registers
+    it here (a unary one returns ``engine.unary(node, MyOperator(...))``),
+    beside its reference and Spark implementations."""
+    _HANDLERS[node_class] = handler

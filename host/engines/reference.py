@@ -60,7 +60,7 @@ from udm.host.stream import Cti
 from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["ReferenceEngine", "Table", "finalize_elements", "spark_only"]
+__all__ = ["ReferenceEngine", "Table", "finalize_elements", "register_handler", "spark_only"]
 
 
 @dataclass
@@ -474,3 +474,13 @@ def _window_rows(
             out_rows.append((first.start, first.end, payload))
     out_columns = [*keys, *(c for c, _, _ in cols)]
     return out_rows, out_columns, op_layout(op, cols)
+
+
+def register_handler(
+    node_class: type[PlanNode], handler: Callable[[ReferenceEngine, PlanNode], Table]
+) -> None:
+    """How the reference engine evaluates nodes of ``node_class``: an
+    operator added by another module or distribution registers its
+    definition over CHTs here (``engine.run(node.input)`` gives the input's
+    :class:`Table`), beside its host and Spark implementations."""
+    _HANDLERS[node_class] = handler
