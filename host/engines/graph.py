@@ -28,6 +28,7 @@ from udm.host.engines import EngineResult
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
+from udm.host.operators.batch import runs
 from udm.host.operators.consistency import AlignOperator, FinalizeOperator
 from udm.host.operators.join import AntiJoinOperator, JoinOperator
 from udm.host.operators.lifetime import AlterLifetimeOperator
@@ -64,7 +65,11 @@ from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["GRAPH_SNAPSHOT_VERSION", "HostEngine", "LiveGraph"]
+__all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph"]
+
+#: the most elements a source hands the graph at once (a run also ends at
+#: each CTI): bounds what a run holds when a source has few CTIs
+RUN_LIMIT = 4096
 
 
 class _ValidateOperator(Operator):
@@ -81,6 +86,12 @@ class _ValidateOperator(Operator):
         checked = self.validator.check(element)  # type: ignore[arg-type]
         if checked is not None:
             self.emit(checked)
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        check = self.validator.check
+        checked = [c for c in map(check, elements) if c is not None]  # type: ignore[arg-type]
+        if checked:
+            self.emit_batch(checked)
 
 
 class HostEngine:
@@ -125,14 +136,16 @@ class HostEngine:
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
         plan, sink = self._compile_plan(plan)
-        feeds = list(self._feeds)
+        # a run at a time (up to a CTI), so an operator with a batched path
+        # (the join) gets runs; sources take turns, run by run
+        feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
         while feeds:
             alive = []
-            for target, elements in feeds:
-                element = next(elements, None)
-                if element is not None:
-                    target.push(0, element)
-                    alive.append((target, elements))
+            for target, chunks in feeds:
+                run = next(chunks, None)
+                if run is not None:
+                    target.push_batch(0, run)
+                    alive.append((target, chunks))
             feeds = alive
         dropped: dict[str, int] = dict(self._drops)
         late = sum(f.dropped for f in self._finalizers)
@@ -406,6 +419,9 @@ class _Pass(Operator):
 
     def push(self, port: int, element: PhysicalElement) -> None:
         self.emit(element)
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        self.emit_batch(elements)
 
 
 def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:
