@@ -18,6 +18,7 @@ order of inserts between two CTIs, which does not change its CHT).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import suppress
 from typing import Any, overload
 
 import numpy as np
@@ -109,9 +110,7 @@ def _list_runs(elements: list[Any], limit: int) -> Iterator[list[Any]]:
     begin, total = 0, len(elements)
     while begin < total:
         stop = min(begin + limit, total)
-        try:
+        with suppress(ValueError):  # (no CTI before the limit)
             stop = kinds.index(Cti, begin, stop) + 1
-        except ValueError:
-            pass
         yield elements[begin:stop]
         begin = stop

@@ -281,21 +281,7 @@ class JoinOperator(Operator):
         """The live events as columns (moved out of the per-event form)."""
         if self.columns is not None:
             return self.columns
-        made = []
-        for side in self.sides:
-            col = ColumnarSide()
-            if side.events:
-                records = list(side.events.values())
-                keys = [r[3] for r in records]
-                col.append(
-                    key_hashes(keys),
-                    np.array([r[0] for r in records], dtype=np.int64),
-                    np.array([r[1] for r in records], dtype=np.int64),
-                    object_column(list(side.events)),
-                    object_column([r[2] for r in records]),
-                    object_column(keys),
-                )
-            made.append(col)
+        made = [ColumnarSide.from_records(side.events) for side in self.sides]
         self.columns = (made[0], made[1])
         self.sides = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))
         return self.columns

@@ -15,7 +15,7 @@ per-event call there is.)
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,24 @@ class ColumnarSide:
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    @classmethod
+    def from_records(cls, events: Mapping[Any, list[Any]]) -> ColumnarSide:
+        """The columns of the per-event form's ``id -> [start, end,
+        payload, key]``, in its (arrival) order."""
+        side = cls()
+        if events:
+            records = list(events.values())
+            keys = [r[3] for r in records]
+            side.append(
+                key_hashes(keys),
+                np.array([r[0] for r in records], dtype=np.int64),
+                np.array([r[1] for r in records], dtype=np.int64),
+                object_column(list(events)),
+                object_column([r[2] for r in records]),
+                object_column(keys),
+            )
+        return side
 
     def append(
         self,
