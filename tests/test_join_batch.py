@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from strategies import equivalent_streams, interval_events, with_ctis
 
 import udm.host.operators.join as join_module
-from udm.host import Cti, Insert, Retract
+from udm.host import INFINITY, Cti, Insert, Retract
 from udm.host.cht import derive_cht
 from udm.host.operators.base import Collector
 from udm.host.operators.batch import InsertBatch, runs
@@ -293,3 +293,15 @@ def test_batched_and_one_by_one_give_the_same_stream_but_for_insert_order(
     assert cht_rows(a) == cht_rows(b)
     # the same retractions and CTIs, in the same order
     assert [e for e in a if type(e) is not Insert] == [e for e in b if type(e) is not Insert]
+
+
+def test_an_insert_batch_builds_the_inserts_its_columns_hold() -> None:
+    batch = InsertBatch(
+        [("a", "b"), 3], np.array([1, 2]), np.array([5, INFINITY]), [{"k": 1}, None]
+    )
+    expected = [Insert(("a", "b"), 1, 5, {"k": 1}), Insert(3, 2, INFINITY, None)]
+    assert list(batch) == expected
+    assert [batch[0], batch[1]] == expected
+    assert batch[0:1] == expected[:1]
+    assert all(type(e.start) is int and type(e.end) is int for e in batch)
+    assert hash(list(batch)[1]) == hash(expected[1])

@@ -17,7 +17,7 @@ order of inserts between two CTIs, which does not change its CHT).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
 from typing import Any, overload
 
@@ -26,6 +26,12 @@ import numpy as np
 from udm.host.stream import Cti, Insert
 
 __all__ = ["InsertBatch", "object_column", "runs"]
+
+
+#: the slot setters of Insert's fields (frozen dataclass: its __setattr__ refuses)
+_INSERT_SLOTS: tuple[Callable[[Any, Any], None], ...] = tuple(
+    getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload")
+)
 
 
 def object_column(values: Sequence[Any]) -> np.ndarray:
@@ -72,10 +78,20 @@ class InsertBatch(Sequence[Insert]):
         )
 
     def __iter__(self) -> Iterator[Insert]:
+        # Insert(...) without its __init__: the times are ints already (from
+        # int64 columns), so __post_init__'s conversion has nothing to do,
+        # and filling the slots directly builds the object in half the time
+        new = object.__new__
+        set_id, set_start, set_end, set_payload = _INSERT_SLOTS
         for ident, s, e, p in zip(
             self.ids, self.starts.tolist(), self.ends.tolist(), self.payloads, strict=True
         ):
-            yield Insert(ident, s, e, p)
+            obj = new(Insert)
+            set_id(obj, ident)
+            set_start(obj, s)
+            set_end(obj, e)
+            set_payload(obj, p)
+            yield obj
 
     def __repr__(self) -> str:
         return f"InsertBatch({list(self)!r})"

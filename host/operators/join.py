@@ -230,8 +230,7 @@ class JoinOperator(Operator):
         self, port: int, ids: list[Any], starts: np.ndarray, ends: np.ndarray, payloads: list[Any]
     ) -> None:
         cols = self._columnar()
-        key_fn = self.key_fns[port]
-        keys = [key_fn(p) for p in payloads]
+        keys = list(map(self.key_fns[port], payloads))
         codes, key_col = key_hashes(keys), object_column(keys)
         this, other = cols[port], cols[1 - port]
         new, pos = overlapping_pairs(other, codes, starts, ends, key_col)
@@ -271,10 +270,10 @@ class JoinOperator(Operator):
         oids, ops = other.ids[pos].tolist(), other.payloads[pos].tolist()
         if port == 0:
             pair_ids = list(zip(ids, oids, strict=True))
-            out = [combine(a, b) for a, b in zip(payloads, ops, strict=True)]
+            out = list(map(combine, payloads, ops))
         else:
             pair_ids = list(zip(oids, ids, strict=True))
-            out = [combine(b, a) for a, b in zip(payloads, ops, strict=True)]
+            out = list(map(combine, ops, payloads))
         self.emit_batch(InsertBatch(pair_ids, starts, ends, out))
 
     def _columnar(self) -> tuple[ColumnarSide, ColumnarSide]:
