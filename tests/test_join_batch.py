@@ -305,3 +305,16 @@ def test_an_insert_batch_builds_the_inserts_its_columns_hold() -> None:
     assert batch[0:1] == expected[:1]
     assert all(type(e.start) is int and type(e.end) is int for e in batch)
     assert hash(list(batch)[1]) == hash(expected[1])
+
+
+def test_without_numpy_every_run_takes_the_per_event_path() -> None:
+    feed = [
+        (0, [ev("a", 0, 10, "p", 1), ev("b", 2, 12, "q", 2), Cti(1)]),
+        (1, [ev("x", 1, 5, "p", 3), ev("z", 3, 20, "q", 5), Cti(2)]),
+    ]
+    op, sink = join_op()
+    with always_batched(), mock.patch.object(join_module, "HAVE_NUMPY", False):
+        for port, run in feed:
+            op.push_batch(port, run)
+    assert op.columns is None
+    assert sink.elements == one_by_one(feed)

@@ -19,24 +19,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import suppress
-from typing import Any, overload
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, overload
 
 from udm.host.stream import Cti, Insert
 
-__all__ = ["InsertBatch", "object_column", "runs"]
+if TYPE_CHECKING:  # (numpy is optional: see udm.host.operators.join.HAVE_NUMPY)
+    import numpy as np
+
+__all__ = ["InsertBatch", "runs"]
 
 
 #: the slot setters of Insert's fields (frozen dataclass: its __setattr__ refuses)
 _INSERT_SLOTS: tuple[Callable[[Any, Any], None], ...] = tuple(
     getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload")
 )
-
-
-def object_column(values: Sequence[Any]) -> np.ndarray:
-    """A 1-d object array of ``values`` (``np.array`` would read tuples as rows)."""
-    return np.fromiter(values, dtype=object, count=len(values))
 
 
 class InsertBatch(Sequence[Insert]):
@@ -46,6 +42,7 @@ class InsertBatch(Sequence[Insert]):
     :class:`Insert` objects; :attr:`starts`/:attr:`ends` read as columns
     do not.
 
+    >>> import numpy as np
     >>> batch = InsertBatch([("a", "b")], np.array([5]), np.array([10]), [{"k": 1}])
     >>> list(batch)
     [Insert(id=('a', 'b'), start=5, end=10, payload={'k': 1})]

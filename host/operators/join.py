@@ -23,16 +23,17 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
 from udm.host.algebra import subtract_intervals
 from udm.host.operators.base import CtiTracker, Operator, PhysicalElement
-from udm.host.operators.batch import InsertBatch, object_column
-from udm.host.operators.joinbatch import ColumnarSide, key_hashes, overlapping_pairs
+from udm.host.operators.batch import InsertBatch
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
+
+if TYPE_CHECKING:
+    from udm.host.operators.joinbatch import ColumnarSide
 
 __all__ = ["AntiJoinOperator", "JoinOperator"]
 
@@ -40,6 +41,10 @@ Predicate = Callable[[Any, Any], Any]
 Combine = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]
 KeyFn = Callable[[Mapping[str, Any]], Hashable]
 
+#: numpy is not one of udm's own dependencies (it comes with ``udm[spark]``):
+#: without it every run takes the per-event path; with it, the batched path
+#: imports it on first use (not at ``import udm.host``)
+HAVE_NUMPY = find_spec("numpy") is not None
 #: a run of inserts takes the batched path when it has at least this many
 #: events (numpy's fixed cost per run is worth about that many per-event
 #: calls) ...
@@ -212,8 +217,8 @@ class JoinOperator(Operator):
                     self._insert_run(
                         port,
                         [e.id for e in run],  # type: ignore[union-attr]
-                        np.array([e.start for e in run], dtype=np.int64),  # type: ignore[union-attr]
-                        np.array([e.end for e in run], dtype=np.int64),  # type: ignore[union-attr]
+                        [e.start for e in run],  # type: ignore[union-attr]
+                        [e.end for e in run],  # type: ignore[union-attr]
                         [e.payload for e in run],  # type: ignore[union-attr]
                     )
                 else:
@@ -224,62 +229,32 @@ class JoinOperator(Operator):
             begin = stop + 1
 
     def _batchable(self, n: int) -> bool:
-        return n >= BATCH_MIN and n * BATCH_RATIO >= self.state_size()
+        return n >= BATCH_MIN and n * BATCH_RATIO >= self.state_size() and HAVE_NUMPY
 
     def _insert_run(
-        self, port: int, ids: list[Any], starts: np.ndarray, ends: np.ndarray, payloads: list[Any]
+        self, port: int, ids: list[Any], starts: Any, ends: Any, payloads: list[Any]
     ) -> None:
-        cols = self._columnar()
-        keys = list(map(self.key_fns[port], payloads))
-        codes, key_col = key_hashes(keys), object_column(keys)
-        this, other = cols[port], cols[1 - port]
-        new, pos = overlapping_pairs(other, codes, starts, ends, key_col)
-        id_col, payload_col = object_column(ids), object_column(payloads)
-        if len(new) and self.predicate is not None:
-            pred = self.predicate
-            mine, theirs = payload_col[new].tolist(), other.payloads[pos].tolist()
-            if port == 0:
-                ok = [bool(pred(a, b)) for a, b in zip(mine, theirs, strict=True)]
-            else:
-                ok = [bool(pred(b, a)) for a, b in zip(mine, theirs, strict=True)]
-            keep = np.array(ok, dtype=bool)
-            new, pos = new[keep], pos[keep]
-        if len(new):
-            self._emit_pairs(
-                port,
-                id_col[new].tolist(),
-                payload_col[new].tolist(),
-                other,
-                pos,
-                np.maximum(starts[new], other.starts[pos]),
-                np.minimum(ends[new], other.ends[pos]),
-            )
-        this.append(codes, starts, ends, id_col, payload_col, key_col)
+        from udm.host.operators.joinbatch import join_run
 
-    def _emit_pairs(
-        self,
-        port: int,
-        ids: list[Any],
-        payloads: list[Any],
-        other: ColumnarSide,
-        pos: np.ndarray,
-        starts: np.ndarray,
-        ends: np.ndarray,
-    ) -> None:
-        combine = self.combine
-        oids, ops = other.ids[pos].tolist(), other.payloads[pos].tolist()
-        if port == 0:
-            pair_ids = list(zip(ids, oids, strict=True))
-            out = list(map(combine, payloads, ops))
-        else:
-            pair_ids = list(zip(oids, ids, strict=True))
-            out = list(map(combine, ops, payloads))
-        self.emit_batch(InsertBatch(pair_ids, starts, ends, out))
+        cols = self._columnar()
+        out = join_run(
+            cols[port],
+            cols[1 - port],
+            port,
+            (ids, starts, ends, payloads),
+            self.key_fns[port],
+            self.combine,
+            self.predicate,
+        )
+        if out is not None:
+            self.emit_batch(out)
 
     def _columnar(self) -> tuple[ColumnarSide, ColumnarSide]:
         """The live events as columns (moved out of the per-event form)."""
         if self.columns is not None:
             return self.columns
+        from udm.host.operators.joinbatch import ColumnarSide
+
         made = [ColumnarSide.from_records(side.events) for side in self.sides]
         self.columns = (made[0], made[1])
         self.sides = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))

@@ -15,16 +15,21 @@ per-event call there is.)
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from udm.host.operators.batch import object_column
+from udm.host.operators.batch import InsertBatch
 
-__all__ = ["ColumnarSide", "key_hashes", "overlapping_pairs"]
+__all__ = ["ColumnarSide", "join_run", "key_hashes", "object_column", "overlapping_pairs"]
 
 _EMPTY = np.empty(0, dtype=np.int64)
+
+
+def object_column(values: Sequence[Any]) -> np.ndarray:
+    """A 1-d object array of ``values`` (``np.array`` would read tuples as rows)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def key_hashes(keys: Sequence[Hashable]) -> np.ndarray:
@@ -144,3 +149,53 @@ def overlapping_pairs(
             same[i] = mine[i] is theirs[i]
         new, pos = new[same], pos[same]
     return new, pos
+
+
+def join_run(
+    this: ColumnarSide,
+    other: ColumnarSide,
+    port: int,
+    run: tuple[Sequence[Any], Any, Any, Sequence[Any]],
+    key_fn: Callable[[Any], Hashable],
+    combine: Callable[[Any, Any], Any],
+    predicate: Callable[[Any, Any], Any] | None,
+) -> InsertBatch | None:
+    """Join a run of inserts arriving on ``port`` (its ``(ids, starts,
+    ends, payloads)``) against ``other``'s live events, add them to
+    ``this``, and return the output pairs (``None``: no pair).
+
+    The key function per event, then ``predicate`` and ``combine`` per
+    overlapping pair of equal keys, called in the per-event path's order
+    (by new event, then by the other side's arrival) with the left payload
+    first."""
+    ids, starts, ends, payloads = run
+    if not isinstance(starts, np.ndarray):  # (lists of ints: fromiter is the fastest)
+        starts = np.fromiter(starts, dtype=np.int64, count=len(starts))
+        ends = np.fromiter(ends, dtype=np.int64, count=len(ends))
+    keys = list(map(key_fn, payloads))
+    codes, key_col = key_hashes(keys), object_column(keys)
+    new, pos = overlapping_pairs(other, codes, starts, ends, key_col)
+    id_col, payload_col = object_column(ids), object_column(payloads)
+    out = None
+    if len(new) and predicate is not None:
+        mine, theirs = payload_col[new].tolist(), other.payloads[pos].tolist()
+        lefts, rights = (mine, theirs) if port == 0 else (theirs, mine)
+        keep = np.array([bool(x) for x in map(predicate, lefts, rights)], dtype=bool)
+        new, pos = new[keep], pos[keep]
+    if len(new):
+        mine_ids, mine_payloads = id_col[new].tolist(), payload_col[new].tolist()
+        their_ids, their_payloads = other.ids[pos].tolist(), other.payloads[pos].tolist()
+        if port == 0:
+            pair_ids = list(zip(mine_ids, their_ids, strict=True))
+            payload = list(map(combine, mine_payloads, their_payloads))
+        else:
+            pair_ids = list(zip(their_ids, mine_ids, strict=True))
+            payload = list(map(combine, their_payloads, mine_payloads))
+        out = InsertBatch(
+            pair_ids,
+            np.maximum(starts[new], other.starts[pos]),
+            np.minimum(ends[new], other.ends[pos]),
+            payload,
+        )
+    this.append(codes, starts, ends, id_col, payload_col, key_col)
+    return out
