@@ -7,7 +7,10 @@ and its output multicast. Sources are physical streams: a
 under its CTI policy, or first repaired by a Finalize when it carries
 ExternalCTIs), in-memory rows are inserts in start order; every source
 ends with a CTI at the end of time, so every window closes. Several
-sources are interleaved element by element.
+sources are interleaved run by run: each hands the graph its elements up to
+and including its next CTI (at most :data:`RUN_LIMIT`), through
+``push_batch``, so that an operator with a batched path (the join) can take
+a run at once; the others take it element by element.
 
 ``consistency`` (as ``Stream.with_consistency``) puts a Finalize and an
 Align after every source; at ``"strong"`` the window and anti-join
@@ -95,7 +98,7 @@ class _ValidateOperator(Operator):
 
 
 class HostEngine:
-    """Runs a plan in-process, element by element (see the module docstring)."""
+    """Runs a plan in-process, run by run (see the module docstring)."""
 
     name = "host"
 
