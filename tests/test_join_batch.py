@@ -318,3 +318,28 @@ def test_without_numpy_every_run_takes_the_per_event_path() -> None:
             op.push_batch(port, run)
     assert op.columns is None
     assert sink.elements == one_by_one(feed)
+
+
+def test_a_query_takes_the_batched_path_with_the_default_thresholds() -> None:
+    """The host engine feeds runs up to each CTI: 100 inserts a run here, so
+    the join takes them at once; late retractions then go per event."""
+
+    def side(tag: str, seed: int) -> list[Any]:
+        out: list[Any] = []
+        for i in range(300):
+            out.append(ev(f"{tag}{i}", i, i + 1 + (i * seed) % 9, "abcdefg"[i % 7], i % 5))
+            if i % 100 == 99:
+                out.append(Cti(i - 20))
+        out.append(Retract(f"{tag}299", 299, 299 + 1 + (299 * seed) % 9, 299))
+        out.append(Retract(f"{tag}290", 290, 290 + 1 + (290 * seed) % 9, 300))
+        return out
+
+    left = Stream.from_events(side("l", 3), key="k")
+    right = Stream.from_events(side("r", 5), key="k")
+    query = left.join(right, where=lambda a, b: a["x"] != b["x"])
+    with mock.patch.object(
+        JoinOperator, "_insert_run", autospec=True, side_effect=JoinOperator._insert_run
+    ) as spy:
+        host = query.to_cht(engine="host")
+    assert spy.call_count >= 4
+    assert host == query.to_cht(engine="reference")
