@@ -7,7 +7,10 @@ and its output multicast. Sources are physical streams: a
 under its CTI policy, or first repaired by a Finalize when it carries
 ExternalCTIs), in-memory rows are inserts in start order; every source
 ends with a CTI at the end of time, so every window closes. Several
-sources are interleaved element by element.
+sources are interleaved run by run: each hands the graph its elements up to
+and including its next CTI (at most :data:`RUN_LIMIT`), through
+``push_batch``, so that an operator with a batched path (the join) can take
+a run at once; the others take it element by element.
 
 ``consistency`` (as ``Stream.with_consistency``) puts a Finalize and an
 Align after every source; at ``"strong"`` the window and anti-join
@@ -28,6 +31,7 @@ from udm.host.engines import EngineResult
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
+from udm.host.operators.batch import runs
 from udm.host.operators.consistency import AlignOperator, FinalizeOperator
 from udm.host.operators.join import AntiJoinOperator, JoinOperator
 from udm.host.operators.lifetime import AlterLifetimeOperator
@@ -64,7 +68,11 @@ from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["GRAPH_SNAPSHOT_VERSION", "HostEngine", "LiveGraph", "register_handler"]
+__all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph", "register_handler"]
+
+#: the most elements a source hands the graph at once (a run also ends at
+#: each CTI): bounds what a run holds when a source has few CTIs
+RUN_LIMIT = 4096
 
 
 class _ValidateOperator(Operator):
@@ -82,9 +90,15 @@ class _ValidateOperator(Operator):
         if checked is not None:
             self.emit(checked)
 
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        check = self.validator.check
+        checked = [c for c in map(check, elements) if c is not None]  # type: ignore[arg-type]
+        if checked:
+            self.emit_batch(checked)
+
 
 class HostEngine:
-    """Runs a plan in-process, element by element (see the module docstring)."""
+    """Runs a plan in-process, run by run (see the module docstring)."""
 
     name = "host"
 
@@ -125,14 +139,16 @@ class HostEngine:
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
         plan, sink = self._compile_plan(plan)
-        feeds = list(self._feeds)
+        # a run at a time (up to a CTI), so an operator with a batched path
+        # (the join) gets runs; sources take turns, run by run
+        feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
         while feeds:
             alive = []
-            for target, elements in feeds:
-                element = next(elements, None)
-                if element is not None:
-                    target.push(0, element)
-                    alive.append((target, elements))
+            for target, chunks in feeds:
+                run = next(chunks, None)
+                if run is not None:
+                    target.push_batch(0, run)
+                    alive.append((target, chunks))
             feeds = alive
         dropped: dict[str, int] = dict(self._drops)
         late = sum(f.dropped for f in self._finalizers)
@@ -413,6 +429,9 @@ class _Pass(Operator):
 
     def push(self, port: int, element: PhysicalElement) -> None:
         self.emit(element)
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        self.emit_batch(elements)
 
 
 def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:

@@ -28,7 +28,7 @@ output is ``(left id, right id)``, a union's ``(port, id)``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from udm.host.errors import OperatorError
@@ -95,6 +95,22 @@ class Operator:
         for consumer, port in self.downstream:
             consumer.push(port, element)
 
+    def emit_batch(self, elements: Sequence[PhysicalElement]) -> None:
+        """Push a run of output elements (e.g. an
+        :class:`~udm.host.operators.batch.InsertBatch`) to every consumer,
+        which takes it whole (:meth:`push_batch`)."""
+        self.emitted += len(elements)
+        for consumer, port in self.downstream:
+            consumer.push_batch(port, elements)
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        """Consume a run of elements arriving on ``port``: by default one by
+        one; an operator with a vectorized algorithm overrides this (its
+        output must mean what pushing them one by one would)."""
+        push = self.push
+        for element in elements:
+            push(port, element)
+
     def push(self, port: int, element: PhysicalElement) -> None:
         """Consume one element arriving on ``port``."""
         kind = type(element)
@@ -155,6 +171,9 @@ class Collector(Operator):
 
     def push(self, port: int, element: PhysicalElement) -> None:
         self.elements.append(element)
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        self.elements.extend(elements)
 
 
 class CtiTracker:

@@ -22,19 +22,37 @@ and no retraction on either side can change an output it is part of.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, Any
 
 from udm.host.algebra import subtract_intervals
-from udm.host.operators.base import CtiTracker, Operator
+from udm.host.operators.base import CtiTracker, Operator, PhysicalElement
+from udm.host.operators.batch import InsertBatch
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
+
+if TYPE_CHECKING:
+    from udm.host.operators.joinbatch import ColumnarSide
 
 __all__ = ["AntiJoinOperator", "JoinOperator"]
 
 Predicate = Callable[[Any, Any], Any]
 Combine = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]
 KeyFn = Callable[[Mapping[str, Any]], Hashable]
+
+#: numpy is not one of udm's own dependencies (it comes with ``udm[spark]``):
+#: without it every run takes the per-event path; with it, the batched path
+#: imports it on first use (not at ``import udm.host``)
+HAVE_NUMPY = find_spec("numpy") is not None
+#: a run of inserts takes the batched path when it has at least this many
+#: events (numpy's fixed cost per run is worth about that many per-event
+#: calls) ...
+BATCH_MIN = 64
+#: ... and is at least 1/BATCH_RATIO of the live state (switching the state
+#: between its per-event and columnar forms, and each run's numpy work, are
+#: O(live): so they stay O(1) per event)
+BATCH_RATIO = 4
 
 
 class _Live:
@@ -62,7 +80,9 @@ class _Live:
         self._ends, self._seq = state["ends"], state["seq"]
 
     def add(self, ident: Any, start: int, end: int, payload: Any) -> list[Any]:
-        key = self.key_fn(payload)
+        return self.add_keyed(ident, start, end, payload, self.key_fn(payload))
+
+    def add_keyed(self, ident: Any, start: int, end: int, payload: Any, key: Hashable) -> list[Any]:
         record = [start, end, payload, key]
         self.events[ident] = record
         group = self.by_key.get(key)
@@ -133,13 +153,18 @@ class JoinOperator(Operator):
         name: str = "join",
     ) -> None:
         super().__init__(2)
+        self.key_fns = (key_left, key_right)
         self.sides = (_Live(key_left), _Live(key_right))
         self.combine = combine
         self.predicate = predicate
         self.name = name
         self.ctis = CtiTracker(2)
+        # the batched path's state: while not None, it holds the live
+        # events (``sides`` are then empty); see :meth:`push_batch`
+        self.columns: tuple[ColumnarSide, ColumnarSide] | None = None
 
     def get_state(self) -> dict[str, Any]:
+        self._per_event()  # (one saved form, whichever path ran last)
         return {
             "emitted": self.emitted,
             "ctis": self.ctis,
@@ -147,9 +172,104 @@ class JoinOperator(Operator):
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
+        self.columns = None
         self.emitted, self.ctis = state["emitted"], state["ctis"]
         for side, saved in zip(self.sides, state["sides"], strict=True):
             side.set_state(saved)
+
+    # -------------------------------------------------- the batched path
+
+    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
+        """A run of elements: each maximal run of inserts in it that is long
+        enough (:data:`BATCH_MIN`, :data:`BATCH_RATIO`) is joined at once
+        against the other side's live events, with numpy, and its output
+        emitted as one :class:`InsertBatch`; every other element (CTIs,
+        retractions, short runs) takes the per-event path.
+
+        Exactly the output of pushing the elements one by one, but for the
+        order of the inserts a run produces: inserts on one port never
+        match each other, so each new event meets the same live events of
+        the other side either way, and the ``where`` predicate and
+        ``combine`` are called on the same pairs.
+        """
+        if type(elements) is InsertBatch:
+            if self._batchable(len(elements)):
+                self._insert_run(
+                    port, elements.ids, elements.starts, elements.ends, elements.payloads
+                )
+            else:
+                super().push_batch(port, elements)
+            return
+        total = len(elements)
+        kinds = list(map(type, elements))
+        inserts = kinds.count(Insert)  # (a scan in C; the common runs need no other)
+        if inserts == total:
+            breaks: list[int] = []
+        elif inserts == total - 1 and kinds[-1] is not Insert:
+            breaks = [total - 1]
+        else:
+            breaks = [i for i, kind in enumerate(kinds) if kind is not Insert]
+        begin = 0
+        for stop in (*breaks, total):
+            if stop > begin:
+                run = elements[begin:stop]
+                if self._batchable(stop - begin):
+                    self._insert_run(
+                        port,
+                        [e.id for e in run],  # type: ignore[union-attr]
+                        [e.start for e in run],  # type: ignore[union-attr]
+                        [e.end for e in run],  # type: ignore[union-attr]
+                        [e.payload for e in run],  # type: ignore[union-attr]
+                    )
+                else:
+                    for el in run:
+                        self.on_insert(port, el)  # type: ignore[arg-type]
+            if stop < total:
+                self.push(port, elements[stop])
+            begin = stop + 1
+
+    def _batchable(self, n: int) -> bool:
+        return n >= BATCH_MIN and n * BATCH_RATIO >= self.state_size() and HAVE_NUMPY
+
+    def _insert_run(
+        self, port: int, ids: list[Any], starts: Any, ends: Any, payloads: list[Any]
+    ) -> None:
+        from udm.host.operators.joinbatch import join_run
+
+        cols = self._columnar()
+        out = join_run(
+            cols[port],
+            cols[1 - port],
+            port,
+            (ids, starts, ends, payloads),
+            self.key_fns[port],
+            self.combine,
+            self.predicate,
+        )
+        if out is not None:
+            self.emit_batch(out)
+
+    def _columnar(self) -> tuple[ColumnarSide, ColumnarSide]:
+        """The live events as columns (moved out of the per-event form)."""
+        if self.columns is not None:
+            return self.columns
+        from udm.host.operators.joinbatch import ColumnarSide
+
+        made = [ColumnarSide.from_records(side.events) for side in self.sides]
+        self.columns = (made[0], made[1])
+        self.sides = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))
+        return self.columns
+
+    def _per_event(self) -> None:
+        """Move the live events back to the per-event form, if columnar."""
+        if self.columns is None:
+            return
+        for side, col in zip(self.sides, self.columns, strict=True):
+            for ident, s, e, p, key in col.rows():
+                side.add_keyed(ident, s, e, p, key)
+        self.columns = None
+
+    # ------------------------------------------------ the per-event path
 
     def _matches(self, port: int, payload: Any, other_payload: Any) -> bool:
         if self.predicate is None:
@@ -167,6 +287,8 @@ class JoinOperator(Operator):
         return self.combine(other_payload, payload)
 
     def on_insert(self, port: int, element: Insert) -> None:
+        if self.columns is not None:
+            self._per_event()
         side, other = self.sides[port], self.sides[1 - port]
         key = side.key_fn(element.payload)
         s, e, p = element.start, element.end, element.payload
@@ -183,6 +305,8 @@ class JoinOperator(Operator):
         side.add(element.id, s, e, p)
 
     def on_retract(self, port: int, element: Retract) -> None:
+        if self.columns is not None:
+            self._per_event()
         side, other = self.sides[port], self.sides[1 - port]
         record = side.events.get(element.id)
         if record is None:
@@ -209,11 +333,18 @@ class JoinOperator(Operator):
 
     def on_cti(self, port: int, time: int) -> None:
         low = self.ctis.advance(port, time, self.emit)
-        if low is not None:
+        if low is None:
+            return
+        if self.columns is None:
             for side in self.sides:
                 side.expire(low)
+            return
+        for col in self.columns:
+            col.expire(low)
 
     def state_size(self) -> int:
+        if self.columns is not None:
+            return len(self.columns[0]) + len(self.columns[1])
         return sum(len(side.events) for side in self.sides)
 
 
