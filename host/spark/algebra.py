@@ -103,7 +103,8 @@ def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     if node.form in ("set_duration", "to_points"):
         return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {_INF} ELSE {s} + ({d}L) END"
     if node.form == "clip_to":
-        return s, f"CASE WHEN {e} - {s} > {d}L THEN {s} + {d}L ELSE {e} END"
+        # e - d, not e - s: an open end minus a negative start overflows
+        return s, f"CASE WHEN {e} - {d}L > {s} THEN {s} + {d}L ELSE {e} END"
     return None
 
 
