@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -282,3 +282,35 @@ def test_a_strong_anti_join_equals_batch_and_never_retracts(spark: Any, tmp_path
     # strong consistency blocks until CTIs: the output is final, never retracted
     assert log.where("kind = 'retract'").count() == 0
     assert log.where("kind = 'insert'").count() == sum(len(c) for c in reference.values())
+
+
+class Summed(TypedDict):
+    total: float
+
+
+def summed(left: Any, right: Any) -> Summed:
+    """A join's select=, its output columns declared (a streaming query
+    cannot type them from data)."""
+    return {"total": left["x"] + right["y"]}
+
+
+def test_a_join_with_select_equals_batch(spark: Any, tmp_path: Path) -> None:
+    write(tmp_path / "l", LEFT)
+    write(tmp_path / "r", RIGHT)
+    left, right = source(spark, tmp_path / "l", "x"), source(spark, tmp_path / "r", "y")
+    log = run(left.join(right, on="k", select=summed), tmp_path)
+    batch_left = Stream.from_events(physical(LEFT, "x"), key="k")
+    batch_right = Stream.from_events(physical(RIGHT, "y"), key="k")
+    reference = batch_left.join(batch_right, on="k", select=summed).to_cht(engine="reference")
+    got = streamed_cht(log)
+    assert got == as_dicts(reference, ["k", "total"])
+    # the pairs of the plain join above, each payload x + y
+    assert sorted(rows(got["a"]), key=lambda r: r[:2]) == [
+        (3 * S, 5 * S, {"k": "a", "total": 11.0}),
+        (4 * S, 5 * S, {"k": "a", "total": 13.0}),
+        (5 * S, 6 * S, {"k": "a", "total": 21.0}),
+        (5 * S, 7 * S, {"k": "a", "total": 23.0}),
+        (20 * S, 22 * S, {"k": "a", "total": 27.0}),
+    ]
+    with pytest.raises(TypeError, match="select= are not declared"):
+        left.join(right, on="k", select=lambda a, b: {"total": 0.0}).to_stream(input="elements")

@@ -13,7 +13,8 @@
   where its intersection starts, so no pair is produced twice and no key
   is a cross product. The bucket width is the mean finite duration, from
   one aggregation over both sides. ``where=`` filters the joined rows in
-  Python workers.
+  Python workers; ``select=`` builds their payloads there, typed from the
+  values (as a ``.select`` UDF without a declared type).
 * **left_anti_join**: both sides cogrouped by the key columns, each group
   answered by :func:`udm.host.algebra.anti_join_rows` in a worker.
 * **finalize** with bounded memory: defined over a physical stream, which
@@ -49,7 +50,9 @@ from udm.host.plan import (
 )
 from udm.host.rows import Layout
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q
+from udm.host.spark.join_select import select_pairs
 from udm.host.spark.table import SparkRunner, SparkTable
+from udm.host.spark.types import function_result_type
 from udm.host.time import INFINITY
 
 __all__ = ["HANDLERS"]
@@ -100,7 +103,8 @@ def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     if node.form in ("set_duration", "to_points"):
         return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {_INF} ELSE {s} + ({d}L) END"
     if node.form == "clip_to":
-        return s, f"CASE WHEN {e} - {s} > {d}L THEN {s} + {d}L ELSE {e} END"
+        # e - d, not e - s: an open end minus a negative start overflows
+        return s, f"CASE WHEN {e} - {d}L > {s} THEN {s} + {d}L ELSE {e} END"
     return None
 
 
@@ -193,18 +197,15 @@ def _bucket_width(left: DataFrame, right: DataFrame) -> tuple[int, int]:
 def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
     s, e = F.col(S_COL), F.col(E_COL)
     first = F.floor(s / F.lit(width)).cast("long")
-    upto = F.least(F.floor((e - F.lit(1)) / F.lit(width)).cast("long"), F.lit(last))
+    # the end capped past the last bucket first: an open end divided as a
+    # double would round up beyond the longs (width 1) and fail the cast
+    capped = F.least(e, F.lit((last + 1) * width))
+    upto = F.least(F.floor((capped - F.lit(1)) / F.lit(width)).cast("long"), F.lit(last))
     return df.withColumn(name, F.explode(F.sequence(first, F.greatest(first, upto))))
 
 
 def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, JoinNode)
-    if node.select is not None:
-        raise OperatorError(
-            node.describe(),
-            "select= of a join runs on the reference and host engines; on Spark, join "
-            "first and use .select(...) on the joined stream",
-        )
     left, right = engine.run(node.left), engine.run(node.right)
     for side, table in (("left", left), ("right", right)):
         _check_on(node.describe(), node.on, side, table)
@@ -240,6 +241,11 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     )
     if node.where is not None:
         joined = _where_pairs(node, joined, left, right, lcols, rcols)
+    if node.select is not None:
+        joined = joined.withColumn(S_COL, start).withColumn(E_COL, F.least(le, re))
+        df = _select_pairs(node, joined, left, right, lcols, rcols)
+        frame = EventFrame(df, left.frame.time, False)
+        return SparkTable(frame, on, _dict_layout(frame.columns), False)
     out = [start.alias(S_COL), F.least(le, re).alias(E_COL)]
     out += [F.col(_LEFT + k).alias(k) for k in on]
     out += [F.col(_LEFT + c).alias(c + node.suffixes[0] if c in clash else c) for c in lcols]
@@ -253,6 +259,24 @@ def _seen(scalar: bool, columns: list[str], row: Mapping[str, Any]) -> Any:
     return row[SCALAR_COL] if scalar else {c: row[c] for c in columns}
 
 
+def _pair_payloads(
+    node: JoinNode, left: SparkTable, right: SparkTable, lcols: list[str], rcols: list[str]
+) -> Callable[[Mapping[str, Any]], tuple[Any, Any]]:
+    """What ``where``/``select`` receive for a joined row: each side's
+    payload dict (``on`` columns included), or a scalar stream's value,
+    as the reference engine gives them."""
+    lnames = [*node.on, *lcols]
+    rnames = [*node.on, *rcols]
+    lscalar, rscalar = left.scalar, right.scalar
+
+    def payloads(r: Mapping[str, Any]) -> tuple[Any, Any]:
+        lp = {c: r[_LEFT + c] for c in lnames}
+        rp = {c: r[_RIGHT + c] for c in rnames}
+        return _seen(lscalar, lnames, lp), _seen(rscalar, rnames, rp)
+
+    return payloads
+
+
 def _where_pairs(
     node: JoinNode,
     joined: DataFrame,
@@ -263,23 +287,37 @@ def _where_pairs(
 ) -> DataFrame:
     assert node.where is not None
     predicate = pair_udf(node.where, "where", node.describe())
-    lnames = [*node.on, *lcols]
-    rnames = [*node.on, *rcols]
-    lscalar, rscalar = left.scalar, right.scalar
+    payloads = _pair_payloads(node, left, right, lcols, rcols)
 
     def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows = batch.to_pylist()
-            flags = []
-            for r in rows:
-                lp = {c: r[_LEFT + c] for c in lnames}
-                rp = {c: r[_RIGHT + c] for c in rnames}
-                flags.append(
-                    bool(predicate(_seen(lscalar, lnames, lp), _seen(rscalar, rnames, rp)))
-                )
+            flags = [bool(predicate(*payloads(r))) for r in batch.to_pylist()]
             yield batch.filter(pa.array(flags, pa.bool_()))
 
     return map_in_arrow(joined, keep, joined.schema)
+
+
+def _select_pairs(
+    node: JoinNode,
+    joined: DataFrame,
+    left: SparkTable,
+    right: SparkTable,
+    lcols: list[str],
+    rcols: list[str],
+) -> DataFrame:
+    """The joined rows with their payloads built by ``select(l, r)`` (see
+    :mod:`udm.host.spark.join_select`)."""
+    assert node.select is not None
+    on, name = node.on, node.describe()
+    with_on = joined.select("*", *[F.col(_LEFT + k).alias(k) for k in on])
+    return select_pairs(
+        with_on,
+        pair_udf(node.select, "select", name),
+        function_result_type(node.select),
+        on,
+        _pair_payloads(node, left, right, lcols, rcols),
+        f"{name}: select",
+    )
 
 
 def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:

@@ -29,6 +29,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
 from udm.host.errors import InvalidEventError, OperatorError, UdmInvocationError
+from udm.host.rows import UdfError
 from udm.host.spark.invalid import summarized
 
 #: At DEBUG, the Spark exception behind each udm error is logged here, and
@@ -56,6 +57,9 @@ def translate_error(exc: Exception) -> Exception | None:
     m = re.search(r"udm\.host\.errors\.OperatorError: (.*)", text)
     if m:
         return OperatorError("", m.group(1).strip())
+    m = re.search(r"udm\.host\.rows\.UdfError: (.*)", text)
+    if m:  # a join's where/select failed (or select returned no dict)
+        return UdfError(m.group(1).strip())
     m = re.search(r"(invalid event: .*?)(?: SQLSTATE: \w+)?$", text, re.S)
     if m:
         return InvalidEventError(m.group(1).strip())

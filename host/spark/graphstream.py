@@ -70,7 +70,7 @@ from udm.host.spark.streaming import (
     pack_rows,
     time_ticks,
 )
-from udm.host.spark.types import arrow_schema
+from udm.host.spark.types import arrow_schema, function_result_type
 
 __all__ = ["partition_keys", "stream_query"]
 
@@ -243,6 +243,16 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
     from udm.host.spark.execute import SparkEngine
 
     for node in walk(plan):  # results typed from data would be typed from no data
+        if (
+            isinstance(node, JoinNode)
+            and node.select is not None
+            and not isinstance(function_result_type(node.select), T.StructType)
+        ):
+            raise TypeError(
+                f"the output columns of {node.describe().splitlines()[0]}'s select= are "
+                "not declared; a streaming query cannot infer them from data: annotate "
+                "the function's return type with a TypedDict of the columns"
+            )
         for call in node.calls if isinstance(node, WindowOp) else ():
             if call_type(call) is None:
                 raise TypeError(
