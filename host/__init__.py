@@ -20,7 +20,16 @@ from udm.host.policies import InputClipping, OutputPolicy, default_output_policy
 from udm.host.query import Stream, WindowedStream
 from udm.host.reference import evaluate, evaluate_by_key, filter_events, project
 from udm.host.registry import register_udm
-from udm.host.stream import Cti, Element, Insert, Retract, edge_end, edge_start, point
+from udm.host.stream import (
+    Cti,
+    Element,
+    ExternalCti,
+    Insert,
+    Retract,
+    edge_end,
+    edge_start,
+    point,
+)
 from udm.host.time import (
     INFINITY,
     MIN_TIME,
@@ -54,6 +63,7 @@ __all__ = [
     "CtiPolicy",
     "CtiViolationError",
     "Element",
+    "ExternalCti",
     "HoppingWindow",
     "Host",
     "InputClipping",

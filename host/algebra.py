@@ -38,6 +38,7 @@ __all__ = [
     "constant_duration",
     "join_payload",
     "join_rows",
+    "joined_columns",
     "mapped_start",
     "new_lifetime",
     "pair_udf",
@@ -59,6 +60,52 @@ def union_rows(parts: Sequence[Sequence[Row]], columns: Sequence[str]) -> list[R
     return out
 
 
+def joined_columns(
+    left: Sequence[str],
+    right: Sequence[str],
+    on: Sequence[str],
+    suffixes: tuple[str, str] = ("_left", "_right"),
+    where: str = "join",
+) -> list[str]:
+    """The output columns of a join without ``select=``: the ``on`` columns
+    once, then the left's and the right's other columns, a name in both
+    with the side's suffix. Every engine calls this (or :func:`join_payload`,
+    which does when it must), so they refuse the same joins alike.
+
+    Raises:
+        OperatorError: two output columns would have the same name (a
+            suffixed name that is also a column, as pandas' merge refuses
+            it): one would silently overwrite the other's value.
+    """
+    keys = set(on)
+    clash = (set(left) & set(right)) - keys
+    made: dict[str, tuple[str, str]] = {k: ("key", k) for k in on}
+    for side, columns, suffix in (("left", left, suffixes[0]), ("right", right, suffixes[1])):
+        for name in columns:
+            if name in keys:
+                continue
+            new = name + suffix if name in clash else name
+            if new in made:
+                raise OperatorError(where, _collision(new, made[new], (side, name), suffixes))
+            made[new] = (side, name)
+    return list(made)
+
+
+def _collision(new: str, first: tuple[str, str], second: tuple[str, str], suffixes: Any) -> str:
+    def said(side: str, name: str) -> str:
+        if side == "key":
+            return f"the key column {name!r}"
+        how = f" (in both streams, so suffixed to {new!r})" if name != new else ""
+        return f"the {side} stream's column {name!r}{how}"
+
+    return (
+        f"two output columns would both be named {new!r}: {said(*first)} and "
+        f"{said(*second)}; one would overwrite the other. Pass suffixes= that make "
+        f"new names (now {tuple(suffixes)!r}), rename a column before the join, or "
+        "choose the output with select="
+    )
+
+
 def join_payload(
     left: Mapping[str, Any],
     right: Mapping[str, Any],
@@ -66,7 +113,8 @@ def join_payload(
     suffixes: tuple[str, str] = ("_left", "_right"),
 ) -> dict[str, Any]:
     """Both payloads in one: the ``on`` columns once, then the left's and
-    the right's other columns; a name in both gets the side's suffix."""
+    the right's other columns; a name in both gets the side's suffix. A
+    name made twice raises, as :func:`joined_columns` does."""
     keys = set(on)
     clash = (set(left) & set(right)) - keys
     out = {k: left[k] for k in on}
@@ -76,6 +124,8 @@ def join_payload(
     for name, value in right.items():
         if name not in keys:
             out[name + suffixes[1] if name in clash else name] = value
+    if len(out) != len(left) + len(right) - len(on):  # a lost column, or a side lacks a key
+        joined_columns(list(left), list(right), on, suffixes)
     return out
 
 
@@ -218,9 +268,12 @@ def new_lifetime(
     """CEDR Definition 6 for one lifetime: ``(f_s(s), f_s(s) + f_d(s, e))``.
 
     Without ``duration_fn`` the duration is kept, so an event that never
-    ends still never ends; an end past the end of time is the end of time.
-    A duration that is not positive, or a function failing or returning
-    anything but int ticks, is an :class:`OperatorError` naming the element.
+    ends still never ends. A finite event whose new end would reach the end
+    of time (a ``shift`` by nearly ``INFINITY``, say) is an
+    :class:`OperatorError`, as a start outside the time range is: the end
+    of time means "never ends", which it did not. A duration that is not
+    positive, or a function failing or returning anything but int ticks, is
+    an :class:`OperatorError` naming the element.
     """
     new_start = mapped_start(start, start_fn, operator, element)
     if duration_fn is None:
@@ -229,7 +282,15 @@ def new_lifetime(
         duration = end - start
     else:
         duration = _duration(start, end, duration_fn, operator, element)
-    return new_start, min(new_start + duration, INFINITY)
+    new_end = new_start + duration
+    if new_end >= INFINITY and end < INFINITY:
+        raise OperatorError(
+            operator,
+            f"the event [{start}, {end}) would end at {new_end}, at or past the end of time "
+            f"({INFINITY}), which means it never ends; a finite event must stay finite",
+            element,
+        )
+    return new_start, min(new_end, INFINITY)
 
 
 def _duration(
@@ -283,20 +344,23 @@ def alter_lifetime(
     every pair of distinct starts), and the duration must not grow when an
     end shrinks (checked against the shortest end, one tick)."""
     mapped: dict[int, int] = {}
+    event: dict[int, Row] = {}  # an event with each start, to name in an error
     out: list[Row] = []
     for s, e, p in rows:
         ns, ne = new_lifetime(s, e, start_fn, duration_fn, operator, (s, e, p))
         check_duration(s, e, duration_fn, operator, (s, e, p))
         mapped[s] = ns
+        event.setdefault(s, (s, e, p))
         out.append((ns, ne, p))
     starts = sorted(mapped)
     for a, b in itertools.pairwise(starts):
         if mapped[b] < mapped[a]:
             raise OperatorError(
                 operator,
-                f"the start function is not monotone: start {a} maps to {mapped[a]} but the "
-                f"later start {b} maps to {mapped[b]}; a start function must not decrease "
-                "(CTIs could not pass through it)",
+                f"the start function is not monotone: start {a} (of {event[a]!r:.200}) maps "
+                f"to {mapped[a]} but the later start {b} maps to {mapped[b]}; a start "
+                "function must not decrease (CTIs could not pass through it)",
+                event[b],
             )
     return out
 

@@ -24,7 +24,7 @@ import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from udm.host.algebra import join_payload, pair_udf, side_key
+from udm.host.algebra import join_payload, joined_columns, pair_udf, side_key
 from udm.host.cht import derive_cht
 from udm.host.engine import Consistency
 from udm.host.engines import EngineResult
@@ -126,8 +126,10 @@ class HostEngine:
             blocking, remember = consistency_levels(self.consistency)
             plan = with_consistency(plan, blocking, remember)
             self._conservative = blocking >= INFINITY
-        # a source a Finalize reads directly gives it its raw elements (with
-        # their ExternalCTIs), as the reference engine does
+        # a source with ExternalCTIs that a Finalize reads directly gives it
+        # its raw elements, as the reference engine does; one without them
+        # is still validated under its own cti_policy first (drop/adjust
+        # apply before any consistency level, as they do without one)
         self._raw = {
             id(n.input)
             for n in walk(plan)
@@ -244,7 +246,7 @@ class HostEngine:
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
             elements = _ending(_wrapped(node.elements, node.scalar))
-            if id(node) in self._raw:
+            if id(node) in self._raw and external:
                 first: Operator = _Pass()  # its Finalize repairs and validates
             elif external:
                 repair = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
@@ -399,6 +401,10 @@ class HostEngine:
         join = JoinOperator(key_left, key_right, combine, predicate, name)
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
+        columns = self._columns.get(id(node.left)), self._columns.get(id(node.right))
+        if select is None and columns[0] is not None and columns[1] is not None:
+            # both sides' columns known: refuse a name made twice before running
+            joined_columns(columns[0], columns[1], on, suffixes, name)
         self._scalar[id(node)] = False
         self._columns[id(node)] = None
         return join

@@ -21,7 +21,14 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from udm.host.algebra import alter_lifetime, anti_join_rows, join_rows, pair_udf, union_rows
+from udm.host.algebra import (
+    alter_lifetime,
+    anti_join_rows,
+    join_rows,
+    joined_columns,
+    pair_udf,
+    union_rows,
+)
 from udm.host.cht import derive_cht
 from udm.host.engines import EngineResult, get_engine
 from udm.host.errors import OperatorError
@@ -56,8 +63,9 @@ from udm.host.rows import (
     struct_fields,
     udf_of_payload,
 )
-from udm.host.stream import Cti
+from udm.host.stream import Cti, ExternalCti
 from udm.host.time import INFINITY
+from udm.host.validation import validate
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["ReferenceEngine", "Table", "finalize_elements", "register_handler", "spark_only"]
@@ -249,7 +257,11 @@ class ReferenceEngine:
                 "(what arrives after its forced CTIs is dropped), so the reference engine "
                 "needs it directly on a Stream.from_events source (group keys aside)",
             )
-        elements, dropped = finalize_elements(source.elements, node.remember)
+        given: Sequence[Any] = source.elements
+        if not any(isinstance(e, ExternalCti) for e in given):
+            # the source's cti_policy applies first, as without a Finalize
+            given = list(validate(given, source.cti_policy))
+        elements, dropped = finalize_elements(given, node.remember)
         cht, _ = derive_cht(elements, cti_policy=source.cti_policy)
         self._count({"late for finalize": dropped} if dropped else {})
         base = self._source(source)
@@ -287,17 +299,11 @@ class ReferenceEngine:
         name = node.describe()
         where = None if node.where is None else pair_udf(node.where, "where", name)
         select = None if node.select is None else pair_udf(node.select, "select", name)
+        columns: list[str] = []
+        if node.select is None:  # a name collision is refused before any row, as on Spark
+            columns = joined_columns(left.columns, right.columns, node.on, node.suffixes, name)
         rows = join_rows(left.rows, right.rows, node.on, where, select, node.suffixes, wrap)
-        if node.select is None:
-            clash = (set(left.columns) & set(right.columns)) - set(node.on)
-            columns = list(node.on)
-            columns += [
-                c + node.suffixes[0] if c in clash else c for c in left.columns if c not in node.on
-            ]
-            columns += [
-                c + node.suffixes[1] if c in clash else c for c in right.columns if c not in node.on
-            ]
-        else:
+        if node.select is not None:
             columns = list(dict.fromkeys([*node.on, *(c for _, _, p in rows for c in p)]))
             rows = [(s, e, {c: p.get(c) for c in columns}) for s, e, p in rows]
         return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), node.on, False)

@@ -54,20 +54,49 @@ class AlignOperator(Operator):
         self.latest_start = MIN_TIME
         self.output_time = MIN_TIME
         self.last_cti = MIN_TIME
-        # held inserts: id -> [start, end, payload]; held retractions of
-        # released events: id -> [start, old_end, new_end]
+        # held inserts: id -> [start, end, payload, seq]; held retractions
+        # of released events: id -> [start, old_end, new_end, seq]. The seq
+        # names the element's entry in _by_start, so an element dropped
+        # while held (fully retracted, or retracted back where it was) takes
+        # its entry with it: an id reused after a full retraction must not
+        # find its predecessor's entry still queued under the same id.
         self.inserts: dict[Any, list[Any]] = {}
         self.retractions: dict[Any, list[Any]] = {}
         self._by_start = SortedList()  # (start, seq, id, is_insert)
         self._seq = 0
 
-    def _hold(self, ident: Any, start: int, insert: bool) -> None:
+    def set_state(self, state: dict[str, Any]) -> None:
+        """As :meth:`Operator.set_state`; a state saved before held
+        elements carried their seq gets it from its latest entry (stale
+        entries of ids dropped while held are removed)."""
+        super().set_state(state)
+        latest: dict[tuple[Any, bool], int] = {}
+        for _, seq, ident, insert in self._by_start:
+            latest[(ident, insert)] = max(seq, latest.get((ident, insert), seq))
+        for insert, kept in ((True, self.inserts), (False, self.retractions)):
+            for ident, fields in kept.items():
+                if len(fields) == 3:
+                    fields.append(latest.get((ident, insert), 0))
+
+        def live(entry: tuple[int, int, Any, bool]) -> bool:
+            fields = (self.inserts if entry[3] else self.retractions).get(entry[2])
+            return fields is not None and fields[3] == entry[1]
+
+        self._by_start = SortedList(entry for entry in self._by_start if live(entry))
+
+    def _hold(self, ident: Any, start: int, insert: bool) -> int:
         self._seq += 1
         self._by_start.add((start, self._seq, ident, insert))
+        return self._seq
+
+    def _drop(self, ident: Any, insert: bool) -> None:
+        """Forget a held element that will never be released, with its entry."""
+        held = (self.inserts if insert else self.retractions).pop(ident)
+        self._by_start.discard((held[0], held[3], ident, insert))
 
     def on_insert(self, port: int, element: Insert) -> None:
-        self.inserts[element.id] = [element.start, element.end, element.payload]
-        self._hold(element.id, element.start, True)
+        seq = self._hold(element.id, element.start, True)
+        self.inserts[element.id] = [element.start, element.end, element.payload, seq]
         self.latest_start = max(self.latest_start, element.start)
         self._unblock()
 
@@ -75,7 +104,7 @@ class AlignOperator(Operator):
         held = self.inserts.get(element.id)
         if held is not None:
             if element.is_full:
-                del self.inserts[element.id]  # inserted and deleted: nothing to release
+                self._drop(element.id, True)  # inserted and deleted: nothing to release
             else:
                 held[1] = element.new_end
         else:
@@ -83,18 +112,23 @@ class AlignOperator(Operator):
             if pending is not None:
                 pending[2] = element.new_end
                 if pending[2] == pending[1]:
-                    del self.retractions[element.id]  # back where it was
+                    self._drop(element.id, False)  # back where it was
             else:
-                self.retractions[element.id] = [element.start, element.old_end, element.new_end]
-                self._hold(element.id, element.start, False)
+                seq = self._hold(element.id, element.start, False)
+                self.retractions[element.id] = [
+                    element.start,
+                    element.old_end,
+                    element.new_end,
+                    seq,
+                ]
         self._unblock()
 
     def _release(self, ident: Any, insert: bool) -> None:
         if insert:
-            s, e, p = self.inserts.pop(ident)
+            s, e, p, _ = self.inserts.pop(ident)
             self.emit(Insert(ident, s, e, p))
         else:
-            s, old, new = self.retractions.pop(ident)
+            s, old, new, _ = self.retractions.pop(ident)
             self.emit(Retract(ident, s, old, new))
 
     def _unblock(self) -> None:
@@ -155,6 +189,8 @@ class FinalizeOperator(Operator):
         "links",
         "received",
         "intervals",
+        "seen",
+        "cti_cause",
     )
 
     def __init__(self, remember: int, name: str = "finalize") -> None:
@@ -168,13 +204,26 @@ class FinalizeOperator(Operator):
         self.links: dict[Any, dict[int, int]] = {}  # broken chains: id -> {old: new}
         self.received = SortedList()  # sync times of elements at or after last_cti
         self.intervals = SortedDict()  # ExternalCti start -> [end, expected, received]
+        # every ExternalCti received, by start: a completed one leaves
+        # ``intervals`` but a later one must still not overlap it (one per
+        # ExternalCTI, far fewer than the elements they count)
+        self.seen = SortedDict()
+        # what issued last_cti, for the message of an element that arrives behind it
+        self.cti_cause = ""
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """As :meth:`Operator.set_state`; a state saved before ``seen`` and
+        ``cti_cause`` existed gets them empty (earlier ExternalCTIs are then
+        not checked for overlap)."""
+        super().set_state({"seen": SortedDict(), "cti_cause": "", **state})
 
     # -------------------------------------------------------------- CTIs
 
-    def _update_cti(self, time: int) -> None:
+    def _update_cti(self, time: int, cause: str) -> None:
         if time <= self.last_cti:
             return
         self.last_cti = time
+        self.cti_cause = cause
         self.emit(Cti(time))
         # forget what the CTI made final
         del self.received[: self.received.bisect_left(time)]
@@ -193,11 +242,17 @@ class FinalizeOperator(Operator):
 
     def _check_intervals(self) -> None:
         while self.intervals:
-            _, (end, expected, got) = self.intervals.peekitem(0)
+            start, (end, expected, got) = self.intervals.peekitem(0)
             if got < expected:
                 return
             self.intervals.popitem(0)
-            self._update_cti(end)
+            done = self.seen.get(start)
+            self._update_cti(
+                end,
+                f"once every element {done!r} counted had arrived"
+                if done is not None
+                else "from its ExternalCTIs",
+            )
 
     def _receive(self, sync: int) -> None:
         self.received.add(sync)
@@ -215,16 +270,26 @@ class FinalizeOperator(Operator):
                     )
         self._check_intervals()
         if self.remember < INFINITY:
-            self._update_cti(self.latest_sync - self.remember)
+            self._update_cti(
+                self.latest_sync - self.remember,
+                f"{self.remember} behind the latest sync time {self.latest_sync} (remember=)",
+            )
 
     def on_external_cti(self, port: int, element: ExternalCti) -> None:
         s, e = element.start, element.end
-        at = self.intervals.bisect_right(s) - 1
-        if at >= 0 and self.intervals.peekitem(at)[1][0] >= s:
-            raise OperatorError(self.name, "ExternalCTIs must not overlap", element)
-        nxt = self.intervals.bisect_right(s)
-        if nxt < len(self.intervals) and self.intervals.peekitem(nxt)[0] <= e:
-            raise OperatorError(self.name, "ExternalCTIs must not overlap", element)
+        seen = self.seen
+        at = seen.bisect_right(s) - 1
+        other = seen.peekitem(at)[1] if at >= 0 and seen.peekitem(at)[1].end >= s else None
+        nxt = seen.bisect_right(s)
+        if other is None and nxt < len(seen) and seen.peekitem(nxt)[0] <= e:
+            other = seen.peekitem(nxt)[1]
+        if other is not None:
+            raise OperatorError(
+                self.name,
+                f"ExternalCTIs must not overlap: it overlaps the earlier {other!r}",
+                element,
+            )
+        seen[s] = element
         if e <= self.last_cti:
             return  # about time already final
         got = self.received.bisect_right(e) - self.received.bisect_left(s)
@@ -239,7 +304,7 @@ class FinalizeOperator(Operator):
         self._check_intervals()
 
     def on_cti(self, port: int, time: int) -> None:
-        self._update_cti(time)
+        self._update_cti(time, "it received")
 
     # ----------------------------------------------------------- elements
 
@@ -249,12 +314,18 @@ class FinalizeOperator(Operator):
         if self.remember < INFINITY:
             self.dropped += 1
             return True
-        raise OperatorError(
-            self.name,
-            f"it arrives after CTI {self.last_cti} that Finalize issued from its ExternalCTIs "
-            "(an ExternalCTI counted too few elements)",
-            element,
-        )
+        if self.cti_cause == "it received":
+            why = (
+                f"it arrives after a CTI at {self.last_cti} in its input (a late element): "
+                "elements must not arrive behind a CTI"
+            )
+        else:
+            why = (
+                f"it arrives after the CTI at {self.last_cti} that Finalize issued "
+                f"{self.cti_cause}: an ExternalCTI whose interval holds its sync time "
+                f"({sync}) must count it"
+            )
+        raise OperatorError(self.name, why, element)
 
     def on_insert(self, port: int, element: Insert) -> None:
         if self._late(element.start, element):

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.algebra import anti_join_rows, new_lifetime, pair_udf
+from udm.host.algebra import anti_join_rows, joined_columns, new_lifetime, pair_udf
 from udm.host.errors import OperatorError
 from udm.host.plan import (
     E_COL,
@@ -49,7 +49,7 @@ from udm.host.plan import (
     UnionNode,
 )
 from udm.host.rows import Layout
-from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q
+from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q, sql_string
 from udm.host.spark.join_select import select_pairs
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
@@ -97,15 +97,36 @@ def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     """(start, end) SQL expressions of a shortcut, or None for a function."""
     s, e, d = q(S_COL), q(E_COL), node.amount
     if node.form == "shift":
-        open_end = f"{e} >= {INFINITY - d}L" if d >= 0 else f"{e} >= {_INF}"
-        end = f"CASE WHEN {open_end} THEN {_INF} ELSE {e} + ({d}L) END"
+        past = f"{e} >= {INFINITY - d}L" if d >= 0 else "false"
+        end = (
+            f"CASE WHEN {e} >= {_INF} THEN {_INF} "
+            f"WHEN {past} THEN {_past_the_end(node, e)} ELSE {e} + ({d}L) END"
+        )
         return f"{s} + ({d}L)", end
     if node.form in ("set_duration", "to_points"):
-        return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {_INF} ELSE {s} + ({d}L) END"
+        past = f"CASE WHEN {e} >= {_INF} THEN {_INF} ELSE {_past_the_end(node, s)} END"
+        return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {past} ELSE {s} + ({d}L) END"
     if node.form == "clip_to":
-        # e - d, not e - s: an open end minus a negative start overflows
-        return s, f"CASE WHEN {e} - {d}L > {s} THEN {s} + {d}L ELSE {e} END"
+        # never e - s (an open end minus a negative start overflows) nor
+        # e - d (an end near the beginning of time): s + d, once it fits
+        fits = f"CASE WHEN {s} >= {INFINITY - d}L THEN {e} "
+        return s, fits + f"WHEN {e} > {s} + {d}L THEN {s} + {d}L ELSE {e} END"
     return None
+
+
+def _past_the_end(node: AlterLifetimeNode, base: str) -> str:
+    """SQL failing the query for a finite event whose new end ``base +
+    amount`` reaches the end of time, with the message of
+    :func:`udm.host.algebra.new_lifetime` (an ``OperatorError`` again once
+    :func:`udm.host.spark.errors.translate_error` reads it)."""
+    s, e = q(S_COL), q(E_COL)
+    new_end = f"CAST(CAST({base} AS DECIMAL(20, 0)) + {node.amount} AS STRING)"
+    return (
+        f"raise_error(concat('udm.host.errors.OperatorError: ', {sql_string(node.describe())}, "
+        f"': the event [', CAST({s} AS STRING), ', ', CAST({e} AS STRING), ') would end at ', "
+        f"{new_end}, ', at or past the end of time ({INFINITY}), which means it never ends; "
+        "a finite event must stay finite'))"
+    )
 
 
 def _alter(engine: SparkRunner, node: PlanNode) -> SparkTable:
@@ -219,6 +240,7 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     lcols = [c for c in left.frame.columns if c not in on]
     rcols = [c for c in right.frame.columns if c not in on]
     clash = set(lcols) & set(rcols)
+    joined_columns(lcols, rcols, on, node.suffixes, node.describe())  # no name made twice
     width, last = _bucket_width(left.frame.df, right.frame.df)
     ldf = _bucketed(left.frame.df, width, last, "__udm_lb").select(
         *[F.col(q(c)).alias(_LEFT + c) for c in [S_COL, E_COL, *on, *lcols]], "__udm_lb"

@@ -54,7 +54,7 @@ def translate_error(exc: Exception) -> Exception | None:
     m = re.search(r"udm\.host\.errors\.UdmInvocationError: (.*)", text)
     if m:
         return SparkUdmInvocationError(m.group(1).strip())
-    m = re.search(r"udm\.host\.errors\.OperatorError: (.*)", text)
+    m = re.search(r"udm\.host\.errors\.OperatorError: (.*?)(?: SQLSTATE: \w+)?$", text, re.M)
     if m:
         return OperatorError("", m.group(1).strip())
     m = re.search(r"udm\.host\.rows\.UdfError: (.*)", text)
