@@ -12,13 +12,11 @@ rows.
 from __future__ import annotations
 
 import gc
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
@@ -29,6 +27,7 @@ from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
 from udm.host.spark.evaluate import to_arrow_column
+from udm.host.spark.statebucket import BucketState
 from udm.host.spark.streaming import (
     COUNT_COLUMNS,
     CTI_COL,
@@ -92,37 +91,23 @@ class GraphProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
-        self.state = handle.getValueState("graphs", schema)
+        self.state = BucketState(handle, "graphs", self.buckets)
 
     # -------------------------------------------------------- state blob
 
     def _load(self) -> dict[str, Any]:
-        saved = self.state.get() if self.state.exists() else None
-        if saved is None or saved[0] is None:
-            return {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
-        bucket: dict[str, Any] = pickle.loads(saved[0])
-        if bucket["buckets"] != self.buckets:
-            raise ValueError(
-                f"this checkpoint's state was written with state_buckets={bucket['buckets']}, "
-                f"but the query now has state_buckets={self.buckets}; restart with "
-                f"state_buckets={bucket['buckets']}, or use a new checkpoint"
-            )
-        return bucket
+        return self.state.load(
+            lambda: {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
+        )
 
     def _save(self, bucket: dict[str, Any]) -> None:
+        wanted = None
         if not self.events:  # broadcast CTIs reach idle keys through a timer
             wanted = min(
                 (max(e["wm"], 0) // 1000 + 1 for e in bucket["keys"].values() if e["open"]),
                 default=None,
             )
-            if bucket["timer"] != wanted:
-                if bucket["timer"] is not None:
-                    self.handle.deleteTimer(bucket["timer"])
-                if wanted is not None:
-                    self.handle.registerTimer(wanted)
-                bucket["timer"] = wanted
-        self.state.update((pickle.dumps(bucket, pickle.HIGHEST_PROTOCOL),))
+        self.state.save(bucket, wanted, timed=not self.events)
 
     def _graph(self, entry: dict[str, Any] | None) -> tuple[LiveGraph, dict[str, Any]]:
         graph = LiveGraph(self.plan, self.consistency, self.policy)

@@ -38,7 +38,6 @@ from __future__ import annotations
 import bisect
 import gc
 import itertools
-import pickle
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -68,6 +67,7 @@ from udm.host.spark.frame import TimeKind, map_in_arrow, q, show_time
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import _n, refuse_batch_options
 from udm.host.spark.session import share_driver_python
+from udm.host.spark.statebucket import BucketState
 from udm.host.spark.types import arrow_schema
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time, to_duration_ticks, to_ticks
@@ -209,25 +209,12 @@ class _HostProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
-        self.state = handle.getValueState("hosts", schema)
+        self.state = BucketState(handle, "hosts", self.buckets)
 
     # -------------------------------------------------------- state blob
 
     def _load_bucket(self) -> dict[str, Any]:
-        saved = self.state.get() if self.state.exists() else None
-        if saved is None or saved[0] is None:
-            return {"keys": {}, "timer": None, "buckets": self.buckets}
-        bucket: dict[str, Any] = pickle.loads(saved[0])
-        written = bucket.setdefault("buckets", self.buckets)
-        if written != self.buckets:
-            # keys hash to other buckets now: their states would be lost
-            raise ValueError(
-                f"this checkpoint's state was written with state_buckets={written}, but the "
-                f"query now has state_buckets={self.buckets}; restart with "
-                f"state_buckets={written}, or use a new checkpoint"
-            )
-        return bucket
+        return self.state.load(lambda: {"keys": {}, "timer": None, "buckets": self.buckets})
 
     def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
         host = Host(
@@ -256,6 +243,7 @@ class _HostProcessor(StatefulProcessor):
     def _save_bucket(self, bucket: dict[str, Any]) -> None:
         # one event-time timer per bucket, at the next millisecond after the
         # lowest CTI of its keys that have windows a later CTI could finish
+        wanted = None
         if self.timers:
             wanted = min(
                 (
@@ -265,13 +253,7 @@ class _HostProcessor(StatefulProcessor):
                 ),
                 default=None,
             )
-            if bucket["timer"] != wanted:
-                if bucket["timer"] is not None:
-                    self.handle.deleteTimer(bucket["timer"])
-                if wanted is not None:
-                    self.handle.registerTimer(wanted)
-                bucket["timer"] = wanted
-        self.state.update((pickle.dumps(bucket, pickle.HIGHEST_PROTOCOL),))
+        self.state.save(bucket, wanted, timed=self.timers)
 
     # ---------------------------------------------------------- handlers
 
