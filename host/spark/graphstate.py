@@ -28,12 +28,12 @@ from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.statebucket import BucketState
-from udm.host.spark.streaming import (
+from udm.host.spark.streamoptions import AdvanceTime
+from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
     CTI_COL,
     ROWS_COL,
     SEQ_COL,
-    AdvanceTime,
     python_id,
     row_problem,
     show_row,

@@ -48,8 +48,8 @@ from udm.host.plan import (
     sources,
     walk,
 )
-from udm.host.spark.evaluate import _holds_integers, call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, output, q, show_time
+from udm.host.spark.evaluate import call_type
+from udm.host.spark.frame import TimeKind, map_in_arrow, output, q
 from udm.host.spark.graphstate import (
     E_COL,
     ID_COL,
@@ -59,18 +59,19 @@ from udm.host.spark.graphstate import (
     SRC_COL,
     GraphProcessor,
 )
-from udm.host.spark.session import share_driver_python
-from udm.host.spark.streaming import (
+from udm.host.spark.streamoptions import AdvanceTime
+from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
     CTI_COL,
     GROUP_COL,
-    ROWS_COL,
+    PACKED_SCHEMA,
     SEQ_COL,
-    AdvanceTime,
+    changelog_schema,
+    integer_fields,
     pack_rows,
+    stateful_changelog,
     time_ticks,
 )
-from udm.host.spark.types import arrow_schema
 
 __all__ = ["partition_keys", "stream_query"]
 
@@ -153,37 +154,19 @@ def stream_query(
             f"output column {clash[0]!r} has the name of one of the changelog's own columns "
             f"({', '.join(_OWN)}); rename it in the query (select) before streaming"
         )
-    packed_schema = T.StructType(
-        [
-            T.StructField(GROUP_COL, T.IntegerType(), False),
-            T.StructField(CTI_COL, T.TimestampType(), True),
-            T.StructField(ROWS_COL, T.BinaryType(), False),
-        ]
-    )
     packed: DataFrame | None = None
     kinds: set[TimeKind] = set()
     for norm, _, time_kind in normalized:
         kinds.add(time_kind)
         # each source its own watermark: the query's is the least of them
         part = map_in_arrow(
-            norm.withColumn(GROUP_COL, _bucket(keys, state_buckets)), pack_rows, packed_schema
+            norm.withColumn(GROUP_COL, _bucket(keys, state_buckets)), pack_rows, PACKED_SCHEMA
         ).withWatermark(CTI_COL, "0 seconds")
         packed = part if packed is None else packed.unionByName(part)
     assert packed is not None
     if len(kinds) > 1:
         raise TypeError("every source's times must be timestamps, or every source's integer ticks")
-    out_schema = T.StructType(
-        [
-            T.StructField("kind", T.StringType(), False),
-            T.StructField("seq", T.LongType(), False),
-            T.StructField("id", T.LongType(), True),
-            T.StructField(_S, T.LongType(), True),
-            T.StructField(_E, T.LongType(), True),
-            T.StructField(_NE, T.LongType(), True),
-            *out_fields,
-            *[T.StructField(c, T.LongType(), True) for c in COUNT_COLUMNS],
-        ]
-    )
+    out_schema = changelog_schema(out_fields)
     # the workers' copy of the plan: sources without their DataFrames
     # (a DataFrame cannot travel; the graph's sources are fed by the processor)
     shipped = rewrite_sources(
@@ -202,29 +185,10 @@ def stream_query(
         shapes=[src.shape for src in srcs],
         events=input == "events",
         buckets=state_buckets,
-        integer_fields={
-            f.name: arrow_schema(T.StructType([f])).field(0).type
-            for f in out_fields
-            if _holds_integers(arrow_schema(T.StructType([f])).field(0).type)
-        },
+        integer_fields=integer_fields(out_fields),
     )
-    share_driver_python(spark)
-    result = packed.groupBy(F.col(GROUP_COL)).transformWithStateInPandas(
-        statefulProcessor=processor,
-        outputStructType=out_schema,
-        outputMode="Append",
-        timeMode="EventTime",
-    )
-    time_kind = kinds.pop()
-    changelog = result.select(
-        "kind",
-        "seq",
-        "id",
-        show_time(_S, time_kind).alias("start"),
-        show_time(_E, time_kind).alias("end"),
-        show_time(_NE, time_kind).alias("new_end"),
-        *[F.col(q(f.name)) for f in out_fields],
-        *COUNT_COLUMNS,
+    changelog = stateful_changelog(
+        packed, processor, out_schema, kinds.pop(), [f.name for f in out_fields]
     )
     changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
     return changelog
