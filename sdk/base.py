@@ -145,7 +145,7 @@ _FLAVORS = (
     "IncrementalOperator or TimeSensitiveIncrementalOperator"
 )
 #: a UDM's name: what it is registered, listed and called in SQL under
-_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
+UDM_NAME_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
 
 
 def _flavor_bases(cls: type) -> list[type]:
@@ -167,7 +167,7 @@ def _validate_class(cls: type[Udm]) -> None:
             f"it derives from {got}"
         )
     name = cls.name
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not UDM_NAME_PATTERN.match(name):
         raise UdmDefinitionError(
             f"{where}.name is {name!r}; a UDM name is an identifier (letters, digits, "
             "underscores), or dotted identifiers for a UDM used in-process (a library's "
