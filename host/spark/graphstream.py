@@ -49,7 +49,7 @@ from udm.host.plan import (
     walk,
 )
 from udm.host.spark.evaluate import call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, output, q
+from udm.host.spark.frame import TimeKind, map_in_arrow, output, quoted
 from udm.host.spark.graphstate import (
     E_COL,
     ID_COL,
@@ -61,9 +61,9 @@ from udm.host.spark.graphstate import (
 )
 from udm.host.spark.streamoptions import AdvanceTime
 from udm.host.spark.streamrows import (
-    COUNT_COLUMNS,
     CTI_COL,
     GROUP_COL,
+    OWN_COLUMNS,
     PACKED_SCHEMA,
     SEQ_COL,
     changelog_schema,
@@ -74,9 +74,6 @@ from udm.host.spark.streamrows import (
 )
 
 __all__ = ["partition_keys", "stream_query"]
-
-_SRC, _KIND, _ID, _S, _E, _NE = SRC_COL, KIND_COL, ID_COL, S_COL, E_COL, NE_COL
-_OWN = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 
 
 def partition_keys(plan: PlanNode) -> tuple[str, ...]:
@@ -148,11 +145,11 @@ def stream_query(
     ]
     payloads = [payload for _, payload, _ in normalized]
     out_fields = _output_fields(plan, spark, payloads)
-    clash = [f.name for f in out_fields if f.name in _OWN]
+    clash = [f.name for f in out_fields if f.name in OWN_COLUMNS]
     if clash:
         raise ValueError(
             f"output column {clash[0]!r} has the name of one of the changelog's own columns "
-            f"({', '.join(_OWN)}); rename it in the query (select) before streaming"
+            f"({', '.join(OWN_COLUMNS)}); rename it in the query (select) before streaming"
         )
     packed: DataFrame | None = None
     kinds: set[TimeKind] = set()
@@ -197,7 +194,7 @@ def stream_query(
 def _bucket(keys: Sequence[str], buckets: int) -> Column:
     if not keys:
         return F.lit(0)
-    return F.pmod(F.hash(*[F.col(q(k)) for k in keys]), F.lit(buckets))
+    return F.pmod(F.hash(*[F.col(quoted(k)) for k in keys]), F.lit(buckets))
 
 
 def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> list[T.StructField]:
@@ -275,19 +272,19 @@ def _normalized(
     if input == "elements":
         special |= {kind, id, new_end}
     payload = [c for c in cols if c not in special]
-    shipped = [F.lit(index).alias(_SRC)]
+    shipped = [F.lit(index).alias(SRC_COL)]
     if input == "elements":
-        kind_col = F.lower(F.col(q(kind)))
+        kind_col = F.lower(F.col(quoted(kind)))
         ne_col = time_ticks(df, new_end)[0] if new_end in cols else F.lit(None).cast("long")
-        shipped += [kind_col.alias(_KIND), F.col(q(id)).alias(_ID), ne_col.alias(_NE)]
+        shipped += [kind_col.alias(KIND_COL), F.col(quoted(id)).alias(ID_COL), ne_col.alias(NE_COL)]
         no_key: Column = F.lit(True)
         for k in keys:
-            no_key = no_key & F.col(q(k)).isNull()
+            no_key = no_key & F.col(quoted(k)).isNull()
         cti = F.when((kind_col == "cti") & no_key, F.timestamp_micros(s_ticks))
     else:
         cti = F.lit(None).cast("timestamp")
-    shipped += [s_ticks.alias(_S), e_ticks.alias(_E)]
+    shipped += [s_ticks.alias(S_COL), e_ticks.alias(E_COL)]
     if seq is not None:
-        shipped.append(F.col(q(seq)).cast("long").alias(SEQ_COL))
+        shipped.append(F.col(quoted(seq)).cast("long").alias(SEQ_COL))
     shipped.append(cti.alias(CTI_COL))
-    return df.select(*shipped, *[F.col(q(c)) for c in payload]), payload, time_kind
+    return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind

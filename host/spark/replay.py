@@ -54,7 +54,7 @@ from udm.host.spark.evaluate import (
     to_arrow_column,
     tracking_persisted,
 )
-from udm.host.spark.frame import TimeKind, apply_in_arrow, q, show_time
+from udm.host.spark.frame import TimeKind, apply_in_arrow, quoted, show_time
 from udm.host.spark.streamoptions import with_settings
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY
@@ -71,7 +71,7 @@ _OUT_KINDS = {Insert: "insert", Retract: "retract", Cti: "cti"}
 
 def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     dtype = df.schema[name].dataType
-    c = F.col(q(name))
+    c = F.col(quoted(name))
     if isinstance(dtype, T.TimestampType):
         return F.unix_micros(c), "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
@@ -334,7 +334,7 @@ def replay(
         return show_time(col, time_kind, end_of_time=_YEAR_10000)
 
     times_out = [show(S_COL).alias("start"), show(E_COL).alias("end")]
-    key_cols = [F.col(q(k)) for k in keys]
+    key_cols = [F.col(quoted(k)) for k in keys]
     if opts.output == "cht":
         return released_with(result.select(*times_out, *key_cols, *result_cols), cached)
     out = result.select(
@@ -371,13 +371,13 @@ def _normalized(df: DataFrame, opts: ReplayOptions) -> tuple[DataFrame, list[str
     payload = [c for c in df.columns if c not in times and c != id]
     norm = df.select(
         F.lit(0).alias(_GROUP),
-        F.lower(F.col(q(kind))).alias(_KIND),
-        F.col(q(seq)).alias(_SEQ),
+        F.lower(F.col(quoted(kind))).alias(_KIND),
+        F.col(quoted(seq)).alias(_SEQ),
         s_ticks.alias(S_COL),
         e_ticks.alias(E_COL),
         ne_ticks.alias(_NE),
-        *[F.col(q(c)) for c in payload],
-        F.col(q(id)),
+        *[F.col(quoted(c)) for c in payload],
+        F.col(quoted(id)),
     )
     return norm, payload, time_kind
 
@@ -389,34 +389,34 @@ def _keyed(norm: DataFrame, keys: list[str], id: str) -> DataFrame:
     is_cti = F.col(_KIND) == "cti"
     no_key = F.lit(True)
     for k in keys:
-        no_key = no_key & F.col(q(k)).isNull()
+        no_key = no_key & F.col(quoted(k)).isNull()
     # a retraction without keys belongs to the key of its insert
     orphan = (F.col(_KIND) == "retract") & no_key
     owners = norm.where(F.col(_KIND) == "insert").select(
-        F.col(q(id)).alias("__udm_oid"),
+        F.col(quoted(id)).alias("__udm_oid"),
         F.col(_SEQ).alias("__udm_oseq"),
-        *[F.col(q(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
+        *[F.col(quoted(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
     )
     # the latest insert of the id before the retraction: an id may be
     # reused (in another key, too) once its event is fully retracted
     orphans = norm.where(orphan).join(
         owners,
-        (F.col(q(id)) == F.col("__udm_oid")) & (F.col("__udm_oseq") < F.col(_SEQ)),
+        (F.col(quoted(id)) == F.col("__udm_oid")) & (F.col("__udm_oseq") < F.col(_SEQ)),
         "left",
     )
-    latest = Window.partitionBy(_SEQ, q(id)).orderBy(F.col("__udm_oseq").desc_nulls_last())
+    latest = Window.partitionBy(_SEQ, quoted(id)).orderBy(F.col("__udm_oseq").desc_nulls_last())
     orphans = orphans.withColumn("__udm_rank", F.row_number().over(latest)).where(
         F.col("__udm_rank") == 1
     )
     orphans = orphans.select(
         *[
-            F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(q(c))
+            F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(quoted(c))
             for c in norm.columns
         ]
     )
     broadcast = norm.where(is_cti & no_key).drop(*keys)
     rest = norm.where(~(is_cti & no_key) & ~orphan).unionByName(orphans)
-    key_values = rest.where(~is_cti).select(*[F.col(q(k)) for k in keys]).distinct()
+    key_values = rest.where(~is_cti).select(*[F.col(quoted(k)) for k in keys]).distinct()
     return rest.unionByName(key_values.crossJoin(broadcast))
 
 

@@ -49,7 +49,7 @@ from udm.host.invoke import instantiate
 from udm.host.plan import UdmCall
 from udm.host.registry import resolve_udm
 from udm.host.spark.evaluate import call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, q
+from udm.host.spark.frame import TimeKind, map_in_arrow, quoted
 from udm.host.spark.hostprocessor import HostProcessor
 from udm.host.spark.replay import refuse_batch_options
 from udm.host.spark.streamoptions import AdvanceTime, StreamOptions, with_settings
@@ -61,6 +61,7 @@ from udm.host.spark.streamrows import (
     ID_COL,
     KIND_COL,
     NE_COL,
+    OWN_COLUMNS,
     PACKED_SCHEMA,
     ROWS_COL,
     S_COL,
@@ -99,9 +100,6 @@ __all__ = [
 ]
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-#: the changelog's own columns, which no key or result column may be named
-OWN_COLUMNS = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 
 
 def stream_changelog(
@@ -253,8 +251,8 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
         special |= {opts.kind, opts.id, opts.new_end}
     payload = [c for c in cols if c not in special]
     if opts.elements:
-        kind_col = F.lower(F.col(q(opts.kind)))
-        id_col = F.col(q(opts.id))
+        kind_col = F.lower(F.col(quoted(opts.kind)))
+        id_col = F.col(quoted(opts.id))
         ne_col = (
             time_ticks(df, opts.new_end)[0] if opts.new_end in cols else F.lit(None).cast("long")
         )
@@ -263,18 +261,18 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
     if opts.state_buckets < 1:
         raise ValueError(f"state_buckets must be at least 1, not {opts.state_buckets}")
     group = (
-        F.pmod(F.hash(*[F.col(q(k)) for k in keys]), F.lit(opts.state_buckets))
+        F.pmod(F.hash(*[F.col(quoted(k)) for k in keys]), F.lit(opts.state_buckets))
         if keys
         else F.lit(0)
     )
     no_key: Column = F.lit(True)
     for k in keys:
-        no_key = no_key & F.col(q(k)).isNull()
+        no_key = no_key & F.col(quoted(k)).isNull()
     is_cti = kind_col == "cti"
     # an event stream ships no kind, id or new end (every row is an insert
     # without id) and no order column unless given (the processor sorts
     # by start): every column costs per row on the way to Python
-    shipped = [group.alias(GROUP_COL), *[F.col(q(k)) for k in keys]]
+    shipped = [group.alias(GROUP_COL), *[F.col(quoted(k)) for k in keys]]
     if opts.elements:
         shipped += [kind_col.alias(KIND_COL), id_col.alias(ID_COL), ne_col.alias(NE_COL)]
     shipped += [s_ticks.alias(S_COL), e_ticks.alias(E_COL)]
@@ -282,9 +280,9 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
         # rows of a key reach the host in this order within a micro-batch;
         # Spark delivers them in no particular order, and a generated CTI
         # would make the earlier-starting events of the same batch late
-        shipped.append(F.col(q(opts.seq)).cast("long").alias(SEQ_COL))
+        shipped.append(F.col(quoted(opts.seq)).cast("long").alias(SEQ_COL))
     shipped.append(F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(CTI_COL))
-    return df.select(*shipped, *[F.col(q(c)) for c in payload]), payload, time_kind
+    return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind
 
 
 def _result_struct(call: UdmCall) -> tuple[list[str] | None, list[T.StructField]]:
@@ -400,9 +398,9 @@ def changelog_cht(changelog: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
     keys = list(keys)
     skip = {"kind", "seq", "id", "start", "end", "new_end", "batch_id", *COUNT_COLUMNS, *keys}
     results = [c for c in changelog.columns if c not in skip]
-    k = [F.col(q(c)) for c in keys]
+    k = [F.col(quoted(c)) for c in keys]
     inserts = changelog.where(F.col("kind") == "insert").select(
-        *k, "id", "start", "end", *[F.col(q(c)) for c in results]
+        *k, "id", "start", "end", *[F.col(quoted(c)) for c in results]
     )
     order = (
         F.struct(F.col("batch_id"), F.col("seq"))
@@ -414,7 +412,7 @@ def changelog_cht(changelog: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
         .groupBy(*k, "id")
         .agg(F.max_by(F.col("new_end"), order).alias("__udm_new_end"))
         .select(
-            *[F.col(q(c)).alias(f"__udm_k{i}") for i, c in enumerate(keys)],
+            *[F.col(quoted(c)).alias(f"__udm_k{i}") for i, c in enumerate(keys)],
             F.col("id").alias("__udm_id"),
             "__udm_new_end",
         )
@@ -422,14 +420,14 @@ def changelog_cht(changelog: DataFrame, keys: Sequence[str] = ()) -> DataFrame:
     # null-safe on the keys: null is a key value of its own
     match = F.col("id") == F.col("__udm_id")
     for i, c in enumerate(keys):
-        match = match & F.col(q(c)).eqNullSafe(F.col(f"__udm_k{i}"))
+        match = match & F.col(quoted(c)).eqNullSafe(F.col(f"__udm_k{i}"))
     joined = inserts.join(last, match, "left")
     end_col = F.coalesce(F.col("__udm_new_end"), F.col("end"))
     joined = joined.withColumn(
         "end", F.when(F.col("__udm_new_end").isNull(), F.col("end")).otherwise(end_col)
     )
     return joined.where(F.col("end").isNull() | (F.col("end") > F.col("start"))).select(
-        "start", "end", *k, *[F.col(q(c)) for c in results]
+        "start", "end", *k, *[F.col(quoted(c)) for c in results]
     )
 
 

@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from udm.host.spark.evaluate import _holds_integers as holds_integers
-from udm.host.spark.frame import TimeKind, q, show_time
+from udm.host.spark.frame import TimeKind, quoted, show_time
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.time import to_ticks
@@ -37,6 +37,7 @@ __all__ = [
     "KIND_COL",
     "MIN_BROADCAST",
     "NE_COL",
+    "OWN_COLUMNS",
     "PACKED_SCHEMA",
     "ROWS_COL",
     "SEQ_COL",
@@ -64,11 +65,13 @@ GROUP_COL = "udm__group"
 ROWS_COL = "udm__rows"
 #: the counts a ``stats`` row of the changelog carries
 COUNT_COLUMNS = ("late_dropped", "late_adjusted", "invalid_dropped")
+#: the changelog's own columns, which no key or result column may be named
+OWN_COLUMNS = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 
 
 def time_ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     dtype = df.schema[name].dataType
-    c = F.col(q(name))
+    c = F.col(quoted(name))
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
         return F.unix_micros(c.cast("timestamp")), "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
@@ -278,6 +281,6 @@ def stateful_changelog(
         show_time(S_COL, time_kind).alias("start"),
         show_time(E_COL, time_kind).alias("end"),
         show_time(NE_COL, time_kind).alias("new_end"),
-        *[F.col(q(c)) for c in columns],
+        *[F.col(quoted(c)) for c in columns],
         *COUNT_COLUMNS,
     )
