@@ -35,7 +35,6 @@ from udm.host.fixtures import (
     load_fixture,
     parse_duration,
     run_fixture,
-    runner,
     scenario,
 )
 from udm.host.fixtures.runner import equivalent_stream
