@@ -68,6 +68,7 @@ from udm.host.spark.streamrows import (
     SEQ_COL,
     changelog_schema,
     integer_fields,
+    mark_state_buckets,
     pack_rows,
     stateful_changelog,
     time_ticks,
@@ -187,7 +188,7 @@ def stream_query(
     changelog = stateful_changelog(
         packed, processor, out_schema, kinds.pop(), [f.name for f in out_fields]
     )
-    changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
+    mark_state_buckets(changelog, state_buckets)
     return changelog
 
 

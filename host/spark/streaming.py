@@ -68,8 +68,10 @@ from udm.host.spark.streamrows import (
     SEQ_COL,
     changelog_schema,
     integer_fields,
+    mark_state_buckets,
     pack_rows,
     show_row,
+    state_buckets_of,
     stateful_changelog,
     time_ticks,
 )
@@ -167,7 +169,7 @@ def stream_changelog(
     changelog = stateful_changelog(
         packed, processor, out_schema, time_kind, [*keys, *(f.name for f in result_struct)]
     )
-    changelog._udm_state_buckets = opts.state_buckets  # type: ignore[attr-defined]  # start_stream
+    mark_state_buckets(changelog, opts.state_buckets)
     return changelog
 
 
@@ -349,7 +351,7 @@ def start_stream(
     Sets the session's state store to RocksDB, which
     ``transformWithStateInPandas`` requires.
     """
-    buckets = getattr(changelog, "_udm_state_buckets", None)
+    buckets = state_buckets_of(changelog)
     if buckets is not None:
         _check_state_buckets(checkpoint, buckets)
     spark = changelog.sparkSession

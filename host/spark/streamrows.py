@@ -45,10 +45,12 @@ __all__ = [
     "changelog_schema",
     "early_broadcast",
     "integer_fields",
+    "mark_state_buckets",
     "pack_rows",
     "python_id",
     "row_problem",
     "show_row",
+    "state_buckets_of",
     "stateful_changelog",
     "time_ticks",
     "unpack_rows",
@@ -284,3 +286,16 @@ def stateful_changelog(
         *[F.col(quoted(c)) for c in columns],
         *COUNT_COLUMNS,
     )
+
+
+def mark_state_buckets(changelog: DataFrame, buckets: int) -> None:
+    """Remember on a changelog how many state buckets its query hashes keys
+    into, for :func:`~udm.host.spark.streaming.start_stream` to check
+    against the checkpoint (a DataFrame has no other place for it)."""
+    changelog._udm_state_buckets = buckets  # type: ignore[attr-defined]
+
+
+def state_buckets_of(changelog: DataFrame) -> int | None:
+    """The state buckets :func:`mark_state_buckets` remembered, if any."""
+    buckets = getattr(changelog, "_udm_state_buckets", None)
+    return None if buckets is None else int(buckets)
