@@ -592,7 +592,7 @@ def test_a_broadcast_cti_the_watermark_cannot_carry_is_refused(ticks: int) -> No
     # below it: Spark would drop such a CTI row as late, silently
     import pyarrow as pa
 
-    from udm.host.spark.streaming import CTI_COL, GROUP_COL, SEQ_COL, pack_rows
+    from udm.host.spark.streamrows import CTI_COL, GROUP_COL, SEQ_COL, pack_rows
 
     batch = pa.RecordBatch.from_pydict(
         {
@@ -614,7 +614,7 @@ def test_a_row_in_a_message_reads_as_the_input_wrote_it() -> None:
     """An event stream's bad row read {'k': 'a', 'start': None, 'end': None,
     'te': ..., 'kind': 'insert', 'id': None, 'new_end': None}: internal
     names, and columns the input does not have."""
-    from udm.host.spark.streaming import E_COL, ID_COL, KIND_COL, NE_COL, S_COL, show_row
+    from udm.host.spark.streamrows import E_COL, ID_COL, KIND_COL, NE_COL, S_COL, show_row
 
     row = {
         S_COL: None,

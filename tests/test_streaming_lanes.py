@@ -32,7 +32,9 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
 from udm.host.plan import UdmCall  # noqa: E402
+from udm.host.spark import hostprocessor as hp  # noqa: E402
 from udm.host.spark import streaming as sm  # noqa: E402
+from udm.host.spark import streamrows as sr  # noqa: E402
 
 
 class Mean(IncrementalAggregate):
@@ -89,10 +91,10 @@ class _Timer:
         return 0
 
 
-COLUMNS = ["kind", "seq", "id", sm.S_COL, sm.E_COL, sm.NE_COL, "k", "mean", *sm.COUNT_COLUMNS]
+COLUMNS = ["kind", "seq", "id", sr.S_COL, sr.E_COL, sr.NE_COL, "k", "mean", *sr.COUNT_COLUMNS]
 
 
-def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> sm.HostProcessor:
+def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> hp.HostProcessor:
     call = UdmCall("mean", Mean(), "v", None)
     options = {
         "input_clipping": "none",
@@ -100,7 +102,7 @@ def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> sm.HostPro
         "consistency": "speculative",
         "cti_policy": advance.policy,
     }
-    p = sm.HostProcessor(
+    p = hp.HostProcessor(
         window, call, options, ["k"], ["v"], "point", advance, "raise", COLUMNS, None, False, events
     )
     p.init(_Handle())  # type: ignore[arg-type]
@@ -113,25 +115,25 @@ def _micro_batch(rows: list[tuple[str, int, float, int]], events: bool) -> Itera
     n = len(rows)
     table = pa.table(
         {
-            sm.GROUP_COL: pa.array([0] * n, pa.int32()),
+            sr.GROUP_COL: pa.array([0] * n, pa.int32()),
             "k": [r[0] for r in rows],
-            sm.KIND_COL: ["insert"] * n,
-            sm.ID_COL: pa.array([r[3] for r in rows], pa.int64()),  # elements need ids
-            sm.S_COL: pa.array([r[1] for r in rows], pa.int64()),
-            sm.E_COL: pa.array([r[1] + 1 for r in rows], pa.int64()),
-            sm.NE_COL: pa.nulls(n, pa.int64()),
-            sm.SEQ_COL: pa.array([r[3] for r in rows], pa.int64()),
-            sm.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            sr.KIND_COL: ["insert"] * n,
+            sr.ID_COL: pa.array([r[3] for r in rows], pa.int64()),  # elements need ids
+            sr.S_COL: pa.array([r[1] for r in rows], pa.int64()),
+            sr.E_COL: pa.array([r[1] + 1 for r in rows], pa.int64()),
+            sr.NE_COL: pa.nulls(n, pa.int64()),
+            sr.SEQ_COL: pa.array([r[3] for r in rows], pa.int64()),
+            sr.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "v": pa.array([r[2] for r in rows], pa.float64()),
         }
     )
     if events:
-        table = table.drop_columns([sm.KIND_COL, sm.ID_COL, sm.NE_COL])
-    packed = pa.Table.from_batches(list(sm.pack_rows(iter(table.to_batches(max_chunksize=7)))))
+        table = table.drop_columns([sr.KIND_COL, sr.ID_COL, sr.NE_COL])
+    packed = pa.Table.from_batches(list(sr.pack_rows(iter(table.to_batches(max_chunksize=7)))))
     return iter([packed.to_pandas()])
 
 
-def _run(p: sm.HostProcessor, batches: list[list[tuple[str, int, float, int]]]) -> list[dict]:
+def _run(p: hp.HostProcessor, batches: list[list[tuple[str, int, float, int]]]) -> list[dict]:
     out: list[dict[str, Any]] = []
     for rows in batches:
         if not rows:
@@ -148,14 +150,14 @@ def _by_key(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[
     for r in rows:
         k = r["k"]
         if r["kind"] == "insert":
-            elements.setdefault(k, []).append(Insert(r["id"], r[sm.S_COL], r[sm.E_COL], r["mean"]))
+            elements.setdefault(k, []).append(Insert(r["id"], r[sr.S_COL], r[sr.E_COL], r["mean"]))
         elif r["kind"] == "retract":
             elements.setdefault(k, []).append(
-                Retract(r["id"], r[sm.S_COL], r[sm.E_COL], r[sm.NE_COL])
+                Retract(r["id"], r[sr.S_COL], r[sr.E_COL], r[sr.NE_COL])
             )
         elif r["kind"] == "stats":
             c = counts.setdefault(k, [0, 0, 0])
-            for i, name in enumerate(sm.COUNT_COLUMNS):
+            for i, name in enumerate(sr.COUNT_COLUMNS):
                 c[i] += int(r[name] or 0)
     return {k: output_cht(v) for k, v in elements.items()}, counts
 
@@ -330,10 +332,10 @@ def test_a_host_without_retractions_refuses_one() -> None:
     assert [(e.start, e.end, e.payload) for e in out if isinstance(e, Insert)] == [(0, 10, 1.0)]
 
 
-def _element_processor(on_invalid: str) -> sm.HostProcessor:
+def _element_processor(on_invalid: str) -> hp.HostProcessor:
     call = UdmCall("mean", Mean(), "v", None)
     options = {"input_clipping": "none", "output_policy": None, "consistency": "speculative"}
-    p = sm.HostProcessor(
+    p = hp.HostProcessor(
         TumblingWindow(10), call, options, ["k"], ["k", "v"], "point", None, on_invalid,
         COLUMNS, None, True,
     )  # fmt: skip
@@ -346,19 +348,19 @@ def _elements_batch(rows: list[tuple[str, Any, Any, Any, Any, Any]]) -> Iterator
     n = len(rows)
     table = pa.table(
         {
-            sm.GROUP_COL: pa.array([0] * n, pa.int32()),
+            sr.GROUP_COL: pa.array([0] * n, pa.int32()),
             "k": [r[5] for r in rows],
-            sm.KIND_COL: [r[0] for r in rows],
-            sm.ID_COL: pa.array([r[1] for r in rows], pa.int64()),
-            sm.S_COL: pa.array([r[2] for r in rows], pa.int64()),
-            sm.E_COL: pa.array([r[3] for r in rows], pa.int64()),
-            sm.NE_COL: pa.array([r[4] for r in rows], pa.int64()),
-            sm.SEQ_COL: pa.array(range(n), pa.int64()),
-            sm.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            sr.KIND_COL: [r[0] for r in rows],
+            sr.ID_COL: pa.array([r[1] for r in rows], pa.int64()),
+            sr.S_COL: pa.array([r[2] for r in rows], pa.int64()),
+            sr.E_COL: pa.array([r[3] for r in rows], pa.int64()),
+            sr.NE_COL: pa.array([r[4] for r in rows], pa.int64()),
+            sr.SEQ_COL: pa.array(range(n), pa.int64()),
+            sr.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "v": pa.array([1.0] * n, pa.float64()),
         }
     )
-    packed = pa.Table.from_batches(list(sm.pack_rows(iter(table.to_batches()))))
+    packed = pa.Table.from_batches(list(sr.pack_rows(iter(table.to_batches()))))
     return iter([packed.to_pandas()])
 
 
@@ -412,6 +414,6 @@ def test_an_element_insert_without_an_id_is_an_invalid_row() -> None:
     out: list[dict[str, Any]] = []
     for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
         out += frame.astype(object).where(frame.notna(), None).to_dict("records")
-    inserts = [(r[sm.S_COL], r[sm.E_COL], r["mean"]) for r in out if r["kind"] == "insert"]
+    inserts = [(r[sr.S_COL], r[sr.E_COL], r["mean"]) for r in out if r["kind"] == "insert"]
     assert inserts == [(0, 10, 1.0)]  # the event with an id
     assert [r["invalid_dropped"] for r in out if r["kind"] == "stats"] == [1]
