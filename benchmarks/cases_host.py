@@ -11,6 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from measure import Targets, best_of, timed
+
 from udm.host import Cti, Host, Insert, Retract, SnapshotWindow, TumblingWindow
 from udm.sdk import Aggregate, IncrementalAggregate
 
@@ -89,9 +91,7 @@ def throughput(n: int = 1_000_000) -> dict[str, Any]:
     """In-order point events, tumbling windows, incremental sum."""
     host = Host(TumblingWindow(100), Sum)
     elements = list(point_stream(n))
-    t0 = time.perf_counter()
-    outputs = host.process_many(elements)
-    seconds = time.perf_counter() - t0
+    seconds, outputs = timed(lambda: host.process_many(elements))
     floor = plain_loop(n, 100)
     return {
         "events": n,
@@ -166,15 +166,11 @@ def snapshot_incremental_vs_recompute(
     head, tail = elements[:split], elements[split:]
     incremental = Host(SnapshotWindow(), Mean)
     incremental.process_many(head)
-    t0 = time.perf_counter()
-    out_inc = incremental.process_many(tail)
-    t_inc = time.perf_counter() - t0
+    t_inc, out_inc = timed(lambda: incremental.process_many(tail))
     recompute = RecomputeEveryAffectedWindow(SnapshotWindow(), MeanRecompute)
     recompute.process_many(head)
     recompute.active = True
-    t0 = time.perf_counter()
-    out_rec = recompute.process_many(tail)
-    t_rec = time.perf_counter() - t0
+    t_rec, out_rec = timed(lambda: recompute.process_many(tail))
     sizes = [w.n_events for ks in incremental.keys.values() for w in ks.wins.values()]
     return {
         "measured_elements": len(tail),
@@ -223,15 +219,8 @@ def _elements(rows: list[tuple[int, int, float]], cti_every: int = 1000) -> list
 
 
 def _best(contenders: dict[Any, Any], rounds: int = ROUNDS) -> dict[Any, float]:
-    """Seconds of each contender (a no-argument callable), best of
-    ``rounds`` round-robin rounds."""
-    best = {name: float("inf") for name in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
+    """Seconds of each contender, best of ``rounds`` round-robin rounds."""
+    return best_of(contenders, rounds)
 
 
 def _host_run(window: Any, udm: Any, elements: list[Any]) -> int:
@@ -296,9 +285,7 @@ def tumbling_mean_key_scaling(n: int = 1_000_000) -> dict[str, Any]:
 def tumbling_mean_keys_rss(n: int, keys: int) -> dict[str, Any]:
     """One host run alone in its process, for its peak RSS."""
     elements = _elements(_rows(n, keys))
-    t0 = time.perf_counter()
-    outputs = _host_run(TumblingWindow(TUMBLE), Mean, elements)
-    seconds = time.perf_counter() - t0
+    seconds, outputs = timed(lambda: _host_run(TumblingWindow(TUMBLE), Mean, elements))
     return {"events": n, "keys": keys, "outputs": outputs, "seconds": seconds}
 
 
@@ -483,51 +470,23 @@ CASES.update(
 
 def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Issue 31's figures, each with its target and verdict."""
-    rows: list[dict[str, Any]] = []
-
-    def add(name: str, value: float, target: str, ok: bool | None) -> None:
-        rows.append({"figure": name, "value": value, "target": target, "met": ok})
-
+    rows = Targets()
     k = results.get("host.keys_tumbling_mean", {})
     if "ratio_to_floor" in k:
-        add(
-            "tumbling mean, 1k keys: host / dict loop",
-            k["ratio_to_floor"],
-            "<= 5",
-            k["ratio_to_floor"] <= 5,
-        )
-        add(
-            "tumbling mean, 1k keys: events/s",
-            k["events_per_s"],
-            ">= 300,000",
-            k["events_per_s"] >= 300_000,
-        )
-        r = k["ratio_1000_keys_to_1_key"]
-        add("tumbling mean: 1k keys / 1 key", r, "<= 1.3", r <= 1.3)
+        rows.at_most("tumbling mean, 1k keys: host / dict loop", k["ratio_to_floor"], 5)
+        rows.at_least("tumbling mean, 1k keys: events/s", k["events_per_s"], 300_000)
+        rows.at_most("tumbling mean: 1k keys / 1 key", k["ratio_1000_keys_to_1_key"], 1.3)
     s = results.get("host.keys_scaling", {})
     if "ratio_10k_to_1k_keys" in s:
-        add(
-            "tumbling mean: 10k keys / 1k keys",
-            s["ratio_10k_to_1k_keys"],
-            "<= 1.5",
-            s["ratio_10k_to_1k_keys"] <= 1.5,
-        )
-        r = s["ratio_100k_to_1k_keys"]
-        add("tumbling mean: 100k keys / 1k keys", r, "<= 1.5", r <= 1.5)
+        rows.at_most("tumbling mean: 10k keys / 1k keys", s["ratio_10k_to_1k_keys"], 1.5)
+        rows.at_most("tumbling mean: 100k keys / 1k keys", s["ratio_100k_to_1k_keys"], 1.5)
     h = results.get("host.hopping_median", {})
     if "ratio_to_floor" in h:
-        add(
-            "hopping median, 1k keys: host / bisect-slice loop",
-            h["ratio_to_floor"],
-            "<= 5",
-            h["ratio_to_floor"] <= 5,
-        )
+        rows.at_most("hopping median, 1k keys: host / bisect-slice loop", h["ratio_to_floor"], 5)
     ref = results.get("host.reference_linear", {})
     if "ratio_1M_to_100k" in ref:
-        r = ref["ratio_1M_to_100k"]
-        add("reference, hopping median: 1M / 100k time", r, "<= 10", r <= 10)
+        rows.at_most("reference, hopping median: 1M / 100k time", ref["ratio_1M_to_100k"], 10)
     late = results.get("host.late_retractions", {})
     if "ratio_to_floor" in late:
-        r = late["ratio_to_floor"]
-        add("late + retractions: host / add-remove dict loop", r, "<= 3", r <= 3)
-    return rows
+        rows.at_most("late + retractions: host / add-remove dict loop", late["ratio_to_floor"], 3)
+    return rows.rows

@@ -27,8 +27,10 @@ import os
 import random
 import resource
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from measure import Targets, best_of
 
 from udm.host import Cti, Insert
 from udm.host.operators.base import Operator
@@ -323,16 +325,11 @@ def spark_temporal_join() -> dict[str, Any]:
         Stream.from_dataframe(right, start="s", end="e", key="k")
     )
 
-    def timed(make: Any) -> float:
-        t0 = time.perf_counter()
-        make().write.format("noop").mode("overwrite").save()
-        return time.perf_counter() - t0
+    def write(make: Any) -> Callable[[], None]:
+        return lambda: make().write.format("noop").mode("overwrite").save()
 
-    times: dict[str, list[float]] = {"udm": [], "sql": []}
-    for _ in range(3):
-        times["sql"].append(timed(lambda: spark.sql(sql)))
-        times["udm"].append(timed(query.to_dataframe))
-    udm, hand = min(times["udm"]), min(times["sql"])
+    best = best_of({"sql": write(lambda: spark.sql(sql)), "udm": write(query.to_dataframe)}, 3)
+    udm, hand = best["udm"], best["sql"]
     return {"events_per_side": n, "udm_seconds": udm, "sql_seconds": hand, "ratio": udm / hand}
 
 
@@ -346,51 +343,28 @@ CASES = {
 
 def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """The operator figures issue #28 asks for, each with its target."""
-    rows: list[dict[str, Any]] = []
-
-    def add(name: str, value: float | None, target: str, ok: bool | None) -> None:
-        rows.append({"figure": name, "value": value, "target": target, "met": ok})
-
+    rows = Targets()
     j = results.get("operators.join_inprocess", {})
     if "input_events_per_s" in j:
-        rate, ratio = j["input_events_per_s"], j["ratio_to_pandas"]
-        add("in-process join: input events/s", rate, ">= 200,000", rate >= 200_000)
-        add("in-process join / pandas bucketed merge", ratio, "<= 3", ratio <= 3)
-        add(
-            "in-process join / numpy searchsorted sweep",
-            j["ratio_to_numpy_sweep"],
-            "reported",
-            None,
-        )
-        add(
-            "in-process join, sink building Insert objects / pandas",
-            j["objects_ratio_to_pandas"],
-            "reported",
-            None,
-        )
-        add(
-            "in-process join, element by element / pandas",
-            j["per_event_ratio_to_pandas"],
-            "reported",
-            None,
-        )
+        rows.at_least("in-process join: input events/s", j["input_events_per_s"], 200_000)
+        rows.at_most("in-process join / pandas bucketed merge", j["ratio_to_pandas"], 3)
+        for name, field in (
+            ("in-process join / numpy searchsorted sweep", "ratio_to_numpy_sweep"),
+            ("in-process join, sink building Insert objects / pandas", "objects_ratio_to_pandas"),
+            ("in-process join, element by element / pandas", "per_event_ratio_to_pandas"),
+        ):
+            rows.add(name, j[field], "reported", None)
     m = results.get("operators.join_memory", {})
     if "memory_ratio" in m:
-        ratio = m["memory_ratio"]
-        add("in-process join: peak RSS at 10N / at N", ratio, "<= 1.2", ratio <= 1.2)
+        rows.at_most("in-process join: peak RSS at 10N / at N", m["memory_ratio"], 1.2)
     c = results.get("operators.consistency", {})
     if "output_size" in c:
         sizes = c["output_size"]
-        add("consistency: output size strong", sizes["strong"], "reported", None)
-        add("consistency: output size middle", sizes["middle"], "reported", None)
-        add("consistency: output size weak", sizes["weak"], "reported", None)
-        add("Theorem 9: strong <= middle", None, "holds", c["theorem_9_holds"])
+        rows.add("consistency: output size strong", sizes["strong"], "reported", None)
+        rows.add("consistency: output size middle", sizes["middle"], "reported", None)
+        rows.add("consistency: output size weak", sizes["weak"], "reported", None)
+        rows.add("Theorem 9: strong <= middle", None, "holds", c["theorem_9_holds"])
     s = results.get("spark.temporal_join", {})
     if "ratio" in s:
-        add(
-            "Spark temporal join / hand-written SQL range join",
-            s["ratio"],
-            "<= 1.5",
-            s["ratio"] <= 1.5,
-        )
-    return rows
+        rows.at_most("Spark temporal join / hand-written SQL range join", s["ratio"], 1.5)
+    return rows.rows

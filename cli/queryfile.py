@@ -29,12 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from udm.host.fixtures.schema import (
-    FixtureError,
-    WindowModel,
-    validation_messages,
-    yaml_documents,
-)
+from udm.host.fixtures.loading import validation_messages
+from udm.host.fixtures.schema import FixtureError, WindowModel, yaml_documents
 
 __all__ = [
     "QueryFileError",

@@ -140,17 +140,17 @@ def cell(value: Any) -> tuple[str, bool]:
 def preview(console: Console, title: str, df: Any, n: int) -> None:
     from pyspark.sql import types as T
 
-    from udm.host.spark.frame import q as _q
+    from udm.host.spark.frame import quoted
 
     order = [c for c in ("start", "end") if c in df.columns]
     # times as exact text, in the session's time zone as the files have
     # them (collect() would convert to this machine's zone), the fraction
     # shown when not zero
     shown = [
-        f"regexp_replace(date_format({_q(f.name)}, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), "
-        f"'\\\\.0+$', '') AS {_q(f.name)}"
+        f"regexp_replace(date_format({quoted(f.name)}, 'yyyy-MM-dd HH:mm:ss.SSSSSS'), "
+        f"'\\\\.0+$', '') AS {quoted(f.name)}"
         if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType)
-        else _q(f.name)
+        else quoted(f.name)
         for f in df.schema.fields
     ]
     rows = (df.orderBy(*order) if order else df).limit(n).selectExpr(*shown).collect()

@@ -23,7 +23,7 @@ from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
 from udm.sdk.payloads import freeze, payload_key
 
-__all__ = ["Cht", "cht_diff", "cht_equal", "cht_match", "derive_cht", "freeze"]
+__all__ = ["Cht", "cht_diff", "cht_equal", "cht_match", "derive_cht", "freeze", "payload_close"]
 
 
 def _sort_key(e: IntervalEvent[Any]) -> tuple[Any, ...]:
@@ -118,7 +118,7 @@ def derive_cht(
     return Cht(events), validator.stats
 
 
-def _payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
+def payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
     """Payloads equal up to the tolerances, which apply where either side
     is a float: integers (counts, ids, tick times) and bools must be equal,
     since at 1e9 a relative tolerance of 1e-9 would let a count be off by
@@ -133,10 +133,10 @@ def _payload_close(a: Any, b: Any, rel_tol: float, abs_tol: float) -> bool:
             return True
         return math.isclose(x, y, rel_tol=rel_tol, abs_tol=abs_tol)
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_payload_close(a[k], b[k], rel_tol, abs_tol) for k in a)
+        return a.keys() == b.keys() and all(payload_close(a[k], b[k], rel_tol, abs_tol) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(
-            _payload_close(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
+            payload_close(x, y, rel_tol, abs_tol) for x, y in zip(a, b, strict=True)
         )
     return bool(a == b)
 
@@ -218,7 +218,7 @@ def cht_match(
         by_lifetime.setdefault((e.start, e.end), ([], []))[1].append(e)
 
     def close(e: IntervalEvent[Any], a: IntervalEvent[Any]) -> bool:
-        return _payload_close(e.payload, a.payload, rel_tol, abs_tol)
+        return payload_close(e.payload, a.payload, rel_tol, abs_tol)
 
     pairs: list[tuple[IntervalEvent[Any], IntervalEvent[Any]]] = []
     missing: list[IntervalEvent[Any]] = []

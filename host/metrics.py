@@ -28,6 +28,11 @@ class QueryMetrics:
         self._observation = observation
         self._logged = False
 
+    def mark_reported(self) -> None:
+        """The caller reports the dropped rows itself (``udm-cli run`` prints
+        them with its output): they are not also logged as a warning."""
+        self._logged = True
+
     def _ready(self) -> bool:
         if self._counts is not None or self._observation is None:
             return True

@@ -145,7 +145,7 @@ _FLAVORS = (
     "IncrementalOperator or TimeSensitiveIncrementalOperator"
 )
 #: a UDM's name: what it is registered, listed and called in SQL under
-_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
+UDM_NAME_PATTERN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z", re.ASCII)
 
 
 def _flavor_bases(cls: type) -> list[type]:
@@ -157,22 +157,10 @@ def _flavor_bases(cls: type) -> list[type]:
     ]
 
 
-def _validate_class(cls: type[Udm]) -> None:
-    where = f"{cls.__module__}.{cls.__qualname__}"
-    flavors = _flavor_bases(cls)
-    if len(flavors) != 1:
-        got = "none" if not flavors else ", ".join(k.__name__ for k in flavors)
-        raise UdmDefinitionError(
-            f"{where} must derive from exactly one UDM flavor base class ({_FLAVORS}); "
-            f"it derives from {got}"
-        )
-    name = cls.name
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise UdmDefinitionError(
-            f"{where}.name is {name!r}; a UDM name is an identifier (letters, digits, "
-            "underscores), or dotted identifiers for a UDM used in-process (a library's "
-            "UDMs take the library's prefix, as in stats.median)"
-        )
+def _validate_methods(cls: type[Udm], where: str) -> None:
+    """The UDM's methods: plain functions (not async, a generator only for an
+    operator's compute_result), every required one there, each taking the
+    arguments its flavor calls it with."""
     for method in (*cls._required, *cls._optional):
         fn = inspect.getattr_static(cls, method, None)
         fn = getattr(fn, "__func__", fn)  # static and class methods
@@ -206,6 +194,25 @@ def _validate_class(cls: type[Udm]) -> None:
                 f"{where}.{method} takes {count} required argument(s) besides self, "
                 f"but a {cls.flavor()} calls it with {arity}"
             )
+
+
+def _validate_class(cls: type[Udm]) -> None:
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    flavors = _flavor_bases(cls)
+    if len(flavors) != 1:
+        got = "none" if not flavors else ", ".join(k.__name__ for k in flavors)
+        raise UdmDefinitionError(
+            f"{where} must derive from exactly one UDM flavor base class ({_FLAVORS}); "
+            f"it derives from {got}"
+        )
+    name = cls.name
+    if not isinstance(name, str) or not UDM_NAME_PATTERN.match(name):
+        raise UdmDefinitionError(
+            f"{where}.name is {name!r}; a UDM name is an identifier (letters, digits, "
+            "underscores), or dotted identifiers for a UDM used in-process (a library's "
+            "UDMs take the library's prefix, as in stats.median)"
+        )
+    _validate_methods(cls, where)
     declared = cls.__dict__.get("properties", cls._declared_properties)
     if not isinstance(declared, Properties):
         raise UdmDefinitionError(

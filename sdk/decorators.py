@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, overload
 
 from udm.sdk.base import (
-    _NAME,
+    UDM_NAME_PATTERN,
     Aggregate,
     Operator,
     TimeSensitiveAggregate,
@@ -235,7 +235,7 @@ class Function:
         # a UDF returns its value (paper, section IV: "a method call")
         _check_decorated(fn, "@function", name, "a UDF returns one value per event; return it")
         where = f"@function on {fn.__qualname__}"
-        if name is not None and (not isinstance(name, str) or not _NAME.match(name)):
+        if name is not None and (not isinstance(name, str) or not UDM_NAME_PATTERN.match(name)):
             raise UdmDefinitionError(
                 f"{where}: name={name!r}; a UDF name is an identifier (letters, digits, "
                 "underscores), or dotted identifiers for one used in-process"

@@ -35,7 +35,6 @@ from udm.host.fixtures import (
     load_fixture,
     parse_duration,
     run_fixture,
-    runner,
     scenario,
 )
 from udm.host.fixtures.runner import equivalent_stream
@@ -1008,7 +1007,9 @@ def test_a_composed_scenario_feeds_each_output_stream_to_the_next_udm(tmp_path: 
     and the first step's corrections reach the second: the speculative
     host output s1's [0, 3) as 3.0 before f arrived, then retracted it."""
     (f,) = load_fixture(write(tmp_path, KEYED_CHAIN))
-    first_step = runner._Query(f, runner._query(f).steps[:1])
+    from udm.host.fixtures.chain import FixtureChain, build_chain
+
+    first_step = FixtureChain(f, build_chain(f).steps[:1])
     way = first_step.host(f.elements(), "speculative", "raise")
     assert way.outputs is not None
     assert [(e.start, e.payload) for e in way.outputs if isinstance(e, Retract)] == [(0, 3.0)]

@@ -116,7 +116,7 @@ def test_wheel_imports_from_itself(wheel: Path, tmp_path: Path) -> None:
     out = run_python(
         "import udm.sdk, udm.host, udm.cli.main\n"
         "print(udm.sdk.__file__, udm.host.__file__, udm.cli.main.__file__, sep='\\n')\n"
-        "print(udm.cli.main._template())",
+        "print(udm.cli.main.template_dir())",
         env=env,
         flags=("-S",),
     )

@@ -238,10 +238,10 @@ def test_a_worker_import_error_names_the_module_and_what_to_do() -> None:
 
 
 def test_the_cli_reports_a_worker_import_error_with_its_cause() -> None:
-    from udm.cli.main import _spark_message
+    from udm.cli.main import spark_message
 
     text = textwrap.dedent(_WORKER_TRACE)
-    assert "No module named 'sensor_udms'" in _spark_message(RuntimeError(text))
+    assert "No module named 'sensor_udms'" in spark_message(RuntimeError(text))
 
 
 # ------------------------------------------------------------------ package

@@ -592,38 +592,38 @@ def test_a_broadcast_cti_the_watermark_cannot_carry_is_refused(ticks: int) -> No
     # below it: Spark would drop such a CTI row as late, silently
     import pyarrow as pa
 
-    from udm.host.spark.streaming import _CTI, _GROUP, _SEQ, _pack
+    from udm.host.spark.streamrows import CTI_COL, GROUP_COL, SEQ_COL, pack_rows
 
     batch = pa.RecordBatch.from_pydict(
         {
-            _GROUP: pa.array([0, 0], pa.int32()),
-            _CTI: pa.array([None, ticks], pa.int64()),
-            _SEQ: pa.array([0, 1], pa.int64()),
+            GROUP_COL: pa.array([0, 0], pa.int32()),
+            CTI_COL: pa.array([None, ticks], pa.int64()),
+            SEQ_COL: pa.array([0, 1], pa.int64()),
         }
     )
     with pytest.raises(ValueError, match=rf"^broadcast CTI at {ticks} ticks \(seq 1\): "):
-        list(_pack(iter([batch])))
-    fine = batch.set_column(1, _CTI, pa.array([None, 1000], pa.int64()))
+        list(pack_rows(iter([batch])))
+    fine = batch.set_column(1, CTI_COL, pa.array([None, 1000], pa.int64()))
     # the CTI row with its time (for the watermark), its copy without (for
     # the processor to check its order), the event row
-    [packed] = list(_pack(iter([fine])))
-    assert packed.column(_CTI).to_pylist() == [1000, None, None]
+    [packed] = list(pack_rows(iter([fine])))
+    assert packed.column(CTI_COL).to_pylist() == [1000, None, None]
 
 
 def test_a_row_in_a_message_reads_as_the_input_wrote_it() -> None:
     """An event stream's bad row read {'k': 'a', 'start': None, 'end': None,
     'te': ..., 'kind': 'insert', 'id': None, 'new_end': None}: internal
     names, and columns the input does not have."""
-    from udm.host.spark.streaming import _E, _ID, _KIND, _NE, _S, _show_row
+    from udm.host.spark.streamrows import E_COL, ID_COL, KIND_COL, NE_COL, S_COL, show_row
 
     row = {
-        _S: None,
-        _E: None,
+        S_COL: None,
+        E_COL: None,
         "te": None,
         "k": "a",
         "v": 2.0,
-        _KIND: "insert",
-        _ID: None,
-        _NE: None,
+        KIND_COL: "insert",
+        ID_COL: None,
+        NE_COL: None,
     }
-    assert _show_row(row, {_S: "ts"}) == "{'ts': None, 'te': None, 'k': 'a', 'v': 2.0}"
+    assert show_row(row, {S_COL: "ts"}) == "{'ts': None, 'te': None, 'k': 'a', 'v': 2.0}"

@@ -32,7 +32,9 @@ pytest.importorskip("pyspark")
 pa = pytest.importorskip("pyarrow")
 
 from udm.host.plan import UdmCall  # noqa: E402
+from udm.host.spark import hostprocessor as hp  # noqa: E402
 from udm.host.spark import streaming as sm  # noqa: E402
+from udm.host.spark import streamrows as sr  # noqa: E402
 
 
 class Mean(IncrementalAggregate):
@@ -89,10 +91,10 @@ class _Timer:
         return 0
 
 
-COLUMNS = ["kind", "seq", "id", sm._S, sm._E, sm._NE, "k", "mean", *sm._COUNTS]
+COLUMNS = ["kind", "seq", "id", sr.S_COL, sr.E_COL, sr.NE_COL, "k", "mean", *sr.COUNT_COLUMNS]
 
 
-def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> sm._HostProcessor:
+def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> hp.HostProcessor:
     call = UdmCall("mean", Mean(), "v", None)
     options = {
         "input_clipping": "none",
@@ -100,7 +102,7 @@ def _processor(window: Any, advance: sm.AdvanceTime, events: bool) -> sm._HostPr
         "consistency": "speculative",
         "cti_policy": advance.policy,
     }
-    p = sm._HostProcessor(
+    p = hp.HostProcessor(
         window, call, options, ["k"], ["v"], "point", advance, "raise", COLUMNS, None, False, events
     )
     p.init(_Handle())  # type: ignore[arg-type]
@@ -113,25 +115,25 @@ def _micro_batch(rows: list[tuple[str, int, float, int]], events: bool) -> Itera
     n = len(rows)
     table = pa.table(
         {
-            sm._GROUP: pa.array([0] * n, pa.int32()),
+            sr.GROUP_COL: pa.array([0] * n, pa.int32()),
             "k": [r[0] for r in rows],
-            sm._KIND: ["insert"] * n,
-            sm._ID: pa.array([r[3] for r in rows], pa.int64()),  # elements need ids
-            sm._S: pa.array([r[1] for r in rows], pa.int64()),
-            sm._E: pa.array([r[1] + 1 for r in rows], pa.int64()),
-            sm._NE: pa.nulls(n, pa.int64()),
-            sm._SEQ: pa.array([r[3] for r in rows], pa.int64()),
-            sm._CTI: pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            sr.KIND_COL: ["insert"] * n,
+            sr.ID_COL: pa.array([r[3] for r in rows], pa.int64()),  # elements need ids
+            sr.S_COL: pa.array([r[1] for r in rows], pa.int64()),
+            sr.E_COL: pa.array([r[1] + 1 for r in rows], pa.int64()),
+            sr.NE_COL: pa.nulls(n, pa.int64()),
+            sr.SEQ_COL: pa.array([r[3] for r in rows], pa.int64()),
+            sr.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "v": pa.array([r[2] for r in rows], pa.float64()),
         }
     )
     if events:
-        table = table.drop_columns([sm._KIND, sm._ID, sm._NE])
-    packed = pa.Table.from_batches(list(sm._pack(iter(table.to_batches(max_chunksize=7)))))
+        table = table.drop_columns([sr.KIND_COL, sr.ID_COL, sr.NE_COL])
+    packed = pa.Table.from_batches(list(sr.pack_rows(iter(table.to_batches(max_chunksize=7)))))
     return iter([packed.to_pandas()])
 
 
-def _run(p: sm._HostProcessor, batches: list[list[tuple[str, int, float, int]]]) -> list[dict]:
+def _run(p: hp.HostProcessor, batches: list[list[tuple[str, int, float, int]]]) -> list[dict]:
     out: list[dict[str, Any]] = []
     for rows in batches:
         if not rows:
@@ -148,12 +150,14 @@ def _by_key(rows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, list[
     for r in rows:
         k = r["k"]
         if r["kind"] == "insert":
-            elements.setdefault(k, []).append(Insert(r["id"], r[sm._S], r[sm._E], r["mean"]))
+            elements.setdefault(k, []).append(Insert(r["id"], r[sr.S_COL], r[sr.E_COL], r["mean"]))
         elif r["kind"] == "retract":
-            elements.setdefault(k, []).append(Retract(r["id"], r[sm._S], r[sm._E], r[sm._NE]))
+            elements.setdefault(k, []).append(
+                Retract(r["id"], r[sr.S_COL], r[sr.E_COL], r[sr.NE_COL])
+            )
         elif r["kind"] == "stats":
             c = counts.setdefault(k, [0, 0, 0])
-            for i, name in enumerate(sm._COUNTS):
+            for i, name in enumerate(sr.COUNT_COLUMNS):
                 c[i] += int(r[name] or 0)
     return {k: output_cht(v) for k, v in elements.items()}, counts
 
@@ -328,10 +332,10 @@ def test_a_host_without_retractions_refuses_one() -> None:
     assert [(e.start, e.end, e.payload) for e in out if isinstance(e, Insert)] == [(0, 10, 1.0)]
 
 
-def _element_processor(on_invalid: str) -> sm._HostProcessor:
+def _element_processor(on_invalid: str) -> hp.HostProcessor:
     call = UdmCall("mean", Mean(), "v", None)
     options = {"input_clipping": "none", "output_policy": None, "consistency": "speculative"}
-    p = sm._HostProcessor(
+    p = hp.HostProcessor(
         TumblingWindow(10), call, options, ["k"], ["k", "v"], "point", None, on_invalid,
         COLUMNS, None, True,
     )  # fmt: skip
@@ -344,19 +348,19 @@ def _elements_batch(rows: list[tuple[str, Any, Any, Any, Any, Any]]) -> Iterator
     n = len(rows)
     table = pa.table(
         {
-            sm._GROUP: pa.array([0] * n, pa.int32()),
+            sr.GROUP_COL: pa.array([0] * n, pa.int32()),
             "k": [r[5] for r in rows],
-            sm._KIND: [r[0] for r in rows],
-            sm._ID: pa.array([r[1] for r in rows], pa.int64()),
-            sm._S: pa.array([r[2] for r in rows], pa.int64()),
-            sm._E: pa.array([r[3] for r in rows], pa.int64()),
-            sm._NE: pa.array([r[4] for r in rows], pa.int64()),
-            sm._SEQ: pa.array(range(n), pa.int64()),
-            sm._CTI: pa.nulls(n, pa.timestamp("us", tz="UTC")),
+            sr.KIND_COL: [r[0] for r in rows],
+            sr.ID_COL: pa.array([r[1] for r in rows], pa.int64()),
+            sr.S_COL: pa.array([r[2] for r in rows], pa.int64()),
+            sr.E_COL: pa.array([r[3] for r in rows], pa.int64()),
+            sr.NE_COL: pa.array([r[4] for r in rows], pa.int64()),
+            sr.SEQ_COL: pa.array(range(n), pa.int64()),
+            sr.CTI_COL: pa.nulls(n, pa.timestamp("us", tz="UTC")),
             "v": pa.array([1.0] * n, pa.float64()),
         }
     )
-    packed = pa.Table.from_batches(list(sm._pack(iter(table.to_batches()))))
+    packed = pa.Table.from_batches(list(sr.pack_rows(iter(table.to_batches()))))
     return iter([packed.to_pandas()])
 
 
@@ -410,6 +414,6 @@ def test_an_element_insert_without_an_id_is_an_invalid_row() -> None:
     out: list[dict[str, Any]] = []
     for frame in p.handleInputRows((0,), _elements_batch(rows), _Timer()):  # type: ignore[arg-type]
         out += frame.astype(object).where(frame.notna(), None).to_dict("records")
-    inserts = [(r[sm._S], r[sm._E], r["mean"]) for r in out if r["kind"] == "insert"]
+    inserts = [(r[sr.S_COL], r[sr.E_COL], r["mean"]) for r in out if r["kind"] == "insert"]
     assert inserts == [(0, 10, 1.0)]  # the event with an id
     assert [r["invalid_dropped"] for r in out if r["kind"] == "stats"] == [1]

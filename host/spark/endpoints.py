@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from udm.host.plan import E_COL, S_COL, WindowOp
-from udm.host.spark.frame import map_in_arrow, q
+from udm.host.spark.frame import map_in_arrow, quoted
 from udm.host.spark.members import (
     Slices,
     evaluate_runs,
@@ -51,9 +51,11 @@ def endpoint_results(
     """The window operation's result rows (lifetime, keys, one column per
     call) for snapshot and count windows."""
     columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
-    source = df.selectExpr(*[q(c) for c in columns])
+    source = df.selectExpr(*[quoted(c) for c in columns])
     # a stream without keys is one group: one partition
-    by_key = source.repartition(*[source[q(k)] for k in keys]) if keys else source.repartition(1)
+    by_key = (
+        source.repartition(*[source[quoted(k)] for k in keys]) if keys else source.repartition(1)
+    )
     return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, pa_schema), out_schema)
 
 

@@ -45,7 +45,7 @@ from udm.host.spark.evaluate import (
     evaluate_op,
     to_arrow_column,
 )
-from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
+from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, quoted
 from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
 
@@ -346,7 +346,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
         E_COL,
         *dict.fromkeys([*keys, *[n for n in names if isinstance(n, str)]]),
     ]
-    keep_cols = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
+    keep_cols = [F.col(quoted(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
     native = [(n, e) for n, e, _ in node.named if is_column(e)]
     udfs = [(n, e, r) for n, e, r in node.named if not is_column(e)]
     out = df.select(*keep_cols, *[e.alias(n) for n, e in native]) if not udfs else df
@@ -381,7 +381,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
     if pickled:
         shown = {t: f"select({n}=...)" for t, (n, _, _) in zip(tmp, udfs, strict=True)}
         computed, _ = decode_pickled(computed, pickled, shown, keys)
-    sel = [F.col(q(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
+    sel = [F.col(quoted(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
     sel += [e.alias(n) for n, e in native]
     sel += [F.col(t).alias(n) for t, (n, _, _) in zip(tmp, udfs, strict=True)]
     return computed.select(*sel)

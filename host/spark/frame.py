@@ -45,6 +45,7 @@ __all__ = [
     "normalize",
     "output",
     "q",
+    "quoted",
     "show_time",
     "sql_string",
 ]
@@ -65,9 +66,15 @@ def show_time(col: str, kind: TimeKind, end_of_time: int = INFINITY) -> Column:
     return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(F.timestamp_micros(c))
 
 
-def q(name: str) -> str:
-    """A column name quoted for SQL expressions."""
+def quoted(name: str) -> str:
+    """A column name quoted for SQL expressions (and ``F.col``): a name with
+    dots, spaces or backticks is one column, not a struct path."""
     return "`" + name.replace("`", "``") + "`"
+
+
+#: the former name of :func:`quoted`, still read by the window modules
+#: another change is reworking (grid, evaluate, members, algebra)
+q = quoted
 
 
 def sql_string(text: str) -> str:

@@ -12,13 +12,11 @@ rows.
 from __future__ import annotations
 
 import gc
-import pickle
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessor,
     StatefulProcessorHandle,
@@ -29,12 +27,18 @@ from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.streaming import (
+from udm.host.spark.statebucket import BucketState
+from udm.host.spark.streamoptions import AdvanceTime
+from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
     CTI_COL,
+    E_COL,
+    ID_COL,
+    KIND_COL,
+    NE_COL,
     ROWS_COL,
+    S_COL,
     SEQ_COL,
-    AdvanceTime,
     python_id,
     row_problem,
     show_row,
@@ -47,12 +51,6 @@ __all__ = ["E_COL", "ID_COL", "KIND_COL", "NE_COL", "SRC_COL", "S_COL", "GraphPr
 
 #: the internal columns of a source's rows (besides the packed rows')
 SRC_COL = "udm__src"
-KIND_COL = "udm__kind"
-ID_COL = "udm__id"
-S_COL = "udm__s"
-E_COL = "udm__e"
-NE_COL = "udm__ne"
-_SRC, _KIND, _ID, _S, _E, _NE = SRC_COL, KIND_COL, ID_COL, S_COL, E_COL, NE_COL
 
 
 class GraphProcessor(StatefulProcessor):
@@ -92,37 +90,23 @@ class GraphProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        schema = T.StructType([T.StructField("blob", T.BinaryType(), True)])
-        self.state = handle.getValueState("graphs", schema)
+        self.state = BucketState(handle, "graphs", self.buckets)
 
     # -------------------------------------------------------- state blob
 
     def _load(self) -> dict[str, Any]:
-        saved = self.state.get() if self.state.exists() else None
-        if saved is None or saved[0] is None:
-            return {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
-        bucket: dict[str, Any] = pickle.loads(saved[0])
-        if bucket["buckets"] != self.buckets:
-            raise ValueError(
-                f"this checkpoint's state was written with state_buckets={bucket['buckets']}, "
-                f"but the query now has state_buckets={self.buckets}; restart with "
-                f"state_buckets={bucket['buckets']}, or use a new checkpoint"
-            )
-        return bucket
+        return self.state.load(
+            lambda: {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
+        )
 
     def _save(self, bucket: dict[str, Any]) -> None:
+        wanted = None
         if not self.events:  # broadcast CTIs reach idle keys through a timer
             wanted = min(
                 (max(e["wm"], 0) // 1000 + 1 for e in bucket["keys"].values() if e["open"]),
                 default=None,
             )
-            if bucket["timer"] != wanted:
-                if bucket["timer"] is not None:
-                    self.handle.deleteTimer(bucket["timer"])
-                if wanted is not None:
-                    self.handle.registerTimer(wanted)
-                bucket["timer"] = wanted
-        self.state.update((pickle.dumps(bucket, pickle.HIGHEST_PROTOCOL),))
+        self.state.save(bucket, wanted, timed=not self.events)
 
     def _graph(self, entry: dict[str, Any] | None) -> tuple[LiveGraph, dict[str, Any]]:
         graph = LiveGraph(self.plan, self.consistency, self.policy)
@@ -183,7 +167,7 @@ class GraphProcessor(StatefulProcessor):
         late = 0
         for src, row in self._rows(rows):
             kt = tuple(row[k] for k in self.keys)
-            if self.keys and row.get(_KIND) == "cti" and all(v is None for v in kt):
+            if self.keys and row.get(KIND_COL) == "cti" and all(v is None for v in kt):
                 late += self._broadcast_order(bucket, src, row)
                 continue  # it served the source's watermark
             by_key.setdefault(kt, []).append((src, row))
@@ -208,14 +192,14 @@ class GraphProcessor(StatefulProcessor):
             ):
                 if no_cti:  # a broadcast CTI's copy with a time served the watermark
                     table = pa.ipc.open_stream(blob).read_all()
-                    tables.setdefault(table.column(_SRC)[0].as_py(), []).append(table)
+                    tables.setdefault(table.column(SRC_COL)[0].as_py(), []).append(table)
         for src in sorted(tables):
             table = pa.concat_tables(tables[src])
             names = table.column_names
             if SEQ_COL in names and table.column(SEQ_COL).null_count < table.num_rows:
                 table = table.take(pc.sort_indices(table, sort_keys=[(SEQ_COL, "ascending")]))
             elif self.events:
-                table = table.take(pc.sort_indices(table, sort_keys=[(_S, "ascending")]))
+                table = table.take(pc.sort_indices(table, sort_keys=[(S_COL, "ascending")]))
             for row in table.to_pylist():
                 yield src, row
 
@@ -223,7 +207,7 @@ class GraphProcessor(StatefulProcessor):
         """1 if a source's broadcast CTI goes backwards and the policy drops
         it (Spark dropped it from the watermark), else 0; raises under
         ``raise``."""
-        t = row[_S]
+        t = row[S_COL]
         latest = bucket["broadcast"].get(src)
         if latest is None or t >= latest:
             bucket["broadcast"][src] = t
@@ -291,27 +275,29 @@ class GraphProcessor(StatefulProcessor):
         self, src: int, row: dict[str, Any], meta: dict[str, Any], kt: tuple[Any, ...]
     ) -> Element | None:
         """The row as a physical element (None: invalid and dropped)."""
-        kind = row.get(_KIND) or "insert"
-        s, e = row[_S], row[_E]
+        kind = row.get(KIND_COL) or "insert"
+        s, e = row[S_COL], row[E_COL]
         if kind == "cti" and s is not None:
             return Cti(s)
-        ident = row.get(_ID)
+        ident = row.get(ID_COL)
         reason = row_problem(
-            kind, s, e, row.get(_NE), self.shapes[src], not self.events and ident is None
+            kind, s, e, row.get(NE_COL), self.shapes[src], not self.events and ident is None
         )
         if reason is None and kind not in ("insert", "retract"):
             reason = f"row kind {kind!r} is not insert, retract or cti"
         if reason:
             if self.on_invalid[src] == "drop":
                 return None
-            shown = show_row({c: v for c, v in row.items() if c != _SRC}, {_S: "start", _E: "end"})
+            shown = show_row(
+                {c: v for c, v in row.items() if c != SRC_COL}, {S_COL: "start", E_COL: "end"}
+            )
             raise ValueError(
                 f"invalid input row of source {src} for key {list(kt)}: {reason}: {shown}; "
                 "fix the row or use on_invalid='drop'"
             )
         end = INFINITY if e is None else e
         if kind == "retract":
-            return Retract(python_id(ident), s, end, row[_NE])
+            return Retract(python_id(ident), s, end, row[NE_COL])
         if ident is None:  # an event stream's rows have no ids
             ident = meta["n"][src]
             meta["n"][src] += 1
@@ -354,7 +340,7 @@ class GraphProcessor(StatefulProcessor):
             kind = type(el)
             row: dict[str, Any]
             if kind is Cti:
-                row = {"kind": "cti", "id": None, _S: el.time, _E: None, _NE: None}
+                row = {"kind": "cti", "id": None, S_COL: el.time, E_COL: None, NE_COL: None}
                 # an event ending before a CTI can no longer be retracted
                 for ident in [i for i, (_, end) in ids.items() if end < el.time]:
                     del ids[ident]
@@ -362,7 +348,7 @@ class GraphProcessor(StatefulProcessor):
                 n = meta["next"]
                 meta["next"] += 1
                 ids[el.id] = [n, el.end]
-                row = {"kind": "insert", "id": n, _S: el.start, _E: el.end, _NE: None}
+                row = {"kind": "insert", "id": n, S_COL: el.start, E_COL: el.end, NE_COL: None}
                 self._payload(row, el.payload, key_values)
             elif kind is Retract:
                 n, _ = ids[el.id]
@@ -370,7 +356,13 @@ class GraphProcessor(StatefulProcessor):
                     del ids[el.id]
                 else:
                     ids[el.id] = [n, el.new_end]
-                row = {"kind": "retract", "id": n, _S: el.start, _E: el.old_end, _NE: el.new_end}
+                row = {
+                    "kind": "retract",
+                    "id": n,
+                    S_COL: el.start,
+                    E_COL: el.old_end,
+                    NE_COL: el.new_end,
+                }
             else:
                 continue  # ExternalCTIs are the graph's own business
             row["seq"] = len(rows)
@@ -384,7 +376,7 @@ class GraphProcessor(StatefulProcessor):
             row[c] = payload.get(c) if isinstance(payload, dict) else None
         for f, dtype in self.integer_fields.items():
             if row[f] is not None:
-                to_arrow_column([row[f]], dtype, _label(f, row[_S], row[_E]))
+                to_arrow_column([row[f]], dtype, _label(f, row[S_COL], row[E_COL]))
 
     def _complete(self, row: dict[str, Any], key_values: list[Any]) -> dict[str, Any]:
         for c in self.out_columns:
@@ -400,9 +392,9 @@ class GraphProcessor(StatefulProcessor):
         row: dict[str, Any] = {
             "kind": "stats",
             "id": None,
-            _S: None,
-            _E: None,
-            _NE: None,
+            S_COL: None,
+            E_COL: None,
+            NE_COL: None,
             "seq": seq,
         }
         row.update(zip(COUNT_COLUMNS, counts, strict=True))

@@ -48,8 +48,8 @@ from udm.host.plan import (
     sources,
     walk,
 )
-from udm.host.spark.evaluate import _holds_integers, call_type
-from udm.host.spark.frame import TimeKind, map_in_arrow, output, q, show_time
+from udm.host.spark.evaluate import call_type
+from udm.host.spark.frame import TimeKind, map_in_arrow, output, quoted
 from udm.host.spark.graphstate import (
     E_COL,
     ID_COL,
@@ -59,23 +59,23 @@ from udm.host.spark.graphstate import (
     SRC_COL,
     GraphProcessor,
 )
-from udm.host.spark.session import share_driver_python
-from udm.host.spark.streaming import (
-    COUNT_COLUMNS,
+from udm.host.spark.streamoptions import AdvanceTime
+from udm.host.spark.streamrows import (
     CTI_COL,
     GROUP_COL,
-    ROWS_COL,
+    OWN_COLUMNS,
+    PACKED_SCHEMA,
     SEQ_COL,
-    AdvanceTime,
+    changelog_schema,
+    integer_fields,
+    mark_state_buckets,
     pack_rows,
+    stateful_changelog,
     time_ticks,
 )
-from udm.host.spark.types import arrow_schema, function_result_type
+from udm.host.spark.types import function_result_type
 
 __all__ = ["partition_keys", "stream_query"]
-
-_SRC, _KIND, _ID, _S, _E, _NE = SRC_COL, KIND_COL, ID_COL, S_COL, E_COL, NE_COL
-_OWN = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 
 
 def partition_keys(plan: PlanNode) -> tuple[str, ...]:
@@ -147,43 +147,25 @@ def stream_query(
     ]
     payloads = [payload for _, payload, _ in normalized]
     out_fields = _output_fields(plan, spark, payloads)
-    clash = [f.name for f in out_fields if f.name in _OWN]
+    clash = [f.name for f in out_fields if f.name in OWN_COLUMNS]
     if clash:
         raise ValueError(
             f"output column {clash[0]!r} has the name of one of the changelog's own columns "
-            f"({', '.join(_OWN)}); rename it in the query (select) before streaming"
+            f"({', '.join(OWN_COLUMNS)}); rename it in the query (select) before streaming"
         )
-    packed_schema = T.StructType(
-        [
-            T.StructField(GROUP_COL, T.IntegerType(), False),
-            T.StructField(CTI_COL, T.TimestampType(), True),
-            T.StructField(ROWS_COL, T.BinaryType(), False),
-        ]
-    )
     packed: DataFrame | None = None
     kinds: set[TimeKind] = set()
     for norm, _, time_kind in normalized:
         kinds.add(time_kind)
         # each source its own watermark: the query's is the least of them
         part = map_in_arrow(
-            norm.withColumn(GROUP_COL, _bucket(keys, state_buckets)), pack_rows, packed_schema
+            norm.withColumn(GROUP_COL, _bucket(keys, state_buckets)), pack_rows, PACKED_SCHEMA
         ).withWatermark(CTI_COL, "0 seconds")
         packed = part if packed is None else packed.unionByName(part)
     assert packed is not None
     if len(kinds) > 1:
         raise TypeError("every source's times must be timestamps, or every source's integer ticks")
-    out_schema = T.StructType(
-        [
-            T.StructField("kind", T.StringType(), False),
-            T.StructField("seq", T.LongType(), False),
-            T.StructField("id", T.LongType(), True),
-            T.StructField(_S, T.LongType(), True),
-            T.StructField(_E, T.LongType(), True),
-            T.StructField(_NE, T.LongType(), True),
-            *out_fields,
-            *[T.StructField(c, T.LongType(), True) for c in COUNT_COLUMNS],
-        ]
-    )
+    out_schema = changelog_schema(out_fields)
     # the workers' copy of the plan: sources without their DataFrames
     # (a DataFrame cannot travel; the graph's sources are fed by the processor)
     shipped = rewrite_sources(
@@ -202,38 +184,19 @@ def stream_query(
         shapes=[src.shape for src in srcs],
         events=input == "events",
         buckets=state_buckets,
-        integer_fields={
-            f.name: arrow_schema(T.StructType([f])).field(0).type
-            for f in out_fields
-            if _holds_integers(arrow_schema(T.StructType([f])).field(0).type)
-        },
+        integer_fields=integer_fields(out_fields),
     )
-    share_driver_python(spark)
-    result = packed.groupBy(F.col(GROUP_COL)).transformWithStateInPandas(
-        statefulProcessor=processor,
-        outputStructType=out_schema,
-        outputMode="Append",
-        timeMode="EventTime",
+    changelog = stateful_changelog(
+        packed, processor, out_schema, kinds.pop(), [f.name for f in out_fields]
     )
-    time_kind = kinds.pop()
-    changelog = result.select(
-        "kind",
-        "seq",
-        "id",
-        show_time(_S, time_kind).alias("start"),
-        show_time(_E, time_kind).alias("end"),
-        show_time(_NE, time_kind).alias("new_end"),
-        *[F.col(q(f.name)) for f in out_fields],
-        *COUNT_COLUMNS,
-    )
-    changelog._udm_state_buckets = state_buckets  # type: ignore[attr-defined]  # start_stream
+    mark_state_buckets(changelog, state_buckets)
     return changelog
 
 
 def _bucket(keys: Sequence[str], buckets: int) -> Column:
     if not keys:
         return F.lit(0)
-    return F.pmod(F.hash(*[F.col(q(k)) for k in keys]), F.lit(buckets))
+    return F.pmod(F.hash(*[F.col(quoted(k)) for k in keys]), F.lit(buckets))
 
 
 def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> list[T.StructField]:
@@ -321,19 +284,19 @@ def _normalized(
     if input == "elements":
         special |= {kind, id, new_end}
     payload = [c for c in cols if c not in special]
-    shipped = [F.lit(index).alias(_SRC)]
+    shipped = [F.lit(index).alias(SRC_COL)]
     if input == "elements":
-        kind_col = F.lower(F.col(q(kind)))
+        kind_col = F.lower(F.col(quoted(kind)))
         ne_col = time_ticks(df, new_end)[0] if new_end in cols else F.lit(None).cast("long")
-        shipped += [kind_col.alias(_KIND), F.col(q(id)).alias(_ID), ne_col.alias(_NE)]
+        shipped += [kind_col.alias(KIND_COL), F.col(quoted(id)).alias(ID_COL), ne_col.alias(NE_COL)]
         no_key: Column = F.lit(True)
         for k in keys:
-            no_key = no_key & F.col(q(k)).isNull()
+            no_key = no_key & F.col(quoted(k)).isNull()
         cti = F.when((kind_col == "cti") & no_key, F.timestamp_micros(s_ticks))
     else:
         cti = F.lit(None).cast("timestamp")
-    shipped += [s_ticks.alias(_S), e_ticks.alias(_E)]
+    shipped += [s_ticks.alias(S_COL), e_ticks.alias(E_COL)]
     if seq is not None:
-        shipped.append(F.col(q(seq)).cast("long").alias(SEQ_COL))
+        shipped.append(F.col(quoted(seq)).cast("long").alias(SEQ_COL))
     shipped.append(cti.alias(CTI_COL))
-    return df.select(*shipped, *[F.col(q(c)) for c in payload]), payload, time_kind
+    return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind

@@ -16,7 +16,7 @@ from typing import Any
 
 from udm.host.errors import InvalidEventError
 from udm.host.plan import Source
-from udm.host.spark.frame import Checks, q, source_checks
+from udm.host.spark.frame import Checks, quoted, source_checks
 
 __all__ = ["SHOWN", "invalid_summary", "summarized"]
 
@@ -34,7 +34,7 @@ def invalid_summary(source: Source, shown: int = SHOWN) -> str | None:
         return None
     df = source.df
     problem = "__udm_problem"
-    fields = ", ".join(q(c) for c in df.columns)
+    fields = ", ".join(quoted(c) for c in df.columns)
     row_json = f"to_json(struct({fields}), map('ignoreNullFields', 'false'))"
     bad = df.selectExpr(f"{Checks.problem(checks.raising)} AS {problem}", f"{row_json} AS row")
     bad = bad.where(f"{problem} IS NOT NULL")

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from udm.host.spark.frame import q
+from udm.host.spark.frame import quoted
 from udm.host.time import INFINITY
 
 __all__ = ["EXACT_TIME_OPTIONS", "TimeFormat", "read_result", "ticks_times", "write_result"]
@@ -39,7 +39,7 @@ def ticks_times(df: DataFrame) -> DataFrame:
     event that never ends) becomes :data:`~udm.host.INFINITY`, as in a CHT."""
     exprs = []
     for field in df.schema.fields:
-        c = q(field.name)
+        c = quoted(field.name)
         if isinstance(field.dataType, T.TimestampType):
             ticks = f"unix_micros({c})"
         elif isinstance(field.dataType, T.TimestampNTZType):

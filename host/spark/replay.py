@@ -27,6 +27,7 @@ timestamps with null for the end of time).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -41,20 +42,25 @@ from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.registry import resolve_udm
 from udm.host.rows import normalize_value
 from udm.host.spark.evaluate import (
-    _arrow_schema_with_marks,
-    _pickled_field,
+    _arrow_schema_with_marks as arrow_schema_with_marks,
+)
+from udm.host.spark.evaluate import (
+    _pickled_field as pickled_field,
+)
+from udm.host.spark.evaluate import (
     call_type,
     decode_pickled,
     released_with,
     to_arrow_column,
     tracking_persisted,
 )
-from udm.host.spark.frame import TimeKind, apply_in_arrow, q, show_time
+from udm.host.spark.frame import TimeKind, apply_in_arrow, quoted, show_time
+from udm.host.spark.streamoptions import with_settings
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY
 from udm.host.windows import WindowSpec
 
-__all__ = ["replay"]
+__all__ = ["ReplayOptions", "output_id", "refuse_batch_options", "replay"]
 
 _NE = "__udm_ne"
 _KIND = "__udm_kind"
@@ -65,7 +71,7 @@ _OUT_KINDS = {Insert: "insert", Retract: "retract", Cti: "cti"}
 
 def _ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     dtype = df.schema[name].dataType
-    c = F.col(q(name))
+    c = F.col(quoted(name))
     if isinstance(dtype, T.TimestampType):
         return F.unix_micros(c), "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
@@ -165,9 +171,11 @@ def _make_replay_fn(
                 if isinstance(el, Cti):
                     records.append(([n, "cti", None, el.time, None, None], None))
                 elif isinstance(el, Insert):
-                    records.append(([n, "insert", _n(el.id), el.start, el.end, None], el.payload))
+                    records.append(
+                        ([n, "insert", output_id(el.id), el.start, el.end, None], el.payload)
+                    )
                 else:
-                    fixed = [n, "retract", _n(el.id), el.start, el.old_end, el.new_end]
+                    fixed = [n, "retract", output_id(el.id), el.start, el.old_end, el.new_end]
                     records.append((fixed, el.payload))
             dropped, adjusted = host.stats.dropped, host.stats.adjusted
             if dropped or adjusted:  # the CTI policy's work, counted (never silent)
@@ -196,34 +204,81 @@ def _what(i: int) -> str:
     return "the UDM"
 
 
-def _n(ident: Any) -> Any:
+def output_id(ident: Any) -> Any:
+    """An output event's id as the changelog's ``id`` column holds it: a
+    host's :class:`~udm.host.engine.OutputId` by its number, others as
+    they are."""
     return getattr(ident, "n", ident)
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How :func:`replay` reads its physical stream and runs the UDM (every
+    field may also be given to it as a keyword argument).
+
+    Attributes:
+        key: the key column(s); each key is replayed through its own host.
+        value: what the UDM reads of a payload (a column, or None for all).
+        kind: the element kind column (``insert``, ``retract``, ``cti``).
+        id: the event id column.
+        start: the event start (or CTI time) column.
+        end: an insert's end, a retraction's old end (null: never ends).
+        new_end: a retraction's new end column.
+        seq: the arrival order column.
+        input_clipping: how events are clipped to their windows.
+        output_policy: the lifetimes of the output events.
+        consistency: the host's consistency level.
+        cti_policy: what an element behind a CTI does.
+        flush: end the stream after its last element (every window output).
+        output: ``"changelog"`` or ``"cht"`` (each key's output CHT).
+        returns: the UDM's result type when it is not annotated (else it
+            is inferred from the results).
+    """
+
+    key: str | Sequence[str] | None = None
+    value: ValueArg = None
+    kind: str = "kind"
+    id: str = "id"
+    start: str = "start"
+    end: str = "end"
+    new_end: str = "new_end"
+    seq: str = "seq"
+    input_clipping: InputClipping | str = InputClipping.NONE
+    output_policy: OutputPolicy | str | None = None
+    consistency: str = "speculative"
+    cti_policy: str = "raise"
+    flush: bool = True
+    output: Literal["changelog", "cht"] = "changelog"
+    returns: Any = None
+
+    @property
+    def keys(self) -> list[str]:
+        """The key columns as a list (none without keys)."""
+        return [self.key] if isinstance(self.key, str) else list(self.key or [])
+
+    @property
+    def host_options(self) -> dict[str, Any]:
+        """The options every key's :class:`~udm.host.Host` is made with."""
+        return {
+            "input_clipping": self.input_clipping,
+            "output_policy": self.output_policy,
+            "consistency": self.consistency,
+            "cti_policy": self.cti_policy,
+        }
 
 
 def replay(
     df: DataFrame,
     window: WindowSpec,
     udm: Any,
-    *,
-    key: str | Sequence[str] | None = None,
-    value: ValueArg = None,
-    kind: str = "kind",
-    id: str = "id",
-    start: str = "start",
-    end: str = "end",
-    new_end: str = "new_end",
-    seq: str = "seq",
-    input_clipping: InputClipping | str = InputClipping.NONE,
-    output_policy: OutputPolicy | str | None = None,
-    consistency: str = "speculative",
-    cti_policy: str = "raise",
-    flush: bool = True,
-    output: Literal["changelog", "cht"] = "changelog",
-    returns: Any = None,
-    **udm_args: Any,
+    options: ReplayOptions | None = None,
+    **settings: Any,
 ) -> DataFrame:
     """Replay a physical stream per key through the incremental host.
 
+    ``options`` (a :class:`ReplayOptions`) names the columns and sets the
+    host; any of its fields may be given as a keyword argument instead
+    (``key="sensor"``), and the other keyword arguments are the UDM's own.
     ``flush=True`` ends the stream after the last element (a CTI at the end
     of time), so every window is output; ``output="cht"`` returns each key's
     output CHT (``start``, ``end``, keys, results) instead of the changelog.
@@ -231,113 +286,32 @@ def replay(
     row per key at the end of its changelog (``late_dropped``,
     ``late_adjusted``).
     """
-    keys = [key] if isinstance(key, str) else list(key or [])
-    missing = [c for c in (kind, id, start, end, new_end, seq, *keys) if c not in df.columns]
+    opts, udm_args = with_settings(options or ReplayOptions(), settings)
+    keys = opts.keys
+    named = (opts.kind, opts.id, opts.start, opts.end, opts.new_end, opts.seq, *keys)
+    missing = [c for c in named if c not in df.columns]
     if missing:
         raise KeyError(f"replay: columns {missing} are not in the DataFrame; columns: {df.columns}")
     refuse_batch_options(udm_args, "replay runs", "the stream's CTIs")
     instance = instantiate(resolve_udm(udm), udm_args or None)
     name = (instance.name or type(instance).__name__).replace(".", "_")
-    call = UdmCall(name, instance, value, returns)
-    options: dict[str, Any] = {
-        "input_clipping": input_clipping,
-        "output_policy": output_policy,
-        "consistency": consistency,
-        "cti_policy": cti_policy,
-    }
-    Host(window, instance, value=call.value_fn, **options)  # validate options on the driver
-    s_ticks, time_kind = _ticks(df, start)
-    e_ticks, e_kind = _ticks(df, end)
-    ne_ticks, ne_kind = _ticks(df, new_end)
-    if len({time_kind, e_kind, ne_kind}) != 1:
-        raise TypeError(f"{start!r}, {end!r} and {new_end!r} must all be ticks or all timestamps")
-    times = {kind, start, end, new_end, seq}
-    payload = [c for c in df.columns if c not in times]
-    group = F.lit(0).alias(_GROUP)
-    norm = df.select(
-        group,
-        F.lower(F.col(q(kind))).alias(_KIND),
-        F.col(q(seq)).alias(_SEQ),
-        s_ticks.alias(S_COL),
-        e_ticks.alias(E_COL),
-        ne_ticks.alias(_NE),
-        *[F.col(q(c)) for c in payload if c != id],
-        F.col(q(id)),
-    )
+    call = UdmCall(name, instance, opts.value, opts.returns)
+    Host(window, instance, value=call.value_fn, **opts.host_options)  # validate on the driver
+    norm, payload, time_kind = _normalized(df, opts)
     if keys:
-        is_cti = F.col(_KIND) == "cti"
-        no_key = F.lit(True)
-        for k in keys:
-            no_key = no_key & F.col(q(k)).isNull()
-        # a retraction without keys belongs to the key of its insert
-        orphan = (F.col(_KIND) == "retract") & no_key
-        owners = norm.where(F.col(_KIND) == "insert").select(
-            F.col(q(id)).alias("__udm_oid"),
-            F.col(_SEQ).alias("__udm_oseq"),
-            *[F.col(q(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
-        )
-        # the latest insert of the id before the retraction: an id may be
-        # reused (in another key, too) once its event is fully retracted
-        orphans = norm.where(orphan).join(
-            owners,
-            (F.col(q(id)) == F.col("__udm_oid")) & (F.col("__udm_oseq") < F.col(_SEQ)),
-            "left",
-        )
-        latest = Window.partitionBy(_SEQ, q(id)).orderBy(F.col("__udm_oseq").desc_nulls_last())
-        orphans = orphans.withColumn("__udm_rank", F.row_number().over(latest)).where(
-            F.col("__udm_rank") == 1
-        )
-        orphans = orphans.select(
-            *[
-                F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(q(c))
-                for c in norm.columns
-            ]
-        )
-        broadcast = norm.where(is_cti & no_key).drop(*keys)
-        rest = norm.where(~(is_cti & no_key) & ~orphan).unionByName(orphans)
-        key_values = rest.where(~is_cti).select(*[F.col(q(k)) for k in keys]).distinct()
-        norm = rest.unionByName(key_values.crossJoin(broadcast))
-    payload = [c for c in payload if c != id]
-    schema_of = {f.name: f.dataType for f in df.schema.fields}
-    time_type: T.DataType = T.LongType()
+        norm = _keyed(norm, keys, opts.id)
     rtype = call_type(call)
-    result_field = _pickled_field(_RESULT) if rtype is None else T.StructField(_RESULT, rtype, True)
-    key_fields = [T.StructField(k, schema_of[k], True) for k in keys]
-    if output == "cht":
-        fields = [
-            T.StructField(S_COL, time_type, False),
-            T.StructField(E_COL, time_type, False),
-        ]
-    elif output == "changelog":
-        fields = [
-            T.StructField("seq", T.LongType(), False),
-            T.StructField("kind", T.StringType(), False),
-            T.StructField("id", T.LongType(), True),
-            T.StructField(S_COL, time_type, True),
-            T.StructField(E_COL, time_type, True),
-            T.StructField(_NE, time_type, True),
-        ]
-    else:
-        raise ValueError(f"output is 'changelog' or 'cht', not {output!r}")
-    late = (
-        []
-        if output == "cht"
-        else [
-            T.StructField("late_dropped", T.LongType(), True),
-            T.StructField("late_adjusted", T.LongType(), True),
-        ]
-    )
-    schema = T.StructType([*fields, *key_fields, result_field, *late])
+    schema = _output_schema(df, opts, rtype)
     fn = _make_replay_fn(
         window,
         call,
-        options,
+        opts.host_options,
         keys,
-        id,
-        [*payload],
-        _arrow_schema_with_marks(schema),
-        output == "cht",
-        flush,
+        opts.id,
+        payload,
+        arrow_schema_with_marks(schema),
+        opts.output == "cht",
+        opts.flush,
     )
     result = apply_in_arrow(norm, [_GROUP, *keys], [], fn, schema)
     rtypes: T.DataType | None = rtype
@@ -360,8 +334,8 @@ def replay(
         return show_time(col, time_kind, end_of_time=_YEAR_10000)
 
     times_out = [show(S_COL).alias("start"), show(E_COL).alias("end")]
-    key_cols = [F.col(q(k)) for k in keys]
-    if output == "cht":
+    key_cols = [F.col(quoted(k)) for k in keys]
+    if opts.output == "cht":
         return released_with(result.select(*times_out, *key_cols, *result_cols), cached)
     out = result.select(
         "seq",
@@ -375,6 +349,110 @@ def replay(
         "late_adjusted",
     )
     return released_with(out, cached)
+
+
+def _normalized(df: DataFrame, opts: ReplayOptions) -> tuple[DataFrame, list[str], TimeKind]:
+    """The rows as a replay worker reads them (kind, seq, times in ticks,
+    payload columns, id), the payload columns, and the input's time kind."""
+    kind, id, start, end, new_end, seq = (
+        opts.kind,
+        opts.id,
+        opts.start,
+        opts.end,
+        opts.new_end,
+        opts.seq,
+    )
+    s_ticks, time_kind = _ticks(df, start)
+    e_ticks, e_kind = _ticks(df, end)
+    ne_ticks, ne_kind = _ticks(df, new_end)
+    if len({time_kind, e_kind, ne_kind}) != 1:
+        raise TypeError(f"{start!r}, {end!r} and {new_end!r} must all be ticks or all timestamps")
+    times = {kind, start, end, new_end, seq}
+    payload = [c for c in df.columns if c not in times and c != id]
+    norm = df.select(
+        F.lit(0).alias(_GROUP),
+        F.lower(F.col(quoted(kind))).alias(_KIND),
+        F.col(quoted(seq)).alias(_SEQ),
+        s_ticks.alias(S_COL),
+        e_ticks.alias(E_COL),
+        ne_ticks.alias(_NE),
+        *[F.col(quoted(c)) for c in payload],
+        F.col(quoted(id)),
+    )
+    return norm, payload, time_kind
+
+
+def _keyed(norm: DataFrame, keys: list[str], id: str) -> DataFrame:
+    """The rows with keys for every key's replay: a CTI row with null keys
+    goes to every key, and a retraction with null keys to the key of the
+    latest insert of its id before it."""
+    is_cti = F.col(_KIND) == "cti"
+    no_key = F.lit(True)
+    for k in keys:
+        no_key = no_key & F.col(quoted(k)).isNull()
+    # a retraction without keys belongs to the key of its insert
+    orphan = (F.col(_KIND) == "retract") & no_key
+    owners = norm.where(F.col(_KIND) == "insert").select(
+        F.col(quoted(id)).alias("__udm_oid"),
+        F.col(_SEQ).alias("__udm_oseq"),
+        *[F.col(quoted(k)).alias(f"__udm_ok{i}") for i, k in enumerate(keys)],
+    )
+    # the latest insert of the id before the retraction: an id may be
+    # reused (in another key, too) once its event is fully retracted
+    orphans = norm.where(orphan).join(
+        owners,
+        (F.col(quoted(id)) == F.col("__udm_oid")) & (F.col("__udm_oseq") < F.col(_SEQ)),
+        "left",
+    )
+    latest = Window.partitionBy(_SEQ, quoted(id)).orderBy(F.col("__udm_oseq").desc_nulls_last())
+    orphans = orphans.withColumn("__udm_rank", F.row_number().over(latest)).where(
+        F.col("__udm_rank") == 1
+    )
+    orphans = orphans.select(
+        *[
+            F.col(f"__udm_ok{keys.index(c)}").alias(c) if c in keys else F.col(quoted(c))
+            for c in norm.columns
+        ]
+    )
+    broadcast = norm.where(is_cti & no_key).drop(*keys)
+    rest = norm.where(~(is_cti & no_key) & ~orphan).unionByName(orphans)
+    key_values = rest.where(~is_cti).select(*[F.col(quoted(k)) for k in keys]).distinct()
+    return rest.unionByName(key_values.crossJoin(broadcast))
+
+
+def _output_schema(df: DataFrame, opts: ReplayOptions, rtype: T.DataType | None) -> T.StructType:
+    """What the replay workers yield: the changelog's (or CHT's) own
+    columns, the keys, the result (pickled when its type is not known),
+    and the late counts of a changelog."""
+    schema_of = {f.name: f.dataType for f in df.schema.fields}
+    time_type: T.DataType = T.LongType()
+    result_field = pickled_field(_RESULT) if rtype is None else T.StructField(_RESULT, rtype, True)
+    key_fields = [T.StructField(k, schema_of[k], True) for k in opts.keys]
+    if opts.output == "cht":
+        fields = [
+            T.StructField(S_COL, time_type, False),
+            T.StructField(E_COL, time_type, False),
+        ]
+    elif opts.output == "changelog":
+        fields = [
+            T.StructField("seq", T.LongType(), False),
+            T.StructField("kind", T.StringType(), False),
+            T.StructField("id", T.LongType(), True),
+            T.StructField(S_COL, time_type, True),
+            T.StructField(E_COL, time_type, True),
+            T.StructField(_NE, time_type, True),
+        ]
+    else:
+        raise ValueError(f"output is 'changelog' or 'cht', not {opts.output!r}")
+    late = (
+        []
+        if opts.output == "cht"
+        else [
+            T.StructField("late_dropped", T.LongType(), True),
+            T.StructField("late_adjusted", T.LongType(), True),
+        ]
+    )
+    return T.StructType([*fields, *key_fields, result_field, *late])
 
 
 _RESULT = "__udm_result"

@@ -37,7 +37,7 @@ from udm.host.reference import evaluate
 from udm.host.registry import resolve_udm
 from udm.host.rows import check_row, normalize_value, reason_unparsable
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.frame import q
+from udm.host.spark.frame import quoted
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import declared_result_type, from_returns
 from udm.host.time import INFINITY, to_duration_ticks, to_ticks
@@ -84,7 +84,7 @@ class UdmAnalyzeResult(AnalyzeResult):
 
 def _ticks_sql(name: str, dtype: T.DataType) -> tuple[str, str]:
     """(SQL expression of a time column in ticks, output time kind)."""
-    c = q(name)
+    c = quoted(name)
     if isinstance(dtype, T.TimestampType):
         return f"unix_micros({c})", "timestamp"
     if isinstance(dtype, T.TimestampNTZType):
@@ -191,15 +191,15 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
             instance = instantiate(udm, _udm_args(opts))
             _window(opts)  # fail early on bad window options
             s_sql, kind = _ticks_sql(opts["start"], types[opts["start"]])
-            select = [SelectedColumn(s_sql, _S), SelectedColumn(q(opts["start"]), _RAW_S)]
+            select = [SelectedColumn(s_sql, _S), SelectedColumn(quoted(opts["start"]), _RAW_S)]
             if "end" in opts:
                 e_sql, e_kind = _ticks_sql(opts["end"], types[opts["end"]])
                 if (e_kind == "long") != (kind == "long"):
                     raise ValueError("start and end must both be times or both be ticks")
-                select += [SelectedColumn(e_sql, _E), SelectedColumn(q(opts["end"]), _RAW_E)]
+                select += [SelectedColumn(e_sql, _E), SelectedColumn(quoted(opts["end"]), _RAW_E)]
             times = {opts["start"], opts.get("end")}
             payload = [c for c in types if c not in times]
-            select += [SelectedColumn(q(c), c) for c in payload]
+            select += [SelectedColumn(quoted(c), c) for c in payload]
             returns = opts.get("returns", default_returns)
             rtype = from_returns(returns) if returns is not None else declared_result_type(instance)
             if rtype is None:
@@ -236,7 +236,7 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
             if keys:
                 return UdmAnalyzeResult(
                     schema=out,
-                    partitionBy=[PartitioningColumn(q(k)) for k in keys],
+                    partitionBy=[PartitioningColumn(quoted(k)) for k in keys],
                     select=select,
                     options=options,
                 )

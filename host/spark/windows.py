@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from udm.host.plan import E_COL, S_COL
-from udm.host.spark.frame import q, sql_string
+from udm.host.spark.frame import quoted, sql_string
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (
     CountByEndWindow,
@@ -56,11 +56,11 @@ def _floordiv(a: str, b: int) -> str:
 
 
 def _key_cols(keys: tuple[str, ...], prefix: str) -> list[Column]:
-    return [F.col(q(k)).alias(f"{prefix}{i}") for i, k in enumerate(keys)]
+    return [F.col(quoted(k)).alias(f"{prefix}{i}") for i, k in enumerate(keys)]
 
 
 def _key_match(df: DataFrame, other: DataFrame, keys: tuple[str, ...], prefix: str) -> list[Column]:
-    return [df[q(k)].eqNullSafe(other[f"{prefix}{i}"]) for i, k in enumerate(keys)]
+    return [df[quoted(k)].eqNullSafe(other[f"{prefix}{i}"]) for i, k in enumerate(keys)]
 
 
 def assign_windows(
@@ -142,19 +142,19 @@ def _hopping(
         F.col("__udm_kmin") <= F.col("__udm_kmax")
     )
     exploded = ranged.select(
-        *[F.col(q(c)) for c in df.columns],
+        *[F.col(quoted(c)) for c in df.columns],
         F.explode(F.sequence(F.col("__udm_kmin"), F.col("__udm_kmax"))).alias(_K),
     )
     if emit_empty:
         exploded = exploded.withColumn(MARK, F.lit(False))
-        bounds = exploded.groupBy(*[F.col(q(k)) for k in keys]).agg(
+        bounds = exploded.groupBy(*[F.col(quoted(k)) for k in keys]).agg(
             F.min(_K).alias("__udm_first"), F.max(_K).alias("__udm_last")
         )
         last = F.col("__udm_last")
         if k_last is not None:
             last = F.greatest(last, F.lit(k_last))
         markers = bounds.select(
-            *[F.col(q(k)) for k in keys],
+            *[F.col(quoted(k)) for k in keys],
             F.explode(F.sequence(F.col("__udm_first"), last)).alias(_K),
             F.lit(True).alias(MARK),
         )
@@ -184,14 +184,14 @@ def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         F.col(_T).alias("__udm_te"),
         F.col(_I).alias("__udm_ie"),
     )
-    cols = [F.col(q(c)) for c in df.columns]
+    cols = [F.col(quoted(c)) for c in df.columns]
     with_start = df.join(
         starts, [*_key_match(df, starts, keys, kp), df[S_COL] == starts[_T]]
-    ).select(*[df[q(c)] for c in df.columns], starts[_I].alias("__udm_is"))
+    ).select(*[df[quoted(c)] for c in df.columns], starts[_I].alias("__udm_is"))
     with_end = with_start.join(
         ends,
         [*_key_match(with_start, ends, keys, "__udm_qk"), with_start[E_COL] == ends["__udm_te"]],
-    ).select(*[with_start[q(c)] for c in [*df.columns, "__udm_is"]], ends["__udm_ie"])
+    ).select(*[with_start[quoted(c)] for c in [*df.columns, "__udm_is"]], ends["__udm_ie"])
     spanned = with_end.select(
         *cols, F.explode(F.sequence(F.col("__udm_is"), F.col("__udm_ie") - 1)).alias(_I)
     )
@@ -205,7 +205,7 @@ def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
         wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
     )
     return joined.select(
-        *[spanned[q(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
+        *[spanned[quoted(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
     )
 
 
@@ -218,10 +218,11 @@ def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: 
     ranked = distinct.select("*", (F.row_number().over(order) - 1).alias(_I), last.alias(_TN))
     with_rank = df.join(
         ranked, [*_key_match(df, ranked, keys, kp), df[time_col] == ranked[_T]]
-    ).select(*[df[q(c)] for c in df.columns], ranked[_I].alias("__udm_r"))
+    ).select(*[df[quoted(c)] for c in df.columns], ranked[_I].alias("__udm_r"))
     lo = F.greatest(F.col("__udm_r") - F.lit(n - 1), F.lit(0))
     spanned = with_rank.select(
-        *[F.col(q(c)) for c in df.columns], F.explode(F.sequence(lo, F.col("__udm_r"))).alias(_I)
+        *[F.col(quoted(c)) for c in df.columns],
+        F.explode(F.sequence(lo, F.col("__udm_r"))).alias(_I),
     )
     if by_end:
         ws, we = F.col(_T) - F.lit(1), F.col(_TN)
@@ -237,5 +238,5 @@ def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: 
         wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
     )
     return joined.select(
-        *[spanned[q(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
+        *[spanned[quoted(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
     )

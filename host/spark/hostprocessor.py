@@ -1,0 +1,617 @@
+"""The stateful processor of a streaming query's incremental hosts.
+
+One :class:`HostProcessor` serves a bucket of keys in
+``transformWithStateInPandas`` (see :func:`udm.host.spark.streaming.stream_changelog`,
+which builds the query): it restores each key's :class:`udm.host.Host`
+from the bucket's one state value, feeds it the key's rows of the
+micro-batch (an event stream's as columns, the event lane; any other row
+by row, the row lane), brings idle keys to the watermark, and writes the
+hosts' output as changelog rows.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import itertools
+from collections.abc import Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.streaming.stateful_processor import (
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from udm.host.engine import Host
+from udm.host.errors import CtiViolationError, InvalidElementError
+from udm.host.invoke import udm_label
+from udm.host.plan import UdmCall
+from udm.host.rows import normalize_value
+from udm.host.spark.evaluate import to_arrow_column
+from udm.host.spark.members import key_codes, key_values, run_starts
+from udm.host.spark.replay import output_id
+from udm.host.spark.statebucket import BucketState
+from udm.host.spark.streamoptions import AdvanceTime
+from udm.host.spark.streamrows import (
+    COUNT_COLUMNS,
+    E_COL,
+    ID_COL,
+    KIND_COL,
+    NE_COL,
+    S_COL,
+    SEQ_COL,
+    python_id,
+    row_problem,
+    show_row,
+    unpack_rows,
+)
+from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.time import INFINITY, format_time
+from udm.host.validation import CtiPolicy
+from udm.host.windows import WindowSpec, of_key
+
+__all__ = ["HostProcessor", "applied_ctis"]
+
+
+class HostProcessor(StatefulProcessor):
+    """The incremental hosts of one bucket of keys.
+
+    The state API costs a round trip to the JVM per call, so keys are
+    hashed into buckets and a bucket keeps exactly one value (its keys'
+    :meth:`Host.snapshot` blobs and counters, pickled together) and at most
+    one event-time timer: a few calls per bucket and micro-batch, whatever
+    the number of keys and rows. Only the hosts of keys with rows (or that a
+    new watermark reaches) are restored."""
+
+    def __init__(
+        self,
+        window: WindowSpec,
+        call: UdmCall,
+        options: dict[str, Any],
+        keys: list[str],
+        payload: list[str],
+        shape: str,
+        advance: AdvanceTime | None,
+        on_invalid: str,
+        columns: list[str],
+        result_fields: list[str] | None,
+        timers: bool,
+        events: bool = False,
+        buckets: int = 32,
+        integer_fields: dict[str, pa.DataType] | None = None,
+        input_names: dict[str, str] | None = None,
+    ) -> None:
+        self.buckets = buckets
+        # the input's names of the internal columns, for rows in messages
+        self.input_names = input_names or {
+            S_COL: "start",
+            E_COL: "end",
+            NE_COL: "new_end",
+            KIND_COL: "kind",
+            ID_COL: "id",
+            SEQ_COL: "seq",
+        }
+        # result fields with integer parts, whose values are checked as batch
+        # output is: Spark's pandas conversion would truncate 21.5 to 21
+        self.integer_fields = integer_fields or {}
+        self.window = window
+        self.call = call
+        self.options = options
+        self.keys = keys
+        self.payload = payload
+        self.shape = shape
+        self.advance = advance
+        self.on_invalid = on_invalid
+        self.columns = columns
+        self.result_fields = result_fields
+        self.timers = timers
+        self.events = events
+        self.bare = events and isinstance(call.value, str)
+        self._delay = advance.delay_ticks if advance is not None else 0
+        self._step = advance.every_ticks if advance is not None else None
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = BucketState(handle, "hosts", self.buckets)
+
+    # -------------------------------------------------------- state blob
+
+    def _load_bucket(self) -> dict[str, Any]:
+        return self.state.load(lambda: {"keys": {}, "timer": None, "buckets": self.buckets})
+
+    def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
+        host = Host(
+            self.window,
+            self.call.udm,
+            value=None if self.bare else self.call.value_fn,
+            retractions=not self.events,  # an event stream is insert-only
+            **self.options,
+        )
+        if entry is None:
+            return host, {"n": 0, "count": 0, "max_start": None, "gen": None}
+        host.restore(entry["host"])
+        return host, entry["meta"]
+
+    def _store(
+        self, bucket: dict[str, Any], key: tuple[Any, ...], host: Host, meta: dict[str, Any]
+    ) -> None:
+        live, open_windows = host.memory_size
+        bucket["keys"][key] = {
+            "host": host.snapshot(),
+            "meta": meta,
+            "cti": host.cti,
+            "open": bool(live or open_windows),
+        }
+
+    def _save_bucket(self, bucket: dict[str, Any]) -> None:
+        # one event-time timer per bucket, at the next millisecond after the
+        # lowest CTI of its keys that have windows a later CTI could finish
+        wanted = None
+        if self.timers:
+            wanted = min(
+                (
+                    max(e["cti"], 0) // 1000 + 1
+                    for e in bucket["keys"].values()
+                    if e["open"] and e["cti"] < INFINITY
+                ),
+                default=None,
+            )
+        self.state.save(bucket, wanted, timed=self.timers)
+
+    # ---------------------------------------------------------- handlers
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
+    ) -> Iterator[Any]:
+        collecting = gc.isenabled()
+        gc.disable()  # as in Host.process_many: no cycles, many short-lived objects
+        try:
+            yield from self._input_rows(rows, timerValues)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _input_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
+        import pandas as pd
+
+        bucket = self._load_bucket()
+        table = unpack_rows(rows)
+        names = table.column_names
+        if SEQ_COL in names and table.column(SEQ_COL).null_count < table.num_rows:
+            table = table.take(pc.sort_indices(table, sort_keys=[(SEQ_COL, "ascending")]))
+        elif self.events and SEQ_COL not in names:  # events come in start order
+            table = table.take(pc.sort_indices(table, sort_keys=[(S_COL, "ascending")]))
+        wm = timerValues.getCurrentWatermarkInMs()
+        wm_ticks = wm * 1000 if wm > 0 else None
+        lane = self._event_lane(bucket, table, wm_ticks) if self.events else None
+        frames, seen = lane if lane is not None else self._row_lane(bucket, table, wm_ticks)
+        if wm_ticks is not None:
+            frames += self._advance(bucket, wm_ticks, skip=seen)
+        self._save_bucket(bucket)
+        out = [row for f in frames for row in f]
+        if out:
+            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
+    ) -> Iterator[Any]:
+        import pandas as pd
+
+        bucket = self._load_bucket()
+        bucket["timer"] = None  # a fired timer is gone
+        frames = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
+        self._save_bucket(bucket)
+        out = [row for f in frames for row in f]
+        if out:
+            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+
+    def close(self) -> None:
+        pass
+
+    # ----------------------------------------------------------- helpers
+
+    def _advance(
+        self, bucket: dict[str, Any], wm: int, skip: set[tuple[Any, ...]]
+    ) -> list[list[dict[str, Any]]]:
+        """Bring every key of the bucket with open windows to the watermark."""
+        frames = []
+        for kt, entry in list(bucket["keys"].items()):
+            if kt in skip or not entry["open"] or wm <= entry["cti"]:
+                continue
+            host, meta = self._host(entry)
+            outputs = host.process(Cti(wm))
+            self._store(bucket, kt, host, meta)
+            frames.append(self._frame(outputs, list(kt), (0, 0, 0)))
+        return frames
+
+    def _row_lane(
+        self, bucket: dict[str, Any], table: pa.Table, wm: int | None
+    ) -> tuple[list[list[dict[str, Any]]], set[tuple[Any, ...]]]:
+        """Every row of the micro-batch in turn, key by key: any element
+        kind, any row, errors and drops named per row."""
+        n = table.num_rows
+        cols = {c: table.column(c).to_pylist() for c in table.column_names}
+        ids_given = ID_COL in cols  # an element stream's rows; an event stream ships none
+        for name, value in ((KIND_COL, "insert"), (ID_COL, None), (NE_COL, None)):
+            cols.setdefault(name, [value] * n)  # not shipped for an event stream
+        payloads = self._payloads(table)
+        kinds = [str(k).lower() for k in cols[KIND_COL]]
+        cols[KIND_COL] = kinds
+        by_key: dict[tuple[Any, ...], list[int]] = {}
+        key_lists = [cols[k] for k in self.keys]
+        rows_of = by_key.setdefault
+        late = 0
+        seqs = cols.get(SEQ_COL)
+        for i, kt in enumerate(zip(*key_lists, strict=True) if key_lists else [()] * len(kinds)):
+            broadcast = key_lists and kinds[i] == "cti" and all(v is None for v in kt)
+            if broadcast and cols[S_COL][i] is not None:
+                # a broadcast CTI: it served the watermark; here its order is
+                # checked, as a host checks its CTIs
+                late += self._broadcast_order(bucket, cols[S_COL][i], seqs and seqs[i])
+                continue
+            # (one without a time served nothing: its key's lane counts or
+            # raises it as invalid)
+            rows_of(kt, []).append(i)
+        frames = [
+            self._rows(bucket, kt, key_rows, cols, payloads, wm, ids_given)
+            for kt, key_rows in by_key.items()
+        ]
+        if late:  # counted on a stats row of the broadcast's (null) key
+            frames.append(self._frame([], [None] * len(self.keys), (late, 0, 0)))
+        return frames, set(by_key)
+
+    def _broadcast_order(self, bucket: dict[str, Any], t: int, seq: Any) -> int:
+        """1 if broadcast CTI ``t`` goes backwards and the CTI policy drops
+        it (Spark has dropped it from the watermark), else 0; raises under
+        ``raise``. Every broadcast CTI comes to this one bucket (null keys
+        hash alike), which keeps the latest."""
+        latest = bucket.get("broadcast")
+        if latest is None or t >= latest:
+            bucket["broadcast"] = t
+            return 0
+        if CtiPolicy.parse(self.options["cti_policy"]) is CtiPolicy.RAISE:
+            where = "" if seq is None else f" (seq {seq})"
+            raise CtiViolationError(
+                Cti(t),
+                0 if seq is None else seq,
+                f"broadcast CTI{where} goes backwards: the latest broadcast CTI is "
+                f"{format_time(latest)}; fix the source, or use cti_policy='drop' to drop "
+                "and count such CTIs",
+            )
+        return 1
+
+    def _payloads(self, table: pa.Table) -> list[Any]:
+        """What the host receives per row: the value column's values when
+        the UDM reads one column of an event stream (no retraction will
+        need the rest), else a dict of the payload columns."""
+        if self.bare:
+            return cast(list[Any], table.column(self.call.value).to_pylist())
+        if self.payload:
+            return cast(list[Any], table.select(self.payload).to_pylist())
+        return [{} for _ in range(table.num_rows)]
+
+    def _event_lane(
+        self, bucket: dict[str, Any], table: pa.Table, wm: int | None
+    ) -> tuple[list[list[dict[str, Any]]], set[tuple[Any, ...]]] | None:
+        """An event stream's micro-batch (inserts without ids), key by key
+        as columns: numpy groups the rows by key (keeping their order),
+        checks them and finds the CTIs the advance-time settings generate;
+        the host takes each key's inserts in one call. None when a row is
+        invalid: the row lane then names it or drops it."""
+        n = table.num_rows
+        start_col, end_col = table.column(S_COL), table.column(E_COL)
+        if start_col.null_count or (end_col.null_count and self.shape != "edge"):
+            return None
+        starts = start_col.to_numpy()
+        ends = end_col.fill_null(INFINITY).to_numpy()
+        if bool((ends <= starts).any()):
+            return None
+        codes = [key_codes(table.column(k)) for k in self.keys]
+        order = np.lexsort(codes[::-1]) if codes else np.arange(n)  # stable: keeps seq order
+        firsts = run_starts(*[c[order] for c in codes]) if codes else np.zeros(1, np.int64)
+        run_key_values = key_values(table, self.keys, order[firsts])
+        starts, ends = starts[order], ends[order]
+        start_list, end_list = starts.tolist(), ends.tolist()
+        payloads = self._payloads(table.take(pa.array(order)))
+        bounds = [*firsts.tolist(), n]
+        frames, seen = [], set()
+        for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            kt = tuple(col[j] for col in run_key_values)
+            seen.add(kt)
+            frames.append(
+                self._key_events(
+                    bucket,
+                    kt,
+                    starts[lo:hi],
+                    (start_list[lo:hi], end_list[lo:hi], payloads[lo:hi]),
+                    wm,
+                )
+            )
+        return frames, seen
+
+    def _key_events(
+        self,
+        bucket: dict[str, Any],
+        kt: tuple[Any, ...],
+        starts: np.ndarray,
+        columns: tuple[list[int], list[int], list[Any]],
+        wm: int | None,
+    ) -> list[dict[str, Any]]:
+        """One key's events of the micro-batch (the event lane)."""
+        host, meta = self._host(bucket["keys"].get(kt))
+        before = host.stats.dropped, host.stats.adjusted
+        outputs: list[Element] = []
+        if wm is not None and wm > host.cti:
+            outputs += host.process(Cti(wm))
+        s, e, p = columns
+        n0 = meta["n"]
+        meta["n"] += len(s)
+        ids = list(range(n0, n0 + len(s)))
+        lo = 0
+        for at, c in applied_ctis(starts, self._generated(meta, starts)):
+            outputs += host.process_inserts(ids[lo:at], s[lo:at], e[lo:at], p[lo:at])
+            outputs += host.process(Cti(c))
+            lo = at
+        if lo < len(s):
+            outputs += host.process_inserts(ids[lo:], s[lo:], e[lo:], p[lo:])
+        counts = (host.stats.dropped - before[0], host.stats.adjusted - before[1], 0)
+        self._store(bucket, kt, host, meta)
+        return self._frame(outputs, list(kt), counts)
+
+    def _generated(self, meta: dict[str, Any], starts: np.ndarray) -> list[tuple[int, int]]:
+        """:meth:`_generate` over a key's events at once: the positions and
+        times of the CTIs it would issue after them (meta updated alike).
+        Between two CTIs nothing changes the rules, so each next one is
+        found by a search on the running maximum start."""
+        adv = self.advance
+        m = len(starts)
+        if adv is None or not m:
+            return []
+        count0, every, step = meta["count"], adv.every_events, self._step
+        runmax = np.maximum.accumulate(starts)
+        if meta["max_start"] is not None:
+            runmax = np.maximum(runmax, meta["max_start"])
+        cand = (runmax - self._delay).tolist()
+        gen = meta["gen"]
+        out: list[tuple[int, int]] = []
+        j = 0
+        while j < m:
+            due = m
+            if every is not None:
+                due = min(due, -(-(count0 + j + 1) // every) * every - count0 - 1)
+            if step is not None:
+                due = j if gen is None else min(due, bisect.bisect_left(cand, gen + step, j))
+            if due >= m:
+                break
+            c = cand[due]
+            if gen is None or c > gen:
+                gen = c
+                out.append((due, c))
+            j = due + 1
+        meta["count"] = count0 + m
+        meta["max_start"] = int(runmax[-1])
+        meta["gen"] = gen
+        return out
+
+    def _rows(
+        self,
+        bucket: dict[str, Any],
+        kt: tuple[Any, ...],
+        indices: list[int],
+        cols: dict[str, list[Any]],
+        payloads: list[Any],
+        wm: int | None,
+        ids_given: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Feed one key's rows of this micro-batch to its host (``ids_given``:
+        rows of an element stream, whose inserts need ids)."""
+        key_values = list(kt)
+        host, meta = self._host(bucket["keys"].get(kt))
+        before = host.stats.dropped, host.stats.adjusted
+        invalid = 0
+        outputs: list[Element] = []
+        # inserts go to the host in runs, as columns (Host.process_inserts)
+        run_ids: list[Any] = []
+        run_starts: list[int] = []
+        run_ends: list[int] = []
+        run_payloads: list[Any] = []
+        # a generated CTI waits until an element it could affect: the next
+        # generated one replaces it when no event in between starts before it
+        deferred: int | None = None
+
+        def element(el: Element | None) -> None:
+            nonlocal deferred
+            if run_ids:
+                outputs.extend(host.process_inserts(run_ids, run_starts, run_ends, run_payloads))
+                for pending in (run_ids, run_starts, run_ends, run_payloads):
+                    pending.clear()
+            if deferred is not None:
+                outputs.extend(host.process(Cti(deferred)))
+                deferred = None
+            if el is not None:
+                outputs.extend(host.process(el))
+
+        if wm is not None and wm > host.cti:
+            element(Cti(wm))
+        kinds, starts, ends, ids = cols[KIND_COL], cols[S_COL], cols[E_COL], cols[ID_COL]
+
+        def shown(i: int) -> str:
+            return show_row({c: v[i] for c, v in cols.items()}, self.input_names)
+
+        for i in indices:
+            kind = kinds[i]
+            s, e = starts[i], ends[i]
+            if kind == "cti" and s is not None:
+                element(Cti(s))
+                continue
+            # an event stream's rows have no ids; an element stream's need one
+            no_id = ids_given and ids[i] is None
+            reason = row_problem(kind, s, e, cols[NE_COL][i], self.shape, no_id)
+            if reason:
+                if self.on_invalid == "drop":
+                    invalid += 1
+                    continue
+                raise ValueError(
+                    f"invalid input row for key {key_values}: {reason}: "
+                    f"{shown(i)}; fix the row or use on_invalid='drop'"
+                )
+            assert s is not None
+            end = INFINITY if e is None else e
+            if kind == "insert":
+                if deferred is not None and s < deferred:
+                    element(None)  # late for the waiting CTI: the policy applies
+                ident = ids[i]
+                if ident is None:  # an event stream has no ids (an element's was checked)
+                    ident = meta["n"]
+                    meta["n"] += 1
+                else:
+                    ident = python_id(ident)
+                run_ids.append(ident)
+                run_starts.append(s)
+                run_ends.append(end)
+                run_payloads.append(payloads[i])
+                cti = self._generate(meta, s)
+                if cti is not None:
+                    deferred = cti
+            elif kind == "retract":
+                try:
+                    element(Retract(python_id(ids[i]), s, end, cols[NE_COL][i]))
+                except InvalidElementError as exc:
+                    unknown = exc.reason.startswith("unknown event id")
+                    if unknown and self.keys and all(v is None for v in key_values):
+                        raise InvalidElementError(
+                            exc.element,
+                            exc.position,
+                            f"{exc.reason}; in a streaming query a retraction must carry "
+                            "its event's key columns (each key's state is apart; replay, "
+                            "which sees the whole stream, can find the key, streaming "
+                            "cannot)",
+                        ) from None
+                    raise
+            else:
+                raise ValueError(f"row kind {kind!r} is not insert, retract or cti: {shown(i)}")
+        element(None)
+        counts = (
+            host.stats.dropped - before[0],
+            host.stats.adjusted - before[1],
+            invalid,
+        )
+        self._store(bucket, kt, host, meta)
+        return self._frame(outputs, key_values, counts)
+
+    def _generate(self, meta: dict[str, Any], start: int) -> int | None:
+        """The time of the CTI the advance-time settings issue after an
+        event starting at ``start``, if any."""
+        adv = self.advance
+        if adv is None:
+            return None
+        meta["count"] += 1
+        if meta["max_start"] is None or start > meta["max_start"]:
+            meta["max_start"] = start
+        candidate = meta["max_start"] - self._delay
+        due = False
+        if adv.every_events is not None and meta["count"] % adv.every_events == 0:
+            due = True
+        step = self._step
+        if step is not None and (meta["gen"] is None or candidate >= meta["gen"] + step):
+            due = True
+        if due and (meta["gen"] is None or candidate > meta["gen"]):
+            meta["gen"] = candidate
+            return int(candidate)
+        return None
+
+    def _frame(
+        self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
+    ) -> list[dict[str, Any]]:
+        """Output rows of one key (one DataFrame per call is built from all)."""
+        rows: list[dict[str, Any]] = []
+        for n, el in enumerate(outputs):
+            row: dict[str, Any]
+            if isinstance(el, Cti):
+                row = {"kind": "cti", "id": None, S_COL: el.time, E_COL: None, NE_COL: None}
+                result: Any = None
+            elif isinstance(el, Insert):
+                row = {
+                    "kind": "insert",
+                    "id": output_id(el.id),
+                    S_COL: el.start,
+                    E_COL: el.end,
+                    NE_COL: None,
+                }
+                result = el.payload
+            else:
+                row = {
+                    "kind": "retract",
+                    "id": output_id(el.id),
+                    S_COL: el.start,
+                    E_COL: el.old_end,
+                    NE_COL: el.new_end,
+                }
+                result = el.payload
+            row["seq"] = n
+            rows.append(self._finish(row, result, key_values))
+        if any(counts):
+            row = {
+                "kind": "stats",
+                "id": None,
+                S_COL: None,
+                E_COL: None,
+                NE_COL: None,
+                "seq": len(rows),
+            }
+            row.update(zip(COUNT_COLUMNS, counts, strict=True))
+            rows.append(self._finish(row, None, key_values))
+        return rows
+
+    def _finish(self, row: dict[str, Any], result: Any, key_values: list[Any]) -> dict[str, Any]:
+        row.update(zip(self.keys, key_values, strict=True))
+        value = normalize_value(result)
+        if self.result_fields is None:
+            row[self.call.name] = value
+        else:
+            for f in self.result_fields:
+                row[f] = None if value is None else value[f]
+        for f, dtype in self.integer_fields.items():
+            if row[f] is not None:
+                to_arrow_column([row[f]], dtype, lambda _: self._result_label(row, key_values))
+        for c in COUNT_COLUMNS:
+            row.setdefault(c, None)
+        return row
+
+    def _result_label(self, row: dict[str, Any], key_values: list[Any]) -> str:
+        window = f"[{format_time(row[S_COL])}, {format_time(row[E_COL])})"
+        return f"UDM {udm_label(self.call.udm)!r} on window {window}{of_key(key_values)}"
+
+
+def applied_ctis(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Where a key's generated CTIs ``(position, time)`` are applied, as
+    ``(index, time)``, by the row lane's rule: a CTI waits; it is applied
+    just before the first event after it, up to the next CTI's event, that
+    starts before it (that event is late), else the next CTI supersedes it;
+    the last one is applied at the end of the batch. One ``reduceat`` gives
+    each CTI's minimum start in its range; only late ones are searched."""
+    if not ctis:
+        return []
+    n = len(starts)
+    first = np.array([pos + 1 for pos, _ in ctis], dtype=np.int64)
+    times = [c for _, c in ctis]
+    # reduceat's last range runs to the end, which is right for the CTI
+    # before the last when the last was generated by the batch's last event
+    if first[-1] < n:
+        mins = np.minimum.reduceat(starts, first).tolist()
+    else:
+        mins = (
+            [*np.minimum.reduceat(starts, first[:-1]).tolist(), None] if len(first) > 1 else [None]
+        )
+    out: list[tuple[int, int]] = []
+    for j, c in enumerate(times):
+        if mins[j] is not None and mins[j] < c:
+            lo = int(first[j])  # its range holds a late event: the first one is it
+            out.append((lo + int(np.argmax(starts[lo:] < c)), c))
+        elif j + 1 == len(times):
+            out.append((n, c))
+    return out
