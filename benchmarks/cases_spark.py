@@ -90,22 +90,32 @@ def _events(spark: Any) -> Any:
     return df
 
 
-def _time_all(builds: dict[str, Callable[[], Any]]) -> dict[str, float]:
+def _time_all(
+    builds: dict[str, Callable[[], Any]], cpu: dict[str, float] | None = None
+) -> dict[str, float]:
     """Best of REPEATS timed runs per contender, after one warm-up run of
     every contender; the timed runs go round-robin, so JIT warm-up and
-    machine noise are shared alike. Each run plans anew."""
+    machine noise are shared alike. Each run plans anew. ``cpu``: filled
+    with each contender's least CPU seconds of this process, its JVM and
+    its Python workers (``/proc``; what a loaded machine does not inflate)."""
+    from udm.cli.timings import tree_cpu
 
-    def run(build: Callable[[], Any]) -> float:
-        t0 = time.perf_counter()
+    def run(build: Callable[[], Any]) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), tree_cpu() or 0.0
         build().write.format("noop").mode("overwrite").save()
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, (tree_cpu() or 0.0) - c0
 
     for build in builds.values():
         run(build)
     best = dict.fromkeys(builds, float("inf"))
+    least = dict.fromkeys(builds, float("inf"))
     for _ in range(REPEATS):
         for name, build in builds.items():
-            best[name] = min(best[name], run(build))
+            wall, used = run(build)
+            best[name] = min(best[name], wall)
+            least[name] = min(least[name], used)
+    if cpu is not None:
+        cpu.update(least)
     return best
 
 
@@ -234,16 +244,21 @@ def endpoints() -> dict[str, Any]:
     }
 
 
-#: key layouts of the same 1M events for :func:`hopping_layouts`
-LAYOUTS = ("1 key", "10 keys", "1 hot key + 999", "1000 keys")
+#: key layouts of the same 1M events for :func:`hopping_layouts` (the
+#: issue's four, and 100 keys, between them, to place the crossover)
+LAYOUTS = ("1 key", "10 keys", "100 keys", "1 hot key + 999", "1000 keys")
 
 
 def hopping_layouts() -> dict[str, Any]:
     """Partial aggregation on hopping windows (size / hop = 10, mergeable
-    mean) over the same 1M events with the keys laid out four ways: what
-    partial aggregation buys depends on how many events of one (key, pane)
-    an input partition holds, and on skew (a hot key without partial
-    aggregation sits on one worker)."""
+    mean) over the same 1M events with the keys laid out five ways, forced
+    on (``partial=True``), off (``partial=False``) and chosen by the planner
+    (``partial=None``, from a sample of the input's head): what partial
+    aggregation buys depends on how many events of one (key, pane) an input
+    partition holds, and on skew (a hot key without partial aggregation
+    sits on one worker). Reports each layout's seconds, the planner's
+    choice and its reason (the sample's figures), and chosen / the faster
+    forced path."""
     from pyspark.sql import functions as F
 
     from udm.host.query import Stream
@@ -253,10 +268,13 @@ def hopping_layouts() -> dict[str, Any]:
     keys = {
         "1 key": F.lit(0),
         "10 keys": ident % 10,
+        "100 keys": ident % 100,
         "1 hot key + 999": F.when(ident % 2 == 0, F.lit(0)).otherwise(ident % 999 + 1),
         "1000 keys": ident % 1000,
     }
     seconds: dict[str, dict[str, float]] = {}
+    cpu: dict[str, dict[str, float]] = {}
+    reasons: dict[str, str] = {}
     for layout in LAYOUTS:
         df = (
             spark.range(EVENTS)
@@ -270,19 +288,39 @@ def hopping_layouts() -> dict[str, Any]:
         )
         df.count()
 
-        def udm(partial: bool, df: Any = df) -> Any:
+        def query(partial: bool | None, df: Any = df) -> Any:
             stream = Stream.from_dataframe(df, start="ts", key="key")
             windowed = stream.hopping_window(HOP_SIZE, HOP)
-            return windowed.aggregate(Mean, value="v", partial=partial).to_dataframe()
+            return windowed.aggregate(Mean, value="v", partial=partial)
 
-        seconds[layout] = _time_all({"partial": lambda: udm(True), "none": lambda: udm(False)})
+        explained = query(None).explain()
+        reasons[layout] = next(
+            line.strip() for line in explained.splitlines() if "partial states:" in line
+        )
+        cpu[layout] = {}
+        seconds[layout] = _time_all(
+            {
+                "partial": lambda: query(True).to_dataframe(),
+                "none": lambda: query(False).to_dataframe(),
+                "chosen": lambda: query(None).to_dataframe(),
+            },
+            cpu[layout],
+        )
         df.unpersist()
     spark.stop()
     return {
         "events": EVENTS,
         "seconds": seconds,
+        "cpu_seconds": cpu,
+        "choice": reasons,
         "no_partial_vs_partial": {
             layout: s["none"] / s["partial"] for layout, s in seconds.items()
+        },
+        "chosen_vs_faster": {
+            layout: s["chosen"] / min(s["none"], s["partial"]) for layout, s in seconds.items()
+        },
+        "chosen_vs_faster_cpu": {
+            layout: c["chosen"] / min(c["none"], c["partial"]) for layout, c in cpu.items()
         },
     }
 
@@ -318,6 +356,24 @@ def targets(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 ratio,
                 "reported",
                 None,
+            )
+        )
+    for layout, ratio in h.get("chosen_vs_faster_cpu", {}).items():
+        rows.append(
+            row(
+                f"spark: hopping, 1M events, {layout}: choice / faster forced path, CPU seconds",
+                ratio,
+                "reported",
+                None,
+            )
+        )
+    for layout, ratio in h.get("chosen_vs_faster", {}).items():
+        rows.append(
+            row(
+                f"spark: hopping, 1M events, {layout}: planner's choice / faster forced path",
+                ratio,
+                "<= 1.1",
+                ratio <= 1.1,
             )
         )
     r = results.get("spark.batch", {})

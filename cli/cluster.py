@@ -140,11 +140,20 @@ def is_stream(query: Any) -> bool:
 
 def start_session(app_name: str, options: SparkOptions) -> Any:
     """The session for ``options`` (see :func:`udm.host.spark.session.session`
-    for the order of master sources), with ``--py-files`` added."""
+    for the order of master sources), with ``--py-files`` added; a new
+    driver JVM is short-lived (the client compiler only: a CLI run is
+    over in a minute or so)."""
     from udm.host.spark.session import session
     from udm.host.spark.shipping import add_py_files
 
-    spark = session(app_name, options.master, options.remote, options.conf, log_level="FATAL")
+    spark = session(
+        app_name,
+        options.master,
+        options.remote,
+        options.conf,
+        log_level="FATAL",
+        short_lived=True,
+    )
     add_py_files(spark, options.py_files)
     return spark
 

@@ -160,6 +160,14 @@ def run(
             help="spark, or local: in-process without Spark, for small data (no Spark start-up).",
         ),
     ] = "spark",
+    profile: Annotated[
+        bool,
+        typer.Option(
+            "--profile",
+            help="Print where each query's time went: plan, write (Spark jobs, Python "
+            "workers), read back (see docs/performance.md).",
+        ),
+    ] = False,
 ) -> None:
     """Run a query file on Spark: write each result under OUTPUT/NAME and
     preview it.
@@ -185,6 +193,7 @@ def run(
     from udm.cli.local import write_table
     from udm.cli.progress import spark_progress
     from udm.cli.queryfile import literal_path
+    from udm.cli.timings import Profile
 
     if engine == "spark":
         from udm.host.spark.output import read_result, write_result
@@ -195,6 +204,7 @@ def run(
     _check_query_file(query_file)
     console = make_console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
+    timings = Profile(profile)
     with (
         Progress(
             SpinnerColumn(),
@@ -207,10 +217,12 @@ def run(
     ):
         starting = "loading" if local else "starting Spark and loading"
         task = progress.add_task(escape(f"{starting} {query_file}"), total=None)
-        spark = None if local else _spark(options, query_file)
-        if verbose and spark is not None:
-            scoped.enter_context(views.verbose_logs(spark))
-        queries = _queries(query_file, spark)
+        with timings.setup("load (Spark start, queries(spark))"):
+            spark = None if local else _spark(options, query_file)
+            timings.attach(spark)
+            if verbose and spark is not None:
+                scoped.enter_context(views.verbose_logs(spark))
+            queries = _queries(query_file, spark)
         _ship_libraries(console, options, query_file, spark)
         for name, query in queries.items():
             problem = _output_problem(name, query, output / name) or (
@@ -232,10 +244,13 @@ def run(
                 if local:
                     df = write_table(query.to_arrow(), path, fmt, times)
                 else:
+                    timed = timings.query(name)
                     with spark_progress(spark, show):  # the stage and its tasks done
-                        df = query.to_dataframe() if is_stream(query) else query
+                        with timings.phase(timed, "plan"):
+                            df = query.to_dataframe() if is_stream(query) else query
                         # times exact to the tick in every format
-                        df = write_result(df, str(path), fmt, times)
+                        with timings.phase(timed, "write"):
+                            df = write_result(df, str(path), fmt, times)
             except Exception as exc:
                 raise _query_failed(exc, name, query_file, verbose) from None
             drops, read = _observed_drops(query)
@@ -253,10 +268,11 @@ def run(
             if preview > 0:
                 views.preview_arrow(console, f"{name}: {rows:,} rows", schema, preview)
         else:
-            result = read_result(spark, literal_path(path), fmt, schema)
-            rows = result.count()
-            if preview > 0:
-                views.preview(console, f"{name}: {rows:,} rows", result, preview)
+            with timings.phase(timings.query(name), "read back"):
+                result = read_result(spark, literal_path(path), fmt, schema)
+                rows = result.count()
+                if preview > 0:
+                    views.preview(console, f"{name}: {rows:,} rows", result, preview)
         console.print(f"wrote {path}/ ({fmt}, {rows:,} rows) in {seconds:.1f} s", markup=False)
         problem = _report_drops(console, drops, read, max_dropped)
         if problem:
@@ -278,6 +294,8 @@ def run(
         typer.echo(json.dumps({"queries": report, "seconds": total, "ok": not too_many}, indent=2))
     if too_many:
         raise fail("\n".join(too_many))
+    for line in timings.lines() if profile else []:
+        console.print(line, markup=False)
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
 
 

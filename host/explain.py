@@ -16,10 +16,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from udm.host.plan import GroupNode, PlanNode, SelectNode, Source, WhereNode, WindowOp
+from udm.host.plan import GroupNode, PlanNode, SelectNode, Source, WhereNode, WindowOp, sources
 from udm.host.rows import Layout, key_of
-from udm.host.strategy import describe_strategy
+from udm.host.strategy import (
+    HEAVY_KEY_SHARE,
+    PARTIAL_MIN_HEAVY,
+    PARTIAL_MIN_PER_GROUP,
+    PartialChoice,
+    choose_partial,
+    describe_strategy,
+    partial_is_open,
+)
 from udm.host.time import INFINITY
+from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent
 
 if TYPE_CHECKING:
@@ -50,10 +59,46 @@ def _render(node: PlanNode, datetimes: bool, indent: str) -> list[str]:
         for i, part in enumerate(text.splitlines()):
             lines.append(indent + ("- " if i == 0 else "  ") + part)
         if isinstance(n, WindowOp):
-            lines.append(f"{indent}  spark: " + describe_strategy(n, n.input.keys()))
+            lines.extend(_strategy_lines(n, indent))
         for j, other in enumerate(n.inputs[1:], start=2):
             lines.append(f"{indent}  input {j}:")
             lines.extend(_render(other, datetimes, indent + "    "))
+    return lines
+
+
+def _partial_choice(op: WindowOp) -> PartialChoice | None:
+    """The Spark engine's choice of partial states for ``op`` (a sample of
+    the input when the choice is open and the plan reads DataFrames), or
+    None: open, over in-memory sources (decided when the query runs)."""
+    if not partial_is_open(op):
+        return choose_partial(op, None)
+    if not any(s.df is not None for s in sources(op)):
+        return None
+    from udm.host.engines import get_engine
+
+    engine: Any = get_engine("spark")
+    choice: PartialChoice = engine.partial_choice(op)
+    return choice
+
+
+def _strategy_lines(op: WindowOp, indent: str) -> list[str]:
+    """``spark:`` and, where partial states are a choice, why."""
+    keys = op.input.keys()
+    choice = _partial_choice(op)
+    if choice is None:
+        yes = describe_strategy(op, keys, PartialChoice(True, ""))
+        no = describe_strategy(op, keys, PartialChoice(False, ""))
+        return [
+            f"{indent}  spark: chosen when the query runs, from a sample of the input's head: "
+            f"with partial states when >= {PARTIAL_MIN_HEAVY:.0%} of its events are in keys of "
+            f">= {HEAVY_KEY_SHARE:.1%} each and its (key, pane) groups hold >= "
+            f"{PARTIAL_MIN_PER_GROUP:g} events on average, else sliced",
+            f"{indent}    with partial states: {yes}",
+            f"{indent}    sliced: {no}",
+        ]
+    lines = [f"{indent}  spark: " + describe_strategy(op, keys, choice)]
+    if op.partial is not None or (isinstance(op.window, HoppingWindow) and op.mergeable()):
+        lines.append(f"{indent}    partial states: {choice.reason}")
     return lines
 
 

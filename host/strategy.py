@@ -7,12 +7,73 @@ that ``explain()`` can show them for any query.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from math import gcd
 from typing import Literal
 
 from udm.host.plan import WindowOp
 from udm.host.windows import CountByStartWindow, HoppingWindow, SnapshotWindow
 
-__all__ = ["describe_strategy", "spark_route", "use_partial", "uses_panes"]
+__all__ = [
+    "HEAVY_KEY_SHARE",
+    "PARTIAL_MIN_HEAVY",
+    "PARTIAL_MIN_PER_GROUP",
+    "SAMPLE_ROWS",
+    "KeySample",
+    "PartialChoice",
+    "choose_partial",
+    "describe_strategy",
+    "partial_is_open",
+    "sample_unit",
+    "spark_route",
+    "use_partial",
+    "uses_panes",
+]
+
+#: events the planner reads from the head of the input (its first partition)
+SAMPLE_ROWS = 10_000
+#: a key holding at least this share of the sample is heavy (200 balanced
+#: keys or fewer: every key is heavy; 1,000 balanced keys: none is)
+HEAVY_KEY_SHARE = 0.005
+#: partial states when at least this share of the sample is in heavy keys ...
+PARTIAL_MIN_HEAVY = 0.75
+#: ... and the sample's (key, pane) groups hold at least this many events on
+#: average. Both measured: docs/performance.md, "Partial aggregation and key layout"
+PARTIAL_MIN_PER_GROUP = 1.5
+
+
+@dataclass(frozen=True)
+class KeySample:
+    """What the planner read cheaply about a window operation's input: the
+    first ``rows`` events of its first partition (Spark's ``limit``, no
+    pass over the data), their distinct keys, the share of the most
+    frequent key, their distinct (key, pane) groups -- the states the
+    partial fold would make from them -- and the share of the events in
+    heavy keys (each holding at least :data:`HEAVY_KEY_SHARE` of them).
+
+    Key shares do not depend on how the head was drawn; events per group
+    do: a head in time order holds whole panes, a head in random order
+    (after a round-robin repartition) a thinned sample of them, so
+    ``per_group`` is a lower bound of what the fold sees."""
+
+    rows: int
+    keys: int
+    hottest: float
+    groups: int
+    heavy: float
+
+    @property
+    def per_group(self) -> float:
+        """Events per (key, pane) state: how much the partial fold reduces."""
+        return self.rows / self.groups if self.groups else 0.0
+
+
+@dataclass(frozen=True)
+class PartialChoice:
+    """Whether Spark folds partial states, and why (shown by ``explain``)."""
+
+    partial: bool
+    reason: str
 
 
 def uses_panes(op: WindowOp) -> bool:
@@ -28,17 +89,80 @@ def uses_panes(op: WindowOp) -> bool:
     )
 
 
+def partial_is_open(op: WindowOp) -> bool:
+    """Whether the planner chooses between partial states and the sliced
+    path from a sample of the input: ``partial=None`` on hopping and
+    tumbling windows (without ``emit_empty``) of mergeable UDAs."""
+    return (
+        op.partial is None
+        and isinstance(op.window, HoppingWindow)
+        and not op.emit_empty
+        and op.mergeable()
+    )
+
+
+def sample_unit(op: WindowOp) -> int:
+    """The width (ticks) of the time slots whose (key, slot) groups the
+    partial fold turns into one state each: panes of gcd(size, hop) when
+    panes are used, else one slot per hop (per window)."""
+    w = op.window
+    assert isinstance(w, HoppingWindow)
+    return gcd(w.size, w.hop) if uses_panes(op) else w.hop
+
+
+def choose_partial(
+    op: WindowOp, sample: KeySample | None, unsampled: str = "the input was not sampled"
+) -> PartialChoice:
+    """Partial states or not, and why. ``partial=True/False`` decides;
+    snapshot and count windows, and UDAs that cannot merge, go without;
+    ``emit_empty`` grid windows (assigned in Spark SQL) keep partial states.
+    Otherwise the sample decides: partial states when most of its events
+    (:data:`PARTIAL_MIN_HEAVY`) are in heavy keys and its (key, pane)
+    groups hold at least :data:`PARTIAL_MIN_PER_GROUP` events on average
+    (few keys, densely: the fold shrinks what is shuffled, and no key
+    sits on one worker), else the sliced path (many keys, or a hot key
+    among many cold ones: a state per cold (key, pane) costs more than the
+    shuffle it saves). Without a sample the sliced path, which is faster
+    on many keys."""
+    if op.partial is not None:
+        op.check_partial()
+        return PartialChoice(op.partial, f"partial={op.partial} forces it")
+    if not isinstance(op.window, HoppingWindow):
+        return PartialChoice(False, "snapshot and count windows: only with partial=True")
+    if not op.mergeable():
+        return PartialChoice(False, "not every UDA merges states in any order")
+    if op.emit_empty:
+        return PartialChoice(True, "emit_empty: windows assigned in Spark SQL, states merged")
+    if sample is None:
+        return PartialChoice(False, f"{unsampled}: sliced path")
+    if not sample.rows:
+        return PartialChoice(False, "the sample of the input is empty: sliced path")
+    per = sample.per_group
+    heavy_ok = sample.heavy >= PARTIAL_MIN_HEAVY
+    dense_ok = per >= PARTIAL_MIN_PER_GROUP
+    unit = "pane" if uses_panes(op) else "window"
+    heavy = f"{sample.heavy:.0%} of events in keys of >= {HEAVY_KEY_SHARE:.1%} each"
+    heavy += " (>= " if heavy_ok else " (< "
+    dense = f"{per:.1f} events per (key, {unit}) group"
+    dense += " (>= " if dense_ok else " (< "
+    verdict = "partial states" if heavy_ok and dense_ok else "sliced path"
+    return PartialChoice(
+        heavy_ok and dense_ok,
+        f"sample of {sample.rows} events (head of the first input partition): "
+        f"{sample.keys} keys, hottest {sample.hottest:.0%}; "
+        f"{heavy}{PARTIAL_MIN_HEAVY:.0%}), {dense}{PARTIAL_MIN_PER_GROUP:g}): {verdict}",
+    )
+
+
 def use_partial(op: WindowOp) -> bool:
-    """Whether Spark folds partial states per input partition. By
-    default on hopping and tumbling windows whenever every UDA can
-    merge. Snapshot and count windows only on request: their windows
+    """Whether Spark folds partial states per input partition: as
+    ``partial=`` says (the Spark engine sets it from :func:`choose_partial`
+    before planning the operation), else as :func:`choose_partial` without
+    a sample. Snapshot and count windows only on request: their windows
     depend on every endpoint of a key, so assigning them sends each key
     to one worker anyway, where evaluating them directly is far cheaper
     than assigning them in Spark SQL for partial states."""
-    if op.partial is None:
-        return isinstance(op.window, HoppingWindow) and op.mergeable()
-    op.check_partial()
-    return op.partial
+    return choose_partial(op, None).partial
 
 
 def spark_route(op: WindowOp) -> Literal["grid", "endpoints", "assigned"]:
@@ -51,13 +175,17 @@ def spark_route(op: WindowOp) -> Literal["grid", "endpoints", "assigned"]:
     return "assigned" if use_partial(op) else "endpoints"
 
 
-def describe_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
-    """How Spark runs ``op`` over groups by ``keys``, for ``explain``."""
+def describe_strategy(
+    op: WindowOp, keys: tuple[str, ...], choice: PartialChoice | None = None
+) -> str:
+    """How Spark runs ``op`` over groups by ``keys``, for ``explain``;
+    ``choice``: the planner's choice of partial states, when it made one."""
+    partial = choice.partial if choice is not None else use_partial(op)
     by = ", ".join([*keys, "window"])
     w = op.window
     route = spark_route(op)
     if route == "grid":
-        if use_partial(op):
+        if partial:
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
             if uses_panes(op):
                 run += ", point events folded once per pane of gcd(size, hop)"
@@ -89,7 +217,7 @@ def describe_strategy(op: WindowOp, keys: tuple[str, ...]) -> str:
     else:
         edge = "start" if isinstance(w, CountByStartWindow) else "end"
         assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
-    if use_partial(op):
+    if partial:
         run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
     else:
         run = f"groupBy({by}).applyInArrow, events sorted canonically per window"

@@ -81,9 +81,10 @@ class WindowedStream:
             returns: the result's Spark type (DDL string such as ``"double"``)
                 when the UDA's return annotation does not say.
             partial: partial aggregation of mergeable UDAs (default: on
-                hopping and tumbling windows whenever every UDA is mergeable
-                and order-insensitive; snapshot and count windows only with
-                ``partial=True``).
+                hopping and tumbling windows of mergeable, order-insensitive
+                UDAs, chosen by the Spark planner from a sample of the
+                input, see ``explain()``; snapshot and count windows only
+                with ``partial=True``).
         """
         if udm is None:
             if not kwargs:

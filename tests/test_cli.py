@@ -515,6 +515,35 @@ def test_run_a_python_file_with_two_outputs_as_csv(
 
 
 @pytest.mark.spark
+def test_run_profile_shows_each_querys_phases_and_spark_work(
+    spark: Any, readings: Path, tmp_path: Path
+) -> None:
+    query = tmp_path / "one.py"
+    query.write_text(
+        textwrap.dedent(
+            f"""\
+            from udm.host import Stream
+
+            def query(spark):
+                df = spark.read.parquet({str(readings)!r})
+                s = Stream.from_dataframe(df, start="ts", key="sensor")
+                return s.tumbling_window(10).aggregate("stats.mean", value="temp")
+            """
+        )
+    )
+    out = tmp_path / "out"
+    result = invoke("run", str(query), "-o", str(out), "--preview", "0", "--profile")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("profile (wall seconds")))
+    assert lines[start + 1].startswith("  load (Spark start, queries(spark)): ")
+    phases = [x.split(":")[0].strip() for x in lines[start + 3 : start + 6]]
+    assert phases == ["plan", "write", "read back"]
+    write = lines[start + 4]
+    assert "SQL executions" in write and "jobs" in write and "Python workers" in write
+
+
+@pytest.mark.spark
 def test_run_reports_bad_specs_with_file_line_and_field(
     spark: Any, readings: Path, tmp_path: Path
 ) -> None:

@@ -374,9 +374,15 @@ def test_explain_names_every_stage() -> None:
         "  - window HoppingWindow(size=10, hop=5)",
         "      aggregate mean = mean('temp') [time-insensitive incremental aggregate]",
         "      input_clipping=none, output_policy=align",
-        "    spark: partial states folded per partition and per window in the worker "
-        "(mapInArrow), point events folded once per pane of gcd(size, hop); shuffled by "
-        "(sensor, bucket of windows); merged per window (mapInArrow)",
+        "    spark: chosen when the query runs, from a sample of the input's head: with "
+        "partial states when >= 75% of its events are in keys of >= 0.5% each and its "
+        "(key, pane) groups hold >= 1.5 events on average, else sliced",
+        "      with partial states: partial states folded per partition and per window in "
+        "the worker (mapInArrow), point events folded once per pane of gcd(size, hop); "
+        "shuffled by (sensor, bucket of windows); merged per window (mapInArrow)",
+        "      sliced: events shuffled by (sensor); windows assigned, sorted and evaluated in "
+        "the worker (mapInArrow); over point events each window is a slice of the events "
+        "sorted by start",
         "  output: start, end, sensor, mean  (a struct result becomes one column per field)",
     ]
 

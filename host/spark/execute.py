@@ -9,6 +9,7 @@ Columns and SQL strings run natively, window operations go through
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -46,8 +47,10 @@ from udm.host.spark.evaluate import (
     to_arrow_column,
 )
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, quoted
+from udm.host.spark.keysample import head_of, narrow_chain, sample_frame, summarize
 from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
+from udm.host.strategy import PartialChoice, choose_partial, partial_is_open
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
@@ -77,11 +80,15 @@ def _session(spark: SparkSession | None) -> SparkSession:
 
 
 def source_frame(
-    source: Source, pushed: list[PlanNode] | None = None, spark: SparkSession | None = None
+    source: Source,
+    pushed: list[PlanNode] | None = None,
+    spark: SparkSession | None = None,
+    quiet: bool = False,
 ) -> tuple[EventFrame, QueryMetrics]:
-    """The normalized source table, with leading Spark-only nodes applied."""
+    """The normalized source table, with leading Spark-only nodes applied;
+    ``quiet``: invalid rows skipped, not raised or counted (a sample)."""
     if source.df is not None:
-        frame, metrics = normalize(source)
+        frame, metrics = normalize(source, quiet)
     else:
         assert source.rows is not None
         frame = from_rows(_session(spark), list(source.rows), source.timestamps)
@@ -125,6 +132,8 @@ class SparkEngine:
         self.spark = spark
         self._memo: dict[int, SparkTable] = {}
         self._metrics: list[QueryMetrics] = []
+        #: the partial-states choice of each window operation planned, by id
+        self.choices: dict[int, PartialChoice] = {}
 
     def session(self) -> SparkSession:
         """The session to create tables in: ``spark=``, else the active one."""
@@ -149,6 +158,7 @@ class SparkEngine:
     def table(self, plan: PlanNode) -> tuple[SparkTable, QueryMetrics]:
         """The output table of ``plan`` and the metrics of its sources."""
         self._memo.clear()
+        self.choices.clear()
         self._metrics = []
         out = self.run(plan)
         return out, _combined(self._metrics)
@@ -209,8 +219,44 @@ class SparkEngine:
         assert isinstance(node, WindowOp)
         before = self.run(node.input)
         op = detached(adapt_op(node, before.scalar))
+        choice = self.partial_choice(node)
+        op = dataclasses.replace(op, partial=choice.partial)
         frame, layout = evaluate_op(before.frame, before.keys, op)
         return SparkTable(frame, before.keys, layout, False)
+
+    def partial_choice(self, node: WindowOp) -> PartialChoice:
+        """Whether ``node`` runs with partial states, and why: from a
+        sample of its input's head when the choice is open and the input
+        is a source followed by narrow steps (:mod:`udm.host.spark.keysample`).
+        Also what ``explain`` shows."""
+        found = self.choices.get(id(node))
+        if found is not None:
+            return found
+        chain = narrow_chain(node.input) if partial_is_open(node) else None
+        if chain is None:
+            unsampled = "the input is computed by a shuffle, not sampled"
+            choice = choose_partial(node, None, unsampled)
+        else:
+            source = chain[0]
+            assert isinstance(source, Source)
+            keys = node.input.keys()
+            with udm_errors():
+                head = head_of(source, chain[1:], keys, lambda: self._head(chain, keys))
+            choice = choose_partial(node, summarize(head, keys, node))
+        self.choices[id(node)] = choice
+        return choice
+
+    def _head(self, chain: list[PlanNode], keys: tuple[str, ...]) -> pa.Table:
+        """The sampled head of a narrow chain's output (keys and starts)."""
+        source = chain[0]
+        assert isinstance(source, Source)
+        frame, _ = source_frame(source, spark=self.spark, quiet=True)
+        got: tuple[str, ...] = ()
+        scalar = source.scalar
+        for step in chain[1:]:
+            frame, got = apply_simple(frame, got, step, scalar)
+            scalar = scalar and not isinstance(step, SelectNode)
+        return sample_frame(frame.df, keys)
 
     def _pass(self, node: PlanNode) -> SparkTable:
         return self.run(node.inputs[0])

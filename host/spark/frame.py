@@ -14,6 +14,7 @@ dropped and counted by an ``Observation`` (``on_invalid="drop"``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -213,11 +214,15 @@ def _raise_hint(checks: Checks) -> str:
     )
 
 
-def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
+def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMetrics]:
     """The event table of a DataFrame source, with its invalid-row and
-    null-key policies."""
+    null-key policies; ``quiet``: invalid rows are skipped, neither raised
+    nor counted (the planner's sample of the input, which must not fire
+    the query's checks or its ``Observation``)."""
     df: DataFrame = source.df
     checks = source_checks(source)
+    if quiet:
+        checks = dataclasses.replace(checks, raising=[], dropping=checks.raising + checks.dropping)
     s_ticks, e_ticks = checks.s_ticks, checks.e_ticks
     payload = [q(c) for c in df.columns if c not in (source.start, source.end)]
     metrics = QueryMetrics({})
@@ -235,7 +240,9 @@ def normalize(source: Source) -> tuple[EventFrame, QueryMetrics]:
         df = df.where(
             f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
         )
-    if checks.dropping:
+    if checks.dropping and quiet:
+        df = df.where(f"{Checks.problem(checks.dropping)} IS NULL")
+    elif checks.dropping:
         obs = Observation()
         reasons = list(dict.fromkeys(r for _, r in checks.dropping))
         prob = "__udm_problem"

@@ -25,6 +25,7 @@ from udm.host.spark.jvmnoise import filtered_stderr
 
 __all__ = [
     "LOCAL_CONF",
+    "SHORT_LIVED_JAVA_OPTIONS",
     "UDM_CONF",
     "SessionError",
     "configured_master",
@@ -189,15 +190,26 @@ def _quiet(spark: SparkSession, level: str) -> None:
         spark.sparkContext.setLogLevel(level)
 
 
+#: driver JVM options of a short-lived classic session (``short_lived=True``,
+#: what ``udm-cli run`` starts): the client compiler only. C2's optimizing
+#: compilation costs more CPU than it saves in a run of a minute or so
+#: (``make demo``: docs/performance.md, "The demo"); it goes in Spark's
+#: ``spark.driver.defaultJavaOptions``, so ``extraJavaOptions`` add to it
+#: and ``--conf spark.driver.defaultJavaOptions=`` removes it
+SHORT_LIVED_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+
+
 def session(
     app_name: str,
     master: str | None = None,
     remote: str | None = None,
     conf: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
+    short_lived: bool = False,
 ) -> SparkSession:
     """The session a udm tool should use (see the module docstring for
-    the order), with ``conf`` applied.
+    the order), with ``conf`` applied; ``short_lived``: a new classic
+    driver JVM gets :data:`SHORT_LIVED_JAVA_OPTIONS`.
 
     An explicit ``master`` of ``sc://...`` is taken as ``remote``. Asking
     for a master other than that of the session already running in this
@@ -248,6 +260,8 @@ def session(
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         settings = {**(LOCAL_CONF if local else UDM_CONF), **driver_conf(), **conf}
+        if short_lived:
+            settings.setdefault("spark.driver.defaultJavaOptions", SHORT_LIVED_JAVA_OPTIONS)
     for name, value in settings.items():
         builder = builder.config(name, value)
     if remote is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
