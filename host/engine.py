@@ -25,16 +25,16 @@ import gc
 import pickle
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import Any, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any
 
 from sortedcontainers import SortedDict
 
 from udm.host.cht import Cht, freeze
 from udm.host.errors import InvalidElementError, UdmInvocationError
-from udm.host.gridpath import DONE, GridPath, eligible, slice_eligible
-from udm.host.indexes import EventIndex, LiveEv, derive_windows
+from udm.host.gridpath import DONE, GridPath
+from udm.host.hoststate import Consistency, Journal, KeyState, OutputId, WindowState
+from udm.host.indexes import EventIndex, LiveEv
 from udm.host.invoke import (
     detached,
     instantiate,
@@ -44,17 +44,12 @@ from udm.host.invoke import (
     stamp_result,
     udm_label,
 )
+from udm.host.kinds import kind_for
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
-from udm.host.windows import (
-    CountByEndWindow,
-    CountByStartWindow,
-    HoppingWindow,
-    SnapshotWindow,
-    WindowSpec,
-)
+from udm.host.windows import WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
@@ -62,81 +57,6 @@ __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
 
 SNAPSHOT_FORMAT = "udm-host-snapshot"
 SNAPSHOT_VERSION = 2
-
-
-class Consistency(StrEnum):
-    """When window output is emitted (CEDR's consistency levels).
-
-    * ``speculative``: as soon as the watermark (the latest CTI or the latest
-      event start) passes the window's end; later changes are retracted and
-      re-emitted.
-    * ``conservative``: only once a CTI makes the window final; the output
-      never contains retractions.
-    """
-
-    SPECULATIVE = "speculative"
-    CONSERVATIVE = "conservative"
-
-    @classmethod
-    def parse(cls, value: Consistency | str) -> Consistency:
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown consistency {value!r}; use 'speculative' or 'conservative'"
-            ) from None
-
-
-class OutputId(NamedTuple):
-    """Id of an output event: the group key and a sequence number."""
-
-    key: Hashable
-    n: int
-
-
-@dataclass(slots=True)
-class _Win:
-    """One window of the window index: its end, event count, UDM state and
-    the outputs it has emitted (still live in the output stream)."""
-
-    end: int
-    n_events: int = 0
-    state: Any = None
-    outputs: list[tuple[OutputId, IntervalEvent[Any]]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _KeyState:
-    index: EventIndex = field(default_factory=EventIndex)
-    wins: SortedDict = field(default_factory=SortedDict)  # start -> _Win
-    win_ends: SortedDict = field(default_factory=SortedDict)  # end -> start
-    max_start: int = MIN_TIME
-    final_upto: int = MIN_TIME  # every window ending at or before it is forgotten
-
-
-class _Journal:
-    """Undo log of one element's changes, so a failing UDM leaves the host
-    exactly as it was."""
-
-    def __init__(self) -> None:
-        self.wins: dict[tuple[int, int], tuple[_KeyState, _Win | None]] = {}
-        self.keys: dict[int, tuple[_KeyState, int, int]] = {}
-        self.events: list[tuple[_KeyState, LiveEv | None, LiveEv | None]] = []
-        self.detached: list[tuple[EventIndex, LiveEv]] = []
-        self.new_keys: list[Hashable] = []
-        self.key_of: list[tuple[Hashable, bool, Hashable]] = []
-
-    def touch(self, ks: _KeyState, start: int) -> None:
-        slot = (id(ks), start)
-        if slot in self.wins:
-            return
-        w = ks.wins.get(start)
-        saved = None if w is None else _Win(w.end, w.n_events, w.state, list(w.outputs))
-        self.wins[slot] = (ks, saved)
-
-    def touch_key(self, ks: _KeyState) -> None:
-        if id(ks) not in self.keys:
-            self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)
 
 
 class Host:
@@ -204,7 +124,7 @@ class Host:
         self.retractions = retractions
         # as created: what a UDM stores while it runs is not an argument
         self._arguments = _udm_arguments(self.udm)
-        self.keys: dict[Hashable, _KeyState] = {}
+        self.keys: dict[Hashable, KeyState] = {}
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
         self._next_out = 0
@@ -233,37 +153,32 @@ class Host:
         self._time_bound = self.policy is OutputPolicy.TIME_BOUND or (
             u.properties.time_bound
             and self.policy in (OutputPolicy.KEEP, OutputPolicy.CLIP)
-            and isinstance(window, HoppingWindow)
+            and window.is_grid
         )
         self._eager = self._time_bound and self.consistency is Consistency.SPECULATIVE
         # a time-sensitive UDM without right clipping sees member end times
         self._sees_ends = self._ts and not self.clipping.clips_right
         self._sees_starts = self._ts and not self.clipping.clips_left
-        self._grid = isinstance(window, HoppingWindow)
-        self._snapshot = isinstance(window, SnapshotWindow)
-        self._count_start = isinstance(window, CountByStartWindow)
-        self._count_end = isinstance(window, CountByEndWindow)
+        #: what the host must know of the window kind (see udm.host.kinds)
+        self.kind = kind_for(window)
+        # whether members' ends decide a window's finality (see _final)
+        self._final_waits = self._sees_ends and window.final_waits_for_members
+        self._checks_range = window.is_grid
         # the output of an empty window is nothing, so output retractions
         # are the only effect of losing all members
         self._current: Element | None = None
         self._fast: GridPath | None = None
-        invertible = eligible(window, self.udm, self.policy, self.clipping)
-        if (
-            fast_path
-            and (invertible or slice_eligible(window, self.udm, self.policy))
-            and isinstance(window, HoppingWindow)
-        ):
-            self._fast = GridPath(
-                window,
-                self.udm,
-                self.policy,
-                self.consistency is Consistency.CONSERVATIVE,
-                self._key_fn,
-                self._value_fn,
-                self._label,
-                self._new_id,
+        if fast_path:
+            self._fast = self.kind.fast_path(
+                udm=self.udm,
+                policy=self.policy,
+                clipping=self.clipping,
+                conservative=self.consistency is Consistency.CONSERVATIVE,
+                key_fn=self._key_fn,
+                value_fn=self._value_fn,
+                label=self._label,
+                new_id=self._new_id,
                 keep_events=retractions,
-                slices=not invertible,
                 fields=(
                     key if isinstance(key, str) else None,
                     value if isinstance(value, str) else None,
@@ -299,7 +214,7 @@ class Host:
         checked = self.validator.check(element)
         if checked is None:
             return []
-        if self._grid and type(checked) is not Cti:
+        if self._checks_range and type(checked) is not Cti:
             self._check_range(element, checked, saved)
         out: list[Element] = []
         next_out, seq, cti, output_cti = self._next_out, self._seq, self.cti, self.output_cti
@@ -330,7 +245,7 @@ class Host:
                 fast.current = None
                 self._current = None
             return out
-        journal = _Journal()
+        journal = Journal()
         try:
             if isinstance(checked, Cti):
                 self._cti(checked.time, out, journal)
@@ -349,8 +264,7 @@ class Host:
         return out
 
     def _check_range(self, element: Element, checked: Element, saved: tuple[Any, ...]) -> None:
-        """Refuse an event that grid windows outside the tick range would hold."""
-        assert isinstance(self.window, HoppingWindow)
+        """Refuse an event that windows outside the tick range would hold."""
         if isinstance(checked, Insert):
             start, end = checked.start, checked.end
         else:
@@ -509,14 +423,14 @@ class Host:
 
     # ------------------------------------------------------------ changes
 
-    def _key_state(self, key: Hashable, journal: _Journal) -> _KeyState:
+    def _key_state(self, key: Hashable, journal: Journal) -> KeyState:
         ks = self.keys.get(key)
         if ks is None:
-            ks = self.keys[key] = _KeyState()
+            ks = self.keys[key] = KeyState()
             journal.new_keys.append(key)
         return ks
 
-    def _insert(self, e: Insert, out: list[Element], journal: _Journal) -> None:
+    def _insert(self, e: Insert, out: list[Element], journal: Journal) -> None:
         if self._key_fn is None:
             key: Hashable = None
         else:
@@ -540,7 +454,7 @@ class Host:
         self._key_of[e.id] = key
         self._change(ks, key, None, ev, out, journal)
 
-    def _retract(self, r: Retract, out: list[Element], journal: _Journal) -> None:
+    def _retract(self, r: Retract, out: list[Element], journal: Journal) -> None:
         if r.id not in self._key_of:
             # retired at cleanup: no open window can see this change (a
             # count-by-start member whose end a time-insensitive UDM ignores)
@@ -558,37 +472,23 @@ class Host:
 
     def _dirty_ranges(self, old: LiveEv | None, new: LiveEv | None) -> list[tuple[int, int]]:
         """Time ranges whose windows may change when ``old`` becomes ``new``."""
-        ev = new if new is not None else old
-        assert ev is not None
-        start = ev.start
-        if old is None or new is None:
-            lo, hi = start, ev.end
-            end_lo, end_hi = ev.end, ev.end
-        else:
-            lo, hi = min(old.end, new.end), max(old.end, new.end)
-            end_lo, end_hi = lo, hi
-            if self._sees_ends or self._count_start:
-                lo = start
-        if self._count_start:
-            return [(start, start + 1)]
-        if self._count_end:
-            if end_lo == end_hi:
-                return [(end_lo - 1, end_lo)]
-            return [(end_lo - 1, end_lo), (end_hi - 1, end_hi)]
-        if self._snapshot:
-            return [(lo - 1, hi + 1 if hi < INFINITY else hi)]
-        return [(lo, hi)]
+        return self.window.affected(
+            None if old is None else (old.start, old.end),
+            None if new is None else (new.start, new.end),
+            self._sees_ends,
+        )
 
-    def _windows_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
+    def _windows_in(self, ks: KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
         m = max(self.cti, ks.max_start)
         found: dict[int, int] = {}
+        derive = self.kind.derive
         for lo, hi in ranges:
-            for s, e in derive_windows(self.window, ks.index, lo, hi, m):
+            for s, e in derive(ks.index, lo, hi, m):
                 if e > ks.final_upto:
                     found[s] = e
         return found
 
-    def _existing_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
+    def _existing_in(self, ks: KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
         found: dict[int, int] = {}
         wins, ends = ks.wins, ks.win_ends
         for lo, hi in ranges:
@@ -603,12 +503,12 @@ class Host:
 
     def _change(
         self,
-        ks: _KeyState,
+        ks: KeyState,
         key: Hashable,
         old: LiveEv | None,
         new: LiveEv | None,
         out: list[Element],
-        journal: _Journal,
+        journal: Journal,
     ) -> None:
         ranges = self._dirty_ranges(old, new)
         journal.touch_key(ks)
@@ -625,7 +525,7 @@ class Host:
         starts = sorted(before.keys() | after.keys())
         # structure first (ends are unique, so move all of them before
         # re-inserting any), then states, then output
-        dropped: list[tuple[int, _Win]] = []
+        dropped: list[tuple[int, WindowState]] = []
         for start in starts:
             journal.touch(ks, start)
             end_before, end_after = before.get(start), after.get(start)
@@ -638,7 +538,7 @@ class Host:
             if end_after is None:
                 continue
             if end_before is None:
-                ks.wins[start] = _Win(end_after)
+                ks.wins[start] = WindowState(end_after)
                 ks.win_ends[end_after] = start
             elif end_before != end_after:
                 ks.wins[start].end = end_after
@@ -670,22 +570,22 @@ class Host:
             e = IntervalEvent(e.start, e.end, self._value_fn(e.payload))
         return e
 
-    def _inputs(self, ks: _KeyState, start: int, end: int) -> list[IntervalEvent[Any]]:
+    def _inputs(self, ks: KeyState, start: int, end: int) -> list[IntervalEvent[Any]]:
         """A window's members as the UDM sees them: clipped, mapped, in
         canonical order."""
-        members = ks.index.members(self.window, start, end)
+        members = self.kind.members(ks.index, start, end)
         desc = WindowDescriptor(start, end)
         return prepare(
             (ev.event() for ev in members), desc, self.clipping, self._value_fn, self._ts
         )
 
-    def _guard(self, ks: _KeyState, start: int, end: int, fn: Callable[[], Any]) -> Any:
+    def _guard(self, ks: KeyState, start: int, end: int, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
         except UdmInvocationError:
             raise
         except Exception as exc:
-            members = ks.index.members(self.window, start, end)
+            members = self.kind.members(ks.index, start, end)
             raise UdmInvocationError(
                 self._label,
                 f"[{start}, {format_time(end)})",
@@ -697,9 +597,9 @@ class Host:
                 ],
             ) from exc
 
-    def _fresh_state(self, ks: _KeyState, start: int, end: int) -> tuple[int, Any]:
+    def _fresh_state(self, ks: KeyState, start: int, end: int) -> tuple[int, Any]:
         if not self._incremental:
-            return len(ks.index.members(self.window, start, end)), None
+            return len(self.kind.members(ks.index, start, end)), None
         desc = WindowDescriptor(start, end)
         u: Any = self.udm
 
@@ -715,25 +615,21 @@ class Host:
         built: tuple[int, Any] = self._guard(ks, start, end, build)
         return built
 
-    def _rebuild(self, ks: _KeyState, start: int, end: int) -> None:
+    def _rebuild(self, ks: KeyState, start: int, end: int) -> None:
         n, state = self._fresh_state(ks, start, end)
         w = ks.wins.get(start)
         if w is None:
-            ks.wins[start] = _Win(end, n, state)
+            ks.wins[start] = WindowState(end, n, state)
             ks.win_ends[end] = start
         else:
             w.n_events, w.state = n, state
 
     def _belongs(self, ev: LiveEv, start: int, end: int) -> bool:
-        if self._count_start:
-            return start <= ev.start < end
-        if self._count_end:
-            return start < ev.end <= end
-        return ev.start < end and start < ev.end
+        return bool(self.window.holds(ev.start, ev.end, start, end))
 
-    def _delta(self, ks: _KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
+    def _delta(self, ks: KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
         """Apply the change of one event to a window that kept its shape."""
-        w: _Win = ks.wins[start]
+        w: WindowState = ks.wins[start]
         end = w.end
         was = old is not None and self._belongs(old, start, end)
         now = new is not None and self._belongs(new, start, end)
@@ -784,7 +680,7 @@ class Host:
 
     # ------------------------------------------------------------- output
 
-    def _emittable(self, ks: _KeyState, start: int) -> bool:
+    def _emittable(self, ks: KeyState, start: int) -> bool:
         if self.consistency is Consistency.CONSERVATIVE:
             return False
         if self._eager:
@@ -792,8 +688,8 @@ class Host:
         w = ks.wins[start]
         return bool(w.end <= max(self.cti, ks.max_start))
 
-    def _compute(self, ks: _KeyState, start: int) -> list[IntervalEvent[Any]]:
-        w: _Win = ks.wins[start]
+    def _compute(self, ks: KeyState, start: int) -> list[IntervalEvent[Any]]:
+        w: WindowState = ks.wins[start]
         if w.n_events == 0:
             return []
         desc = WindowDescriptor(start, w.end)
@@ -814,14 +710,14 @@ class Host:
         outputs: list[IntervalEvent[Any]] = self._guard(ks, start, w.end, run)
         return outputs
 
-    def _refresh(self, ks: _KeyState, key: Hashable, start: int, out: list[Element]) -> None:
+    def _refresh(self, ks: KeyState, key: Hashable, start: int, out: list[Element]) -> None:
         """Emit the difference between a window's cached and new output."""
-        w: _Win = ks.wins[start]
+        w: WindowState = ks.wins[start]
         self._emit_diff(w, key, self._compute(ks, start), out, start)
 
     def _emit_diff(
         self,
-        w: _Win,
+        w: WindowState,
         key: Hashable,
         new: list[IntervalEvent[Any]],
         out: list[Element],
@@ -882,40 +778,19 @@ class Host:
 
     def _advance(
         self,
-        ks: _KeyState,
+        ks: KeyState,
         key: Hashable,
         m_old: int,
         m_new: int,
         out: list[Element],
-        journal: _Journal,
+        journal: Journal,
     ) -> None:
         """The watermark moved from ``m_old`` to ``m_new``: materialize grid
         windows that have begun and emit windows whose end it passed."""
-        if self._grid:
-            spec = self.window
-            assert isinstance(spec, HoppingWindow)
-            if m_new >= INFINITY:
-                m_new_begun = max(
-                    (ev.end for ev in ks.index.by_end if ev.end < INFINITY), default=m_old
-                )
-            else:
-                m_new_begun = m_new
-            k_from = (m_old - spec.offset) // spec.hop + 1
-            k_to = (m_new_begun - spec.offset) // spec.hop
-            if k_to >= k_from:
-                lo = k_from * spec.hop + spec.offset
-                hi = k_to * spec.hop + spec.offset + 1
-                starts: set[int] = set()
-                for ev in ks.index.overlapping(lo, INFINITY):
-                    k_lo, k_hi = spec.index_range(ev.start, ev.end)
-                    starts.update(
-                        k * spec.hop + spec.offset
-                        for k in range(max(k_lo, k_from), min(k_hi, k_to) + 1)
-                    )
-                for s in sorted(starts):
-                    if s not in ks.wins and s < hi and s + spec.size > ks.final_upto:
-                        journal.touch(ks, s)
-                        self._rebuild(ks, s, s + spec.size)
+        for s, e in self.kind.begun(ks.index, m_old, m_new):
+            if s not in ks.wins and e > ks.final_upto:
+                journal.touch(ks, s)
+                self._rebuild(ks, s, e)
         if self.consistency is Consistency.CONSERVATIVE:
             return
         if self._eager:
@@ -929,32 +804,21 @@ class Host:
 
     # ---------------------------------------------------------------- CTIs
 
-    def _final(self, ks: _KeyState, start: int, w: _Win, c: int) -> bool:
+    def _final(self, ks: KeyState, start: int, w: WindowState, c: int) -> bool:
         if c >= INFINITY:  # the end of the stream: nothing can change any window
             return True
-        if self._snapshot or self._count_end:
-            if not w.end < c:
-                return False
-        elif not w.end <= c:
+        if not self.window.final_before(w.end, c):
             return False
-        if self._sees_ends and not self._count_end:
-            members = ks.index.members(self.window, start, w.end)
+        if self._final_waits:
+            members = self.kind.members(ks.index, start, w.end)
             return all(ev.end < c for ev in members)
         return True
 
-    def _cti(self, c: int, out: list[Element], journal: _Journal) -> None:
-        if (
-            c >= INFINITY
-            and self._grid
-            and any(
-                ks.index.by_end and ks.index.by_end[-1].end >= INFINITY for ks in self.keys.values()
-            )
-        ):
-            raise ValueError(
-                f"cannot close {self.window!r} at the end of time: an event that never ends "
-                "overlaps infinitely many windows; end it with a retraction first, "
-                "or send a finite CTI"
-            )
+    def _cti(self, c: int, out: list[Element], journal: Journal) -> None:
+        if c >= INFINITY:
+            problem = self.kind.close_problem(ks.index for ks in self.keys.values())
+            if problem is not None:
+                raise ValueError(problem)
         previous = self.cti
         self.cti = c
         # phase 1: everything that may call the UDM, journaled
@@ -983,45 +847,28 @@ class Host:
         self._emit_output_cti(c, out)
         self.validator.prune()
 
-    def _lowest_open(self, ks: _KeyState, c: int) -> int:
+    def _lowest_open(self, ks: KeyState, c: int) -> int:
         """The earliest time an open (existing or future) window starts."""
-        lowest = c
+        lowest = self.kind.open_from(ks.index, c)
         if ks.wins:
             lowest = min(lowest, ks.wins.peekitem(0)[0])
-        spec = self.window
-        if isinstance(spec, HoppingWindow):
-            k = (c - spec.size - spec.offset) // spec.hop + 1  # first window ending after c
-            lowest = min(lowest, k * spec.hop + spec.offset)
-        elif isinstance(spec, CountByStartWindow | CountByEndWindow):
-            times = ks.index.starts if isinstance(spec, CountByStartWindow) else ks.index.ends
-            if spec.count > 1 and times:
-                first = times.keys()[max(len(times) - (spec.count - 1), 0)]
-                lowest = min(lowest, first if isinstance(spec, CountByStartWindow) else first - 1)
         return lowest
 
-    def _cleanup(self, ks: _KeyState, starts: list[int], c: int) -> None:
+    def _cleanup(self, ks: KeyState, starts: list[int], c: int) -> None:
+        """Forget the final windows ``starts`` and retire the events no open
+        window can see any more."""
         for start in starts:
             w = ks.wins.pop(start)
             del ks.win_ends[w.end]
             ks.final_upto = max(ks.final_upto, w.end)
         lowest = self._lowest_open(ks, c)
         index = ks.index
-        if self._count_start:
-            retire = list(index.starting_in(MIN_TIME, lowest))
-        elif self._count_end:
-            # an end at or after the CTI may still move into an open window
-            retire = list(index.ending_in(MIN_TIME - 1, min(lowest, c - 1)))
-        else:
-            retire = []
-            for ev in index.by_end:
-                if ev.end >= lowest:
-                    break
-                retire.append(ev)
-        for ev in retire:
+        keep_endpoints = self.kind.keeps_endpoints
+        for ev in self.kind.retired(index, lowest, c):
             if index.by_id.get(ev.id) is ev:  # else a newer event took its id
                 self._key_of.pop(ev.id, None)
-            index.retire(ev, keep_endpoints=self._snapshot)
-        if self._snapshot:
+            index.retire(ev, keep_endpoints=keep_endpoints)
+        if keep_endpoints:
             index.prune_endpoints(min(ks.final_upto, lowest))
 
     def _emit_output_cti(self, c: int, out: list[Element]) -> None:
@@ -1034,45 +881,24 @@ class Host:
             for ks in self.keys.values():
                 if ks.wins:  # starts and ends both increase: the first window is earliest
                     start = ks.wins.keys()[0]
-                    candidate = min(candidate, self._earliest_output(start, ks.wins[start].end))
+                    candidate = min(
+                        candidate, self.policy.earliest_output(start, ks.wins[start].end)
+                    )
             candidate = min(candidate, self._earliest_future(c))
         if candidate > self.output_cti:
             self.output_cti = candidate
             out.append(Cti(candidate))
 
-    def _earliest_output(self, start: int, end: int) -> int:
-        if self.policy is OutputPolicy.POINT_END:
-            return end - 1
-        return start
-
     def _earliest_future(self, c: int) -> int:
         """The earliest output time of windows that do not exist yet (for any
         key, including keys not seen so far)."""
-        spec = self.window
-        lowest = c
-        # A count window that does not exist yet ends at a start (end) not
-        # seen yet or moved, so at or after c (count by end: at c at the
-        # earliest, see below): under point_end its output is at or after
-        # c; otherwise at its start, which may lie before c.
-        count = isinstance(spec, CountByStartWindow | CountByEndWindow)
-        if count and self.policy is not OutputPolicy.POINT_END:
-            for ks in self.keys.values():
-                lowest = min(lowest, self._lowest_open(ks, c))
-        if isinstance(spec, HoppingWindow):
-            k = (c - spec.size - spec.offset) // spec.hop + 1
-            start = k * spec.hop + spec.offset
-            lowest = min(lowest, self._earliest_output(start, start + spec.size))
-        elif isinstance(spec, CountByEndWindow) or (
-            isinstance(spec, SnapshotWindow) and self.policy is OutputPolicy.POINT_END
-        ):
-            # an end may still move to exactly c, ending (count-by-end) or
-            # splitting (snapshot) a window there: its output can start at c - 1
-            lowest = min(lowest, c - 1)
-        return lowest
+        return self.kind.earliest_future(
+            c, self.policy, lambda: (self._lowest_open(ks, c) for ks in self.keys.values())
+        )
 
     # ------------------------------------------------------------ rollback
 
-    def _rollback(self, journal: _Journal) -> None:
+    def _rollback(self, journal: Journal) -> None:
         for ks, old, new in reversed(journal.events):
             if new is not None:
                 ks.index.remove(new)
@@ -1082,7 +908,7 @@ class Host:
             index.by_id[ev.id] = ev
         for ks, max_start, final_upto in journal.keys.values():
             ks.max_start, ks.final_upto = max_start, final_upto
-        rebuild: list[tuple[_KeyState, int]] = []
+        rebuild: list[tuple[KeyState, int]] = []
         # remove every touched window before restoring any: ends are unique
         for (_, start), (ks, _saved) in journal.wins.items():
             current = ks.wins.pop(start, None)
@@ -1226,7 +1052,7 @@ class Host:
         self._key_of = {}
         newest: dict[Hashable, tuple[LiveEv, EventIndex]] = {}
         for kd in data["keys"]:
-            ks = _KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
+            ks = KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
             for ident, s, e, p, seq in kd["events"]:
                 ev = LiveEv(ident, s, e, p, seq)
                 ks.index.add(ev)
@@ -1242,7 +1068,7 @@ class Host:
                     del ks.index.by_id[ident]
             ks.index.endpoints = SortedDict(kd["endpoints"])
             for start, end, n, state, outputs in kd["windows"]:
-                w = _Win(
+                w = WindowState(
                     end,
                     n,
                     state,

@@ -107,6 +107,8 @@ class OperatorError(ValueError):
         self.reason = reason
         at = f" at {element!r}" if element is not None else ""
         super().__init__(f"{operator}{at}: {reason}" if operator or at else reason)
+
+
 def raised_at(exc: BaseException) -> str | None:
     """``file:line in function: source line`` of the deepest frame of
     ``exc``'s traceback in the user's code (outside udm and Python's

@@ -18,10 +18,11 @@ import copy
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridslices import KeyEvents
+from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -30,10 +31,7 @@ from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
-if TYPE_CHECKING:
-    from udm.host.engine import OutputId
-
-__all__ = ["DONE", "GridPath", "eligible", "slice_eligible"]
+__all__ = ["DONE", "GridPath", "eligible", "grid_path", "slice_eligible"]
 
 #: a window without events has no output (a UDA's result may be None)
 _EMPTY: Any = object()
@@ -47,7 +45,7 @@ def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClippin
     """Whether the fast path computes exactly what the general one does."""
     props = udm.properties
     return (
-        isinstance(window, HoppingWindow)
+        window.is_grid
         and udm.kind == "aggregate"
         and udm.incremental
         and not udm.time_sensitive
@@ -65,10 +63,45 @@ def slice_eligible(window: Any, udm: Udm, policy: OutputPolicy) -> bool:
     canonical order (start, then payload) and no lifetimes, so a window's
     result depends only on its slice; clipping changes nothing it sees."""
     return (
-        isinstance(window, HoppingWindow)
+        window.is_grid
         and udm.kind == "aggregate"
         and not udm.time_sensitive
         and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
+    )
+
+
+def grid_path(
+    window: HoppingWindow,
+    *,
+    udm: Udm,
+    policy: OutputPolicy,
+    clipping: InputClipping,
+    conservative: bool,
+    key_fn: Callable[[Any], Hashable] | None,
+    value_fn: Callable[[Any], Any] | None,
+    label: str,
+    new_id: Callable[[Hashable], OutputId],
+    keep_events: bool = True,
+    fields: tuple[str | None, str | None] = (None, None),
+) -> GridPath | None:
+    """The grid path for a query it computes exactly (states updated by
+    ``add``/``remove`` when :func:`eligible`, else windows read as slices
+    when :func:`slice_eligible`), or None: the general path runs it."""
+    invertible = eligible(window, udm, policy, clipping)
+    if not (invertible or slice_eligible(window, udm, policy)):
+        return None
+    return GridPath(
+        window,
+        udm,
+        policy,
+        conservative,
+        key_fn,
+        value_fn,
+        label,
+        new_id,
+        keep_events=keep_events,
+        slices=not invertible,
+        fields=fields,
     )
 
 
@@ -134,6 +167,11 @@ class GridPath:
         slices: bool = False,
         fields: tuple[str | None, str | None] = (None, None),
     ) -> None:
+        self.window = window
+        # copied for the hot loops (run, insert_raw, cti_advance), which
+        # inline the window's index arithmetic (HoppingWindow.index_range,
+        # last_begun, last_index_before): a method call per event would cost
+        # a few percent of the grid path's throughput
         self.size, self.hop, self.offset = window.size, window.hop, window.offset
         # events outside these bounds go to the general path, which refuses
         # them; ``floor`` (the CTI or min_start, whichever is later) makes the
@@ -177,11 +215,12 @@ class GridPath:
     # -- helpers ----------------------------------------------------------
 
     def _k_range(self, start: int, end: int) -> tuple[int, int]:
-        hop, off = self.hop, self.offset
-        return (start - self.size - off) // hop + 1, -((off - end) // hop) - 1
+        k_lo, k_hi = self.window.index_range(start, end)
+        return k_lo, k_hi
 
     def _begun(self, m: int) -> int:
-        return (m - self.offset) // self.hop
+        k: int = self.window.last_begun(m)
+        return k
 
     def _push(self, ks: _Key, due: int) -> None:
         """Register ``ks`` as due at time ``due`` (an earlier window end)."""
@@ -195,8 +234,7 @@ class GridPath:
         return ks
 
     def _fail(self, k: int, exc: Exception, ks: _Key | None = None) -> UdmInvocationError:
-        start = k * self.hop + self.offset
-        end = start + self.size
+        start, end = self.window.start_of(k), self.window.end_of(k)
         events: list[str] = []
         if ks is not None and ks.events is not None:
             events = ks.events.described(start, end)
@@ -234,7 +272,7 @@ class GridPath:
                 undo.append((ks, k, [state, w[1], list(w[2])]))
         if w is None:
             w = ks.wins[k] = [self.ops.initial_state(), 0, []]
-            end = k * self.hop + self.offset + self.size
+            end = self.window.end_of(k)
             if end < ks.due:
                 self._push(ks, end)
         return w
@@ -263,8 +301,7 @@ class GridPath:
         """Emit the difference between window k's cached and current output."""
         w = ks.wins.get(k)
         old = w[2] if w is not None else []
-        start = k * self.hop + self.offset
-        end = start + self.size
+        start, end = self.window.start_of(k), self.window.end_of(k)
         new: Any = _EMPTY
         if w is not None and w[1] > 0:
             try:
@@ -563,7 +600,7 @@ class GridPath:
         first window that holds the event."""
         if self.current is None:
             self.current = Insert(*fields)
-        return self._fail((fields[1] - self.size - self.offset) // self.hop + 1, exc, ks)
+        return self._fail(self.window.index_range(fields[1], fields[2])[0], exc, ks)
 
     def _compensate(self, ks: _Key, lo: int, hi: int, value: Any) -> None:
         remove = self.ops.remove
@@ -674,7 +711,7 @@ class GridPath:
         if self.conservative:
             return
         # windows ending at or before the watermark are emitted
-        last = (m_new - self.size - self.offset) // self.hop if m_new < INFINITY else None
+        last = self.window.last_index_before(m_new) if m_new < INFINITY else None
         first = ks.emitted_k
         if last is None:
             last = max(ks.wins, default=first if first is not None else 0)
@@ -704,7 +741,7 @@ class GridPath:
             )
         previous = self.cti
         self._set_cti(c)
-        k_final = (c - self.size - self.offset) // self.hop if c < INFINITY else None
+        k_final = self.window.last_index_before(c) if c < INFINITY else None
         visit = self._due_keys(c, k_final)
         size, hop, off = self.size, self.hop, self.offset
         try:
@@ -734,7 +771,7 @@ class GridPath:
                 self._push(ks, MIN_TIME)
             raise
         # forget final windows (no UDM calls from here on)
-        lowest = (k_final + 1) * self.hop + self.offset if k_final is not None else INFINITY
+        lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
         for ks in visit:
             if k_final is None:
@@ -752,8 +789,7 @@ class GridPath:
             self._swept = len(self.events)
         if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
-        k_open = (c - self.size - self.offset) // self.hop + 1
-        return min(c, k_open * self.hop + self.offset)
+        return min(c, self.window.first_open_start(c))
 
     def _due_keys(self, c: int, k_final: int | None) -> list[_Key]:
         """The keys CTI ``c`` has work for: those with a window ending at or
@@ -800,7 +836,7 @@ class GridPath:
                         del events[expired]
         if ks.wins:
             k = min(ks.wins)
-            self._push(ks, k * self.hop + self.offset + self.size)
+            self._push(ks, self.window.end_of(k))
         elif kev is not None and kev.records:
             end = kev.min_end()
             if end is not None and end < INFINITY:
@@ -872,7 +908,7 @@ class GridPath:
             w = ks.wins.get(k)
             if w is None:
                 continue
-            start = k * self.hop + self.offset
+            start = self.window.start_of(k)
             key = next(kk for kk, v in self.keys.items() if v is ks)
             state = self.udm.initial_state()
             n = 0
@@ -922,8 +958,6 @@ class GridPath:
         }
 
     def load(self, data: dict[str, Any]) -> None:
-        from udm.host.engine import OutputId
-
         self._set_cti(data["cti"])
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
@@ -942,7 +976,7 @@ class GridPath:
                     [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
                 ]
             if ks.wins:
-                self._push(ks, min(ks.wins) * self.hop + self.offset + self.size)
+                self._push(ks, self.window.end_of(min(ks.wins)))
         records = list(self.events.values())
         for key, entries in data.get("slices") or []:
             kev = self.keys[key].events
