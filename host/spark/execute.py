@@ -36,18 +36,15 @@ from udm.host.plan import (
     sources,
 )
 from udm.host.rows import Layout, adapt_op, udf_of_payload
-from udm.host.spark import evaluate as spark_evaluate
+from udm.host.spark import decode as spark_decode
 from udm.host.spark.algebra import HANDLERS as CEDR_HANDLERS
+from udm.host.spark.arrowio import pickled_field, to_arrow_column
+from udm.host.spark.decode import decode_pickled
 from udm.host.spark.errors import running, udm_errors, udm_frame
-from udm.host.spark.evaluate import (
-    _pickled_field,
-    decode_pickled,
-    evaluate_op,
-    to_arrow_column,
-)
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, q
 from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
+from udm.host.spark.windowop import evaluate_op
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
@@ -157,23 +154,23 @@ class SparkEngine:
         """The output rows of ``plan`` on the driver (for ``to_cht``)."""
         # udm's errors; an invalid row's count and first rows; no task logs
         with running(_first_source(plan)):
-            with spark_evaluate.tracking_persisted() as cached:
+            with spark_decode.tracking_persisted() as cached:
                 out, metrics = self.table(plan)
             try:
                 rows = collect_rows(out.frame)
             finally:
-                spark_evaluate.release(cached)
+                spark_decode.release(cached)
         return EngineResult(rows, out.layout, metrics)
 
     def to_dataframe(self, stream: Stream) -> DataFrame:
         """``Stream.to_dataframe``: the output as a DataFrame."""
         source = _first_source(stream.plan)
-        with spark_evaluate.tracking_persisted() as cached, running(source):
+        with spark_decode.tracking_persisted() as cached, running(source):
             out, metrics = self.table(stream.plan)
         stream.metrics = metrics
         # results typed from their values are cached while the output lives;
         # its actions raise udm's errors (udm_frame), as to_cht does
-        return udm_frame(spark_evaluate.released_with(output(out.frame), cached), source)
+        return udm_frame(spark_decode.released_with(output(out.frame), cached), source)
 
     def run(self, node: PlanNode) -> SparkTable:
         """The output table of ``node``."""
@@ -359,7 +356,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
     tmp = [f"__udm_f{i}" for i in range(len(udfs))]
     fields = list(df.schema.fields)
     for name, t in zip(tmp, types, strict=True):
-        fields.append(_pickled_field(name) if t is None else T.StructField(name, t, True))
+        fields.append(pickled_field(name) if t is None else T.StructField(name, t, True))
     schema = T.StructType(fields)
     new_types = [f.type for f in arrow_schema(T.StructType(fields[len(df.schema.fields) :]))]
     pickled_flags = [t is None for t in types]

@@ -48,7 +48,7 @@ from udm.host.plan import (
     sources,
     walk,
 )
-from udm.host.spark.evaluate import _holds_integers, call_type
+from udm.host.spark.arrowio import call_type, holds_integers
 from udm.host.spark.frame import TimeKind, map_in_arrow, output, q, show_time
 from udm.host.spark.graphstate import (
     E_COL,
@@ -205,7 +205,7 @@ def stream_query(
         integer_fields={
             f.name: arrow_schema(T.StructType([f])).field(0).type
             for f in out_fields
-            if _holds_integers(arrow_schema(T.StructType([f])).field(0).type)
+            if holds_integers(arrow_schema(T.StructType([f])).field(0).type)
         },
     )
     share_driver_python(spark)

@@ -42,6 +42,7 @@ from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
 from udm.host.spark import evaluate as ev
+from udm.host.spark.arrowio import STATE, udm_failure
 from udm.host.spark.frame import map_in_arrow, q
 from udm.host.spark.members import (
     RunFailed,
@@ -141,7 +142,7 @@ def grid_results(
             [
                 *key_fields,
                 T.StructField(BUCKET_COL, T.LongType(), False),
-                T.StructField(ev._STATE, T.BinaryType(), False),
+                T.StructField(STATE, T.BinaryType(), False),
             ]
         )
         states = map_in_arrow(source, _fold_fn(op, list(keys), needed), schema)
@@ -359,7 +360,7 @@ def _fold_fn(
                 )
                 kv = [col[r] for col in run_keys]
                 column = op.calls[n].value
-                raise ev._wrap(udms[n], window, kv, failed.cause, column) from failed.cause
+                raise udm_failure(udms[n], window, kv, failed.cause, column) from failed.cause
             # the buckets of windows each state serves
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()
@@ -399,7 +400,7 @@ def _fold_fn(
                 pa.array(bucket[groups], pa.int64()),
                 pa.array(blobs, pa.binary()),
             ]
-            yield pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, ev._STATE])
+            yield pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, STATE])
 
     return fold
 
@@ -426,7 +427,7 @@ def _merge_fn(
         bucket = table.column(BUCKET_COL).to_numpy()
         order = np.lexsort((bucket, *reversed(codes)))
         groups = run_starts(bucket[order], *[c[order] for c in codes])
-        blobs = table.column(ev._STATE).take(pa.array(order, pa.int64())).to_pylist()
+        blobs = table.column(STATE).take(pa.array(order, pa.int64())).to_pylist()
         group_keys = key_values(table, keys, order[groups])
         bounds = [*groups.tolist(), len(order)]
         parts = [
@@ -495,7 +496,7 @@ def _unpickled(
             i, is_window = divmod(slot, 2)
             start = i * p + w.offset
             window = w.window_at(i) if is_window else WindowDescriptor(start, start + p)
-            raise ev._wrap(u, window, kv, exc) from exc
+            raise udm_failure(u, window, kv, exc) from exc
         panes.append({s >> 1: st for s, st in into.items() if not s & 1})
         own.append({s >> 1: st for s, st in into.items() if s & 1})
     return panes, own
@@ -547,7 +548,7 @@ def _window_results(
                 r = result(st, w.window_at(k)) if sensitive else result(st)
                 done.append(normalize_value(r))
         except Exception as exc:
-            raise ev._wrap(u, w.window_at(k), kv, exc) from exc
+            raise udm_failure(u, w.window_at(k), kv, exc) from exc
         return done
 
     order = sorted(panes)
@@ -604,7 +605,7 @@ def _window_results(
             r = result(st, w.window_at(k)) if sensitive else result(st)
             out.append(normalize_value(r))
     except Exception as exc:
-        raise ev._wrap(u, w.window_at(k), kv, exc) from exc
+        raise udm_failure(u, w.window_at(k), kv, exc) from exc
     return out
 
 

@@ -40,15 +40,13 @@ from udm.host.plan import E_COL, S_COL, UdmCall, ValueArg
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.registry import resolve_udm
 from udm.host.rows import normalize_value
-from udm.host.spark.evaluate import (
-    _arrow_schema_with_marks,
-    _pickled_field,
+from udm.host.spark.arrowio import (
+    arrow_schema_with_marks,
     call_type,
-    decode_pickled,
-    released_with,
+    pickled_field,
     to_arrow_column,
-    tracking_persisted,
 )
+from udm.host.spark.decode import decode_pickled, released_with, tracking_persisted
 from udm.host.spark.frame import TimeKind, apply_in_arrow, q, show_time
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY
@@ -301,7 +299,7 @@ def replay(
     schema_of = {f.name: f.dataType for f in df.schema.fields}
     time_type: T.DataType = T.LongType()
     rtype = call_type(call)
-    result_field = _pickled_field(_RESULT) if rtype is None else T.StructField(_RESULT, rtype, True)
+    result_field = pickled_field(_RESULT) if rtype is None else T.StructField(_RESULT, rtype, True)
     key_fields = [T.StructField(k, schema_of[k], True) for k in keys]
     if output == "cht":
         fields = [
@@ -335,7 +333,7 @@ def replay(
         keys,
         id,
         [*payload],
-        _arrow_schema_with_marks(schema),
+        arrow_schema_with_marks(schema),
         output == "cht",
         flush,
     )
