@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import numbers
 from abc import ABC, abstractmethod
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -72,6 +73,20 @@ class WindowSpec(ABC):
         (False, True)
         """
         return (start < w_end) & (w_start < end)
+
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """The positions ``lo:hi`` of the windows an event ``[start, end)``
+        can belong to, among windows listed by start (every kind's windows,
+        so listed, also have increasing ends): those starting before it ends
+        and ending after it starts. :meth:`holds` still decides each one.
+        O(log windows), by bisection.
+
+        >>> HoppingWindow(10, 5).touching([0, 5, 10], [10, 15, 20], 7, 12)
+        (0, 3)
+        """
+        return bisect_right(w_ends, start), bisect_left(w_starts, end)
 
     def affected(
         self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
@@ -423,6 +438,16 @@ class CountByStartWindow(WindowSpec):
         """
         return (w_start <= start) & (start < w_end)
 
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """Windows starting at or before the event's start and ending after it.
+
+        >>> CountByStartWindow(2).touching([0, 5], [6, 9], 5, 20)
+        (0, 2)
+        """
+        return bisect_right(w_ends, start), bisect_right(w_starts, start)
+
     def affected(
         self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
     ) -> list[tuple[int, int]]:
@@ -474,6 +499,16 @@ class CountByEndWindow(WindowSpec):
         (True, False)
         """
         return (w_start < end) & (end <= w_end)
+
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """Windows starting before the event's end and ending at or after it.
+
+        >>> CountByEndWindow(2).touching([4, 8], [9, 12], 0, 9)
+        (0, 2)
+        """
+        return bisect_left(w_ends, end), bisect_left(w_starts, end)
 
     def affected(
         self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool

@@ -135,9 +135,9 @@ def evaluate_window(
     sensitive = udm.time_sensitive
     try:
         if sensitive or ordered is None:
-            cs = [max(s, ws) for s in starts] if clipping.clips_left else starts
+            cs = clipping.clip_starts(starts, ws)
         if sensitive:
-            ce = [min(e, we) for e in ends] if clipping.clips_right else ends
+            ce = clipping.clip_ends(ends, we)
         if ordered is not None:
             fast = ordered
         elif sensitive:

@@ -78,9 +78,9 @@ def _window_range(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per event, the inclusive range of window indexes holding it (as
     :func:`udm.host.spark.windows.hopping_range` computes it in Spark)."""
-    k_min = (s - w.size - w.offset) // w.hop + 1
-    end = np.minimum(e, min(watermark, INFINITY - 2 * w.hop))
-    k_max = -((w.offset - end) // w.hop) - 1
+    # windows must end by the watermark, so an end beyond it counts as the
+    # watermark (which also keeps the int64 arithmetic from overflowing)
+    k_min, k_max = w.index_range(s, np.minimum(e, min(watermark, INFINITY - 2 * w.hop)))
     if watermark < INFINITY:
         k_max = np.minimum(k_max, w.last_index_before(watermark))
     return k_min, k_max
@@ -212,7 +212,7 @@ def _evaluate_fn(
         rows, k = rows[order], k[order]
         codes = [c[order] for c in codes]
         runs = run_starts(k, *codes)
-        win_s = k[runs] * w.hop + w.offset
+        win_s = w.start_of(k[runs])
         yield from evaluate_runs(
             op, table, keys, payload, s, e, rows, runs, win_s, win_s + w.size, schema
         )
@@ -265,7 +265,7 @@ def _slices(
     at = group[win_ev] * span + (win_k - base[win_ev])
     firsts = np.searchsorted(group * span + (kmx - base), at, side="left")
     lasts = np.searchsorted(group * span + (kmn - base), at, side="right")
-    win_s = win_k * w.hop + w.offset
+    win_s = w.start_of(win_k)
     return Slices(order, tied, order[win_ev], win_s, win_s + w.size, firsts, lasts)
 
 
@@ -619,5 +619,5 @@ def _grid_batch(
     """Output rows of aggregates over grid windows ``ks``."""
     w = op.window
     assert isinstance(w, HoppingWindow)
-    starts = np.asarray(ks, dtype=np.int64) * w.hop + w.offset
+    starts = w.start_of(np.asarray(ks, dtype=np.int64))
     return aggregate_batch(op, starts, starts + w.size, key_columns, results, schema)

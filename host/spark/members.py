@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from udm.host.invoke import raw_result, stamp_result
 from udm.host.plan import WindowOp
-from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
 from udm.host.spark.arrowio import (
     Columns,
@@ -101,8 +101,7 @@ def ordered(
     membership's window): whether the clipped starts strictly increase,
     and whether the clipped lifetimes do (the test
     :func:`~udm.host.spark.evaluate.evaluate_window` would make)."""
-    cs = np.maximum(s, ws) if clipping.clips_left else s
-    ce = np.minimum(e, we) if clipping.clips_right else e
+    cs, ce = clipping.clip_arrays(s, e, ws, we)
     up = cs[1:] > cs[:-1]
     up_lex = up | ((cs[1:] == cs[:-1]) & (ce[1:] > ce[:-1]))
     inner = np.ones(len(s), dtype=bool)
@@ -420,10 +419,6 @@ def aggregate_batch(
     """Output rows of aggregates over windows ``[win_s, win_e)``:
     lifetimes by the output policy (aggregates take ``align`` or
     ``point_end``), keys and one result column per call."""
-    starts, ends = win_s, win_e
-    if op.policy is OutputPolicy.POINT_END:
-        starts = ends - 1
-    else:
-        assert op.policy is OutputPolicy.ALIGN, op.policy
+    starts, ends = op.policy.window_lifetime(win_s, win_e)
     labels = result_labels(op, lambda i: WindowDescriptor(int(win_s[i]), int(win_e[i])))
     return output_columns(starts, ends, key_columns, results, schema, labels)
