@@ -139,16 +139,10 @@ class WindowSpec(ABC):
         return [e for e in events if self.belongs(e, window)]
 
     def describe(self, durations: bool = False) -> str:
-        """The spec as its repr, or with ``durations`` (for queries over
-        datetimes) its sizes in units: ``HoppingWindow(size=1h, hop=15m)``."""
-        if not durations or not isinstance(self, HoppingWindow):
-            return repr(self)
-        parts = [f"size={format_duration(self.size)}"]
-        if type(self) is HoppingWindow:
-            parts.append(f"hop={format_duration(self.hop)}")
-        if self.offset:
-            parts.append(f"offset={format_duration(self.offset)}")
-        return f"{type(self).__name__}({', '.join(parts)})"
+        """The spec as its repr; with ``durations`` (for queries over
+        datetimes), kinds with sizes give them in units:
+        ``HoppingWindow(size=1h, hop=15m)``."""
+        return repr(self)
 
 
 def changed_span(
@@ -332,6 +326,16 @@ class HoppingWindow(WindowSpec):
                 hi = min(hi, k_last)
             ks.update(range(lo, hi + 1))
         return [self.window_at(k) for k in sorted(ks)]
+
+    def describe(self, durations: bool = False) -> str:
+        if not durations:
+            return repr(self)
+        parts = [f"size={format_duration(self.size)}"]
+        if type(self) is HoppingWindow:
+            parts.append(f"hop={format_duration(self.hop)}")
+        if self.offset:
+            parts.append(f"offset={format_duration(self.offset)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     def __repr__(self) -> str:
         off = f", offset={self.offset}" if self.offset else ""
