@@ -36,7 +36,7 @@ from udm.host.plan import (
     sources,
 )
 from udm.host.rows import Layout, adapt_op, udf_of_payload
-from udm.host.spark import decode as spark_decode
+from udm.host.spark import evaluate as spark_evaluate  # tests patch tracking_persisted there
 from udm.host.spark.algebra import HANDLERS as CEDR_HANDLERS
 from udm.host.spark.arrowio import pickled_field, to_arrow_column
 from udm.host.spark.decode import decode_pickled
@@ -154,23 +154,23 @@ class SparkEngine:
         """The output rows of ``plan`` on the driver (for ``to_cht``)."""
         # udm's errors; an invalid row's count and first rows; no task logs
         with running(_first_source(plan)):
-            with spark_decode.tracking_persisted() as cached:
+            with spark_evaluate.tracking_persisted() as cached:
                 out, metrics = self.table(plan)
             try:
                 rows = collect_rows(out.frame)
             finally:
-                spark_decode.release(cached)
+                spark_evaluate.release(cached)
         return EngineResult(rows, out.layout, metrics)
 
     def to_dataframe(self, stream: Stream) -> DataFrame:
         """``Stream.to_dataframe``: the output as a DataFrame."""
         source = _first_source(stream.plan)
-        with spark_decode.tracking_persisted() as cached, running(source):
+        with spark_evaluate.tracking_persisted() as cached, running(source):
             out, metrics = self.table(stream.plan)
         stream.metrics = metrics
         # results typed from their values are cached while the output lives;
         # its actions raise udm's errors (udm_frame), as to_cht does
-        return udm_frame(spark_decode.released_with(output(out.frame), cached), source)
+        return udm_frame(spark_evaluate.released_with(output(out.frame), cached), source)
 
     def run(self, node: PlanNode) -> SparkTable:
         """The output table of ``node``."""
