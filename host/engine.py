@@ -150,6 +150,9 @@ class Host(GeneralPath, Snapshots):
         # whether members' ends decide a window's finality (see _final)
         self._final_waits = self._sees_ends and window.final_waits_for_members
         self._checks_range = window.is_grid
+        # the spec's membership rule, or None for the default (overlap),
+        # which the general path inlines
+        self._holds = None if type(window).holds is WindowSpec.holds else window.holds
         # the output of an empty window is nothing, so output retractions
         # are the only effect of losing all members
         self._current: Element | None = None
