@@ -96,12 +96,13 @@ class GridCore:
     # -- helpers ----------------------------------------------------------
 
     def _k_range(self, start: int, end: int) -> tuple[int, int]:
-        k_lo, k_hi = self.window.index_range(start, end)
-        return k_lo, k_hi
+        # HoppingWindow.index_range inlined: it runs per late insert and
+        # per retraction, where a method call costs several percent
+        hop, off = self.hop, self.offset
+        return (start - self.size - off) // hop + 1, -((off - end) // hop) - 1
 
     def _begun(self, m: int) -> int:
-        k: int = self.window.last_begun(m)
-        return k
+        return (m - self.offset) // self.hop  # HoppingWindow.last_begun, inlined
 
     def _push(self, ks: GridKey, due: int) -> None:
         """Register ``ks`` as due at time ``due`` (an earlier window end)."""
@@ -153,7 +154,7 @@ class GridCore:
                 undo.append((ks, k, [state, w[1], list(w[2])]))
         if w is None:
             w = ks.wins[k] = [self.ops.initial_state(), 0, []]
-            end = self.window.end_of(k)
+            end = k * self.hop + self.offset + self.size  # HoppingWindow.end_of, inlined
             if end < ks.due:
                 self._push(ks, end)
         return w
@@ -182,7 +183,8 @@ class GridCore:
         """Emit the difference between window k's cached and current output."""
         w = ks.wins.get(k)
         old = w[2] if w is not None else []
-        start, end = self.window.start_of(k), self.window.end_of(k)
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
+        end = start + self.size
         new: Any = EMPTY
         if w is not None and w[1] > 0:
             try:
