@@ -6,140 +6,46 @@ retractions of earlier (speculative) outputs, and output CTIs. Its output
 CHT always equals the reference evaluator's output over the input CHT, for
 the windows the watermark has passed.
 
-Per element it follows the paper's phases: find the affected windows (a
-time range that depends on the window kind), update the event index, derive
-the windows of that range before and after, update per-window state
-(incrementally where the window kept its shape, from its members where it
-was created, split or reshaped, or where the UDM cannot ``remove``), and
-emit the difference between each window's previous and new output. The last
-output of every window is cached, so retracting it never re-invokes the UDM.
-
-When a CTI passes, windows that can no longer change are finalized and
-forgotten, and events that belong to no open window are retired, so memory
-is bounded by the data between CTIs.
+The host is an orchestrator: it validates each element, hands it to the
+grid fast path when the window kind offers one for the query
+(:class:`~udm.host.gridpath.GridPath`), else to the general path
+(:class:`~udm.host.general.GeneralPath`, which asks the kind's strategy in
+:mod:`udm.host.kinds`), undoes a failed element, and saves and restores
+its state.
 """
 
 from __future__ import annotations
 
 import gc
-import pickle
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
-from sortedcontainers import SortedDict
-
-from udm.host.cht import Cht, freeze
-from udm.host.errors import InvalidElementError, UdmInvocationError
-from udm.host.gridpath import DONE, GridPath, eligible, slice_eligible
-from udm.host.indexes import EventIndex, LiveEv, derive_windows
+from udm.host.cht import Cht
+from udm.host.errors import InvalidElementError
+from udm.host.general import GeneralPath
+from udm.host.gridpath import DONE, GridPath
+from udm.host.hostsnapshot import Snapshots, udm_arguments
+from udm.host.hoststate import Consistency, Journal, KeyState, OutputId
 from udm.host.invoke import (
-    detached,
     instantiate,
-    key_failed,
     make_value_fn,
-    prepare,
-    stamp_result,
     udm_label,
 )
+from udm.host.kinds import kind_for
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.stream import Cti, Element, Insert, Retract
-from udm.host.time import INFINITY, MIN_TIME, format_time
+from udm.host.time import INFINITY, MIN_TIME
 from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
-from udm.host.windows import (
-    CountByEndWindow,
-    CountByStartWindow,
-    HoppingWindow,
-    SnapshotWindow,
-    WindowSpec,
-)
+from udm.host.windows import WindowSpec
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.events import IntervalEvent
 
 __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
 
-SNAPSHOT_FORMAT = "udm-host-snapshot"
-SNAPSHOT_VERSION = 2
 
-
-class Consistency(StrEnum):
-    """When window output is emitted (CEDR's consistency levels).
-
-    * ``speculative``: as soon as the watermark (the latest CTI or the latest
-      event start) passes the window's end; later changes are retracted and
-      re-emitted.
-    * ``conservative``: only once a CTI makes the window final; the output
-      never contains retractions.
-    """
-
-    SPECULATIVE = "speculative"
-    CONSERVATIVE = "conservative"
-
-    @classmethod
-    def parse(cls, value: Consistency | str) -> Consistency:
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown consistency {value!r}; use 'speculative' or 'conservative'"
-            ) from None
-
-
-class OutputId(NamedTuple):
-    """Id of an output event: the group key and a sequence number."""
-
-    key: Hashable
-    n: int
-
-
-@dataclass(slots=True)
-class _Win:
-    """One window of the window index: its end, event count, UDM state and
-    the outputs it has emitted (still live in the output stream)."""
-
-    end: int
-    n_events: int = 0
-    state: Any = None
-    outputs: list[tuple[OutputId, IntervalEvent[Any]]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class _KeyState:
-    index: EventIndex = field(default_factory=EventIndex)
-    wins: SortedDict = field(default_factory=SortedDict)  # start -> _Win
-    win_ends: SortedDict = field(default_factory=SortedDict)  # end -> start
-    max_start: int = MIN_TIME
-    final_upto: int = MIN_TIME  # every window ending at or before it is forgotten
-
-
-class _Journal:
-    """Undo log of one element's changes, so a failing UDM leaves the host
-    exactly as it was."""
-
-    def __init__(self) -> None:
-        self.wins: dict[tuple[int, int], tuple[_KeyState, _Win | None]] = {}
-        self.keys: dict[int, tuple[_KeyState, int, int]] = {}
-        self.events: list[tuple[_KeyState, LiveEv | None, LiveEv | None]] = []
-        self.detached: list[tuple[EventIndex, LiveEv]] = []
-        self.new_keys: list[Hashable] = []
-        self.key_of: list[tuple[Hashable, bool, Hashable]] = []
-
-    def touch(self, ks: _KeyState, start: int) -> None:
-        slot = (id(ks), start)
-        if slot in self.wins:
-            return
-        w = ks.wins.get(start)
-        saved = None if w is None else _Win(w.end, w.n_events, w.state, list(w.outputs))
-        self.wins[slot] = (ks, saved)
-
-    def touch_key(self, ks: _KeyState) -> None:
-        if id(ks) not in self.keys:
-            self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)
-
-
-class Host:
+class Host(GeneralPath, Snapshots):
     """Runs one windowed UDM over a physical stream, incrementally.
 
     Args:
@@ -203,8 +109,8 @@ class Host:
         self.validator = StreamValidator(cti_policy=cti_policy)
         self.retractions = retractions
         # as created: what a UDM stores while it runs is not an argument
-        self._arguments = _udm_arguments(self.udm)
-        self.keys: dict[Hashable, _KeyState] = {}
+        self._arguments = udm_arguments(self.udm)
+        self.keys: dict[Hashable, KeyState] = {}
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
         self._next_out = 0
@@ -233,37 +139,35 @@ class Host:
         self._time_bound = self.policy is OutputPolicy.TIME_BOUND or (
             u.properties.time_bound
             and self.policy in (OutputPolicy.KEEP, OutputPolicy.CLIP)
-            and isinstance(window, HoppingWindow)
+            and window.is_grid
         )
         self._eager = self._time_bound and self.consistency is Consistency.SPECULATIVE
         # a time-sensitive UDM without right clipping sees member end times
         self._sees_ends = self._ts and not self.clipping.clips_right
         self._sees_starts = self._ts and not self.clipping.clips_left
-        self._grid = isinstance(window, HoppingWindow)
-        self._snapshot = isinstance(window, SnapshotWindow)
-        self._count_start = isinstance(window, CountByStartWindow)
-        self._count_end = isinstance(window, CountByEndWindow)
+        #: what the host must know of the window kind (see udm.host.kinds)
+        self.kind = kind_for(window)
+        # whether members' ends decide a window's finality (see _final)
+        self._final_waits = self._sees_ends and window.final_waits_for_members
+        self._checks_range = window.is_grid
+        # the spec's membership rule, or None for the default (overlap),
+        # which the general path inlines
+        self._holds = None if type(window).holds is WindowSpec.holds else window.holds
         # the output of an empty window is nothing, so output retractions
         # are the only effect of losing all members
         self._current: Element | None = None
         self._fast: GridPath | None = None
-        invertible = eligible(window, self.udm, self.policy, self.clipping)
-        if (
-            fast_path
-            and (invertible or slice_eligible(window, self.udm, self.policy))
-            and isinstance(window, HoppingWindow)
-        ):
-            self._fast = GridPath(
-                window,
-                self.udm,
-                self.policy,
-                self.consistency is Consistency.CONSERVATIVE,
-                self._key_fn,
-                self._value_fn,
-                self._label,
-                self._new_id,
+        if fast_path:
+            self._fast = self.kind.fast_path(
+                udm=self.udm,
+                policy=self.policy,
+                clipping=self.clipping,
+                conservative=self.consistency is Consistency.CONSERVATIVE,
+                key_fn=self._key_fn,
+                value_fn=self._value_fn,
+                label=self._label,
+                new_id=self._new_id,
                 keep_events=retractions,
-                slices=not invertible,
                 fields=(
                     key if isinstance(key, str) else None,
                     value if isinstance(value, str) else None,
@@ -299,7 +203,7 @@ class Host:
         checked = self.validator.check(element)
         if checked is None:
             return []
-        if self._grid and type(checked) is not Cti:
+        if self._checks_range and type(checked) is not Cti:
             self._check_range(element, checked, saved)
         out: list[Element] = []
         next_out, seq, cti, output_cti = self._next_out, self._seq, self.cti, self.output_cti
@@ -330,7 +234,7 @@ class Host:
                 fast.current = None
                 self._current = None
             return out
-        journal = _Journal()
+        journal = Journal()
         try:
             if isinstance(checked, Cti):
                 self._cti(checked.time, out, journal)
@@ -349,8 +253,7 @@ class Host:
         return out
 
     def _check_range(self, element: Element, checked: Element, saved: tuple[Any, ...]) -> None:
-        """Refuse an event that grid windows outside the tick range would hold."""
-        assert isinstance(self.window, HoppingWindow)
+        """Refuse an event that windows outside the tick range would hold."""
         if isinstance(checked, Insert):
             start, end = checked.start, checked.end
         else:
@@ -507,751 +410,6 @@ class Host:
             else:
                 v.dropped_ids.discard(ident)
 
-    # ------------------------------------------------------------ changes
-
-    def _key_state(self, key: Hashable, journal: _Journal) -> _KeyState:
-        ks = self.keys.get(key)
-        if ks is None:
-            ks = self.keys[key] = _KeyState()
-            journal.new_keys.append(key)
-        return ks
-
-    def _insert(self, e: Insert, out: list[Element], journal: _Journal) -> None:
-        if self._key_fn is None:
-            key: Hashable = None
-        else:
-            try:
-                key = self._key_fn(e.payload)
-                hash(key)
-            except Exception as exc:
-                raise key_failed(e, exc) from None
-        ks = self._key_state(key, journal)
-        ev = LiveEv(e.id, e.start, e.end, e.payload, self._seq)
-        self._seq += 1
-        if e.id in self._key_of:
-            # The id of an expired event (the validator frees those): it
-            # stays for the windows still open, but is no longer found by id.
-            old_key = self._key_of[e.id]
-            old_index = self.keys[old_key].index
-            journal.detached.append((old_index, old_index.by_id.pop(e.id)))
-            journal.key_of.append((e.id, True, old_key))
-        else:
-            journal.key_of.append((e.id, False, None))
-        self._key_of[e.id] = key
-        self._change(ks, key, None, ev, out, journal)
-
-    def _retract(self, r: Retract, out: list[Element], journal: _Journal) -> None:
-        if r.id not in self._key_of:
-            # retired at cleanup: no open window can see this change (a
-            # count-by-start member whose end a time-insensitive UDM ignores)
-            return
-        key = self._key_of[r.id]
-        ks = self.keys[key]
-        old = ks.index.by_id[r.id]
-        new = None if r.new_end == old.start else replace(old, end=r.new_end)
-        if new is not None and new.end == old.end:
-            return
-        if new is None:
-            journal.key_of.append((r.id, True, key))
-            del self._key_of[r.id]
-        self._change(ks, key, old, new, out, journal)
-
-    def _dirty_ranges(self, old: LiveEv | None, new: LiveEv | None) -> list[tuple[int, int]]:
-        """Time ranges whose windows may change when ``old`` becomes ``new``."""
-        ev = new if new is not None else old
-        assert ev is not None
-        start = ev.start
-        if old is None or new is None:
-            lo, hi = start, ev.end
-            end_lo, end_hi = ev.end, ev.end
-        else:
-            lo, hi = min(old.end, new.end), max(old.end, new.end)
-            end_lo, end_hi = lo, hi
-            if self._sees_ends or self._count_start:
-                lo = start
-        if self._count_start:
-            return [(start, start + 1)]
-        if self._count_end:
-            if end_lo == end_hi:
-                return [(end_lo - 1, end_lo)]
-            return [(end_lo - 1, end_lo), (end_hi - 1, end_hi)]
-        if self._snapshot:
-            return [(lo - 1, hi + 1 if hi < INFINITY else hi)]
-        return [(lo, hi)]
-
-    def _windows_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
-        m = max(self.cti, ks.max_start)
-        found: dict[int, int] = {}
-        for lo, hi in ranges:
-            for s, e in derive_windows(self.window, ks.index, lo, hi, m):
-                if e > ks.final_upto:
-                    found[s] = e
-        return found
-
-    def _existing_in(self, ks: _KeyState, ranges: list[tuple[int, int]]) -> dict[int, int]:
-        found: dict[int, int] = {}
-        wins, ends = ks.wins, ks.win_ends
-        for lo, hi in ranges:
-            # windows overlapping [lo, hi): end > lo and start < hi; ends and
-            # starts are both increasing, so scan ends from lo
-            for end in ends.irange(minimum=lo, inclusive=(False, True)):
-                start = ends[end]
-                if start >= hi:
-                    break
-                found[start] = wins[start].end
-        return found
-
-    def _change(
-        self,
-        ks: _KeyState,
-        key: Hashable,
-        old: LiveEv | None,
-        new: LiveEv | None,
-        out: list[Element],
-        journal: _Journal,
-    ) -> None:
-        ranges = self._dirty_ranges(old, new)
-        journal.touch_key(ks)
-        m_old = max(self.cti, ks.max_start)
-        before = self._existing_in(ks, ranges)
-        if old is not None:
-            ks.index.remove(old)
-        if new is not None:
-            ks.index.add(new)
-        journal.events.append((ks, old, new))
-        if new is not None and old is None and new.start > ks.max_start:
-            ks.max_start = new.start
-        after = self._windows_in(ks, ranges)
-        starts = sorted(before.keys() | after.keys())
-        # structure first (ends are unique, so move all of them before
-        # re-inserting any), then states, then output
-        dropped: list[tuple[int, _Win]] = []
-        for start in starts:
-            journal.touch(ks, start)
-            end_before, end_after = before.get(start), after.get(start)
-            if end_before is not None and end_before != end_after:
-                del ks.win_ends[end_before]
-                if end_after is None:
-                    dropped.append((start, ks.wins.pop(start)))
-        for start in starts:
-            end_before, end_after = before.get(start), after.get(start)
-            if end_after is None:
-                continue
-            if end_before is None:
-                ks.wins[start] = _Win(end_after)
-                ks.win_ends[end_after] = start
-            elif end_before != end_after:
-                ks.wins[start].end = end_after
-                ks.win_ends[end_after] = start
-        for start, w in dropped:
-            self._emit_diff(w, key, [], out, start)
-        for start in starts:
-            end_before, end_after = before.get(start), after.get(start)
-            if end_after is None:
-                continue
-            if end_before == end_after:
-                self._delta(ks, start, old, new)
-            else:
-                self._rebuild(ks, start, end_after)
-            if self._emittable(ks, start):
-                self._refresh(ks, key, start, out)
-            elif ks.wins[start].outputs:
-                # reshaped past the watermark: its speculative output is void
-                self._emit_diff(ks.wins[start], key, [], out, start)
-        m_new = max(self.cti, ks.max_start)
-        if m_new > m_old:
-            self._advance(ks, key, m_old, m_new, out, journal)
-
-    # ------------------------------------------------------ window states
-
-    def _prepared(self, ev: LiveEv, desc: WindowDescriptor) -> IntervalEvent[Any]:
-        e = self.clipping.clip(IntervalEvent(ev.start, ev.end, ev.payload), desc)
-        if self._value_fn is not None:
-            e = IntervalEvent(e.start, e.end, self._value_fn(e.payload))
-        return e
-
-    def _inputs(self, ks: _KeyState, start: int, end: int) -> list[IntervalEvent[Any]]:
-        """A window's members as the UDM sees them: clipped, mapped, in
-        canonical order."""
-        members = ks.index.members(self.window, start, end)
-        desc = WindowDescriptor(start, end)
-        return prepare(
-            (ev.event() for ev in members), desc, self.clipping, self._value_fn, self._ts
-        )
-
-    def _guard(self, ks: _KeyState, start: int, end: int, fn: Callable[[], Any]) -> Any:
-        try:
-            return fn()
-        except UdmInvocationError:
-            raise
-        except Exception as exc:
-            members = ks.index.members(self.window, start, end)
-            raise UdmInvocationError(
-                self._label,
-                f"[{start}, {format_time(end)})",
-                f"{type(exc).__name__}: {exc}",
-                element=self._current,
-                events=[
-                    f"id={ev.id!r} [{ev.start}, {format_time(ev.end)}) {ev.payload!r}"
-                    for ev in members
-                ],
-            ) from exc
-
-    def _fresh_state(self, ks: _KeyState, start: int, end: int) -> tuple[int, Any]:
-        if not self._incremental:
-            return len(ks.index.members(self.window, start, end)), None
-        desc = WindowDescriptor(start, end)
-        u: Any = self.udm
-
-        def build() -> tuple[int, Any]:
-            inputs = self._inputs(ks, start, end)
-            state = u.initial_state()
-            if not self._ts:
-                return len(inputs), u.add_many(state, [e.payload for e in inputs])
-            for e in inputs:
-                state = u.add(state, e, desc)
-            return len(inputs), state
-
-        built: tuple[int, Any] = self._guard(ks, start, end, build)
-        return built
-
-    def _rebuild(self, ks: _KeyState, start: int, end: int) -> None:
-        n, state = self._fresh_state(ks, start, end)
-        w = ks.wins.get(start)
-        if w is None:
-            ks.wins[start] = _Win(end, n, state)
-            ks.win_ends[end] = start
-        else:
-            w.n_events, w.state = n, state
-
-    def _belongs(self, ev: LiveEv, start: int, end: int) -> bool:
-        if self._count_start:
-            return start <= ev.start < end
-        if self._count_end:
-            return start < ev.end <= end
-        return ev.start < end and start < ev.end
-
-    def _delta(self, ks: _KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
-        """Apply the change of one event to a window that kept its shape."""
-        w: _Win = ks.wins[start]
-        end = w.end
-        was = old is not None and self._belongs(old, start, end)
-        now = new is not None and self._belongs(new, start, end)
-        w.n_events += int(now) - int(was)
-        if not self._incremental or not (was or now):
-            return
-        if was and now and not self._ts:
-            return  # same payload, only the (invisible) lifetime changed
-        u: Any = self.udm
-        if not self._ts:
-            if (was and not self._can_remove) or not self._order_free:
-                self._rebuild(ks, start, end)
-                return
-            fn = self._value_fn
-            # the value function runs under the guard too: a payload without
-            # the value= field fails as the UDM on this window, as in evaluate
-            if was:
-                assert old is not None
-                p_old = old.payload
-                w.state = self._guard(
-                    ks, start, end, lambda: u.remove(w.state, p_old if fn is None else fn(p_old))
-                )
-            if now:
-                assert new is not None
-                p_new = new.payload
-                w.state = self._guard(
-                    ks, start, end, lambda: u.add(w.state, p_new if fn is None else fn(p_new))
-                )
-            return
-        desc = WindowDescriptor(start, end)
-        e_old = self._prepared(old, desc) if was and old is not None else None
-        e_new = self._prepared(new, desc) if now and new is not None else None
-        if e_old == e_new:
-            return
-        if (was and not self._can_remove) or not self._order_free:
-            self._rebuild(ks, start, end)
-            return
-
-        def update() -> Any:
-            state = w.state
-            if e_old is not None:
-                state = u.remove(state, e_old, desc)
-            if e_new is not None:
-                state = u.add(state, e_new, desc)
-            return state
-
-        w.state = self._guard(ks, start, end, update)
-
-    # ------------------------------------------------------------- output
-
-    def _emittable(self, ks: _KeyState, start: int) -> bool:
-        if self.consistency is Consistency.CONSERVATIVE:
-            return False
-        if self._eager:
-            return start <= max(self.cti, ks.max_start)
-        w = ks.wins[start]
-        return bool(w.end <= max(self.cti, ks.max_start))
-
-    def _compute(self, ks: _KeyState, start: int) -> list[IntervalEvent[Any]]:
-        w: _Win = ks.wins[start]
-        if w.n_events == 0:
-            return []
-        desc = WindowDescriptor(start, w.end)
-        u: Any = self.udm
-
-        def run() -> list[IntervalEvent[Any]]:
-            if self._incremental:
-                result = u.result(w.state, desc) if self._ts else u.result(w.state)
-                result = detached(result, operator=u.kind == "operator")
-            else:
-                events = self._inputs(ks, start, w.end)
-                if self._ts:
-                    result = u.compute_result(events, desc)
-                else:
-                    result = u.compute_result([e.payload for e in events])
-            return stamp_result(self.udm, desc, result, self.policy)
-
-        outputs: list[IntervalEvent[Any]] = self._guard(ks, start, w.end, run)
-        return outputs
-
-    def _refresh(self, ks: _KeyState, key: Hashable, start: int, out: list[Element]) -> None:
-        """Emit the difference between a window's cached and new output."""
-        w: _Win = ks.wins[start]
-        self._emit_diff(w, key, self._compute(ks, start), out, start)
-
-    def _emit_diff(
-        self,
-        w: _Win,
-        key: Hashable,
-        new: list[IntervalEvent[Any]],
-        out: list[Element],
-        start: int,
-    ) -> None:
-        old = w.outputs
-        if not old and not new:
-            return
-        remaining = list(new)
-        kept: list[tuple[OutputId, IntervalEvent[Any]]] = []
-        unmatched: list[tuple[OutputId, IntervalEvent[Any]]] = []
-        index: dict[tuple[int, int, Any], list[int]] = {}
-        for i, e in enumerate(remaining):
-            index.setdefault((e.start, e.end, freeze(e.payload)), []).append(i)
-        used: set[int] = set()
-        for oid, e in old:
-            slots = index.get((e.start, e.end, freeze(e.payload)))
-            if slots:
-                used.add(slots.pop())
-                kept.append((oid, e))
-            else:
-                unmatched.append((oid, e))
-        fresh = [e for i, e in enumerate(remaining) if i not in used]
-        changes: list[Element] = []
-        # an output whose end alone changed is shortened or extended in place
-        for oid, e in unmatched:
-            for j, f in enumerate(fresh):
-                if f.start == e.start and freeze(f.payload) == freeze(e.payload):
-                    changes.append(Retract(oid, e.start, e.end, f.end, e.payload))
-                    kept.append((oid, f))
-                    del fresh[j]
-                    break
-            else:
-                changes.append(Retract(oid, e.start, e.end, e.start, e.payload))
-        for f in fresh:
-            oid = OutputId(key, self._next_out)
-            self._next_out += 1
-            changes.append(Insert(oid, f.start, f.end, f.payload))
-            kept.append((oid, f))
-        for c in changes:
-            if c.sync_time < self.output_cti:
-                detail = (
-                    f"output {c!r} would modify time {format_time(c.sync_time)}, before the "
-                    f"output CTI {format_time(self.output_cti)} already emitted"
-                )
-                if self._time_bound:
-                    raise UdmInvocationError(
-                        self._label,
-                        f"[{start}, {format_time(w.end)})",
-                        detail + "; a time_bound UDM must not output before the latest CTI",
-                        element=self._current,
-                    )
-                raise AssertionError(f"host liveliness bug: {detail}")
-        w.outputs = kept
-        out.extend(changes)
-
-    # ---------------------------------------------------------- watermark
-
-    def _advance(
-        self,
-        ks: _KeyState,
-        key: Hashable,
-        m_old: int,
-        m_new: int,
-        out: list[Element],
-        journal: _Journal,
-    ) -> None:
-        """The watermark moved from ``m_old`` to ``m_new``: materialize grid
-        windows that have begun and emit windows whose end it passed."""
-        if self._grid:
-            spec = self.window
-            assert isinstance(spec, HoppingWindow)
-            if m_new >= INFINITY:
-                m_new_begun = max(
-                    (ev.end for ev in ks.index.by_end if ev.end < INFINITY), default=m_old
-                )
-            else:
-                m_new_begun = m_new
-            k_from = (m_old - spec.offset) // spec.hop + 1
-            k_to = (m_new_begun - spec.offset) // spec.hop
-            if k_to >= k_from:
-                lo = k_from * spec.hop + spec.offset
-                hi = k_to * spec.hop + spec.offset + 1
-                starts: set[int] = set()
-                for ev in ks.index.overlapping(lo, INFINITY):
-                    k_lo, k_hi = spec.index_range(ev.start, ev.end)
-                    starts.update(
-                        k * spec.hop + spec.offset
-                        for k in range(max(k_lo, k_from), min(k_hi, k_to) + 1)
-                    )
-                for s in sorted(starts):
-                    if s not in ks.wins and s < hi and s + spec.size > ks.final_upto:
-                        journal.touch(ks, s)
-                        self._rebuild(ks, s, s + spec.size)
-        if self.consistency is Consistency.CONSERVATIVE:
-            return
-        if self._eager:
-            ready = list(ks.wins.irange(minimum=m_old, maximum=m_new, inclusive=(False, True)))
-        else:
-            ends = ks.win_ends.irange(minimum=m_old, maximum=m_new, inclusive=(False, True))
-            ready = [ks.win_ends[end] for end in ends]
-        for start in ready:
-            journal.touch(ks, start)
-            self._refresh(ks, key, start, out)
-
-    # ---------------------------------------------------------------- CTIs
-
-    def _final(self, ks: _KeyState, start: int, w: _Win, c: int) -> bool:
-        if c >= INFINITY:  # the end of the stream: nothing can change any window
-            return True
-        if self._snapshot or self._count_end:
-            if not w.end < c:
-                return False
-        elif not w.end <= c:
-            return False
-        if self._sees_ends and not self._count_end:
-            members = ks.index.members(self.window, start, w.end)
-            return all(ev.end < c for ev in members)
-        return True
-
-    def _cti(self, c: int, out: list[Element], journal: _Journal) -> None:
-        if (
-            c >= INFINITY
-            and self._grid
-            and any(
-                ks.index.by_end and ks.index.by_end[-1].end >= INFINITY for ks in self.keys.values()
-            )
-        ):
-            raise ValueError(
-                f"cannot close {self.window!r} at the end of time: an event that never ends "
-                "overlaps infinitely many windows; end it with a retraction first, "
-                "or send a finite CTI"
-            )
-        previous = self.cti
-        self.cti = c
-        # phase 1: everything that may call the UDM, journaled
-        final: dict[Hashable, list[int]] = {}
-        for key, ks in self.keys.items():
-            journal.touch_key(ks)
-            m_old = max(previous, ks.max_start)
-            m_new = max(c, ks.max_start)
-            if m_new > m_old:
-                self._advance(ks, key, m_old, m_new, out, journal)
-            starts: list[int] = []
-            for end in ks.win_ends.irange(maximum=c):
-                start = ks.win_ends[end]
-                w = ks.wins[start]
-                if not self._final(ks, start, w, c):
-                    break
-                starts.append(start)
-            if self.consistency is Consistency.CONSERVATIVE:
-                for start in starts:
-                    journal.touch(ks, start)
-                    self._refresh(ks, key, start, out)
-            final[key] = starts
-        # phase 2: forget final windows and retire events (no UDM calls)
-        for key, starts in final.items():
-            self._cleanup(self.keys[key], starts, c)
-        self._emit_output_cti(c, out)
-        self.validator.prune()
-
-    def _lowest_open(self, ks: _KeyState, c: int) -> int:
-        """The earliest time an open (existing or future) window starts."""
-        lowest = c
-        if ks.wins:
-            lowest = min(lowest, ks.wins.peekitem(0)[0])
-        spec = self.window
-        if isinstance(spec, HoppingWindow):
-            k = (c - spec.size - spec.offset) // spec.hop + 1  # first window ending after c
-            lowest = min(lowest, k * spec.hop + spec.offset)
-        elif isinstance(spec, CountByStartWindow | CountByEndWindow):
-            times = ks.index.starts if isinstance(spec, CountByStartWindow) else ks.index.ends
-            if spec.count > 1 and times:
-                first = times.keys()[max(len(times) - (spec.count - 1), 0)]
-                lowest = min(lowest, first if isinstance(spec, CountByStartWindow) else first - 1)
-        return lowest
-
-    def _cleanup(self, ks: _KeyState, starts: list[int], c: int) -> None:
-        for start in starts:
-            w = ks.wins.pop(start)
-            del ks.win_ends[w.end]
-            ks.final_upto = max(ks.final_upto, w.end)
-        lowest = self._lowest_open(ks, c)
-        index = ks.index
-        if self._count_start:
-            retire = list(index.starting_in(MIN_TIME, lowest))
-        elif self._count_end:
-            # an end at or after the CTI may still move into an open window
-            retire = list(index.ending_in(MIN_TIME - 1, min(lowest, c - 1)))
-        else:
-            retire = []
-            for ev in index.by_end:
-                if ev.end >= lowest:
-                    break
-                retire.append(ev)
-        for ev in retire:
-            if index.by_id.get(ev.id) is ev:  # else a newer event took its id
-                self._key_of.pop(ev.id, None)
-            index.retire(ev, keep_endpoints=self._snapshot)
-        if self._snapshot:
-            index.prune_endpoints(min(ks.final_upto, lowest))
-
-    def _emit_output_cti(self, c: int, out: list[Element]) -> None:
-        # after a CTI at the end of time no element can follow, so no window
-        # can still change or come into existence: the output ends too
-        if self._eager or c >= INFINITY:
-            candidate = c
-        else:
-            candidate = c
-            for ks in self.keys.values():
-                if ks.wins:  # starts and ends both increase: the first window is earliest
-                    start = ks.wins.keys()[0]
-                    candidate = min(candidate, self._earliest_output(start, ks.wins[start].end))
-            candidate = min(candidate, self._earliest_future(c))
-        if candidate > self.output_cti:
-            self.output_cti = candidate
-            out.append(Cti(candidate))
-
-    def _earliest_output(self, start: int, end: int) -> int:
-        if self.policy is OutputPolicy.POINT_END:
-            return end - 1
-        return start
-
-    def _earliest_future(self, c: int) -> int:
-        """The earliest output time of windows that do not exist yet (for any
-        key, including keys not seen so far)."""
-        spec = self.window
-        lowest = c
-        # A count window that does not exist yet ends at a start (end) not
-        # seen yet or moved, so at or after c (count by end: at c at the
-        # earliest, see below): under point_end its output is at or after
-        # c; otherwise at its start, which may lie before c.
-        count = isinstance(spec, CountByStartWindow | CountByEndWindow)
-        if count and self.policy is not OutputPolicy.POINT_END:
-            for ks in self.keys.values():
-                lowest = min(lowest, self._lowest_open(ks, c))
-        if isinstance(spec, HoppingWindow):
-            k = (c - spec.size - spec.offset) // spec.hop + 1
-            start = k * spec.hop + spec.offset
-            lowest = min(lowest, self._earliest_output(start, start + spec.size))
-        elif isinstance(spec, CountByEndWindow) or (
-            isinstance(spec, SnapshotWindow) and self.policy is OutputPolicy.POINT_END
-        ):
-            # an end may still move to exactly c, ending (count-by-end) or
-            # splitting (snapshot) a window there: its output can start at c - 1
-            lowest = min(lowest, c - 1)
-        return lowest
-
-    # ------------------------------------------------------------ rollback
-
-    def _rollback(self, journal: _Journal) -> None:
-        for ks, old, new in reversed(journal.events):
-            if new is not None:
-                ks.index.remove(new)
-            if old is not None:
-                ks.index.add(old)
-        for index, ev in journal.detached:
-            index.by_id[ev.id] = ev
-        for ks, max_start, final_upto in journal.keys.values():
-            ks.max_start, ks.final_upto = max_start, final_upto
-        rebuild: list[tuple[_KeyState, int]] = []
-        # remove every touched window before restoring any: ends are unique
-        for (_, start), (ks, _saved) in journal.wins.items():
-            current = ks.wins.pop(start, None)
-            if current is not None:
-                del ks.win_ends[current.end]
-        for (_, start), (ks, saved) in journal.wins.items():
-            if saved is not None:
-                ks.wins[start] = saved
-                ks.win_ends[saved.end] = start
-                rebuild.append((ks, start))
-        # incremental states may have been mutated in place: rebuild them
-        if self._incremental:
-            for ks, start in rebuild:
-                w = ks.wins[start]
-                _, w.state = self._fresh_state(ks, start, w.end)
-        for key in journal.new_keys:
-            self.keys.pop(key, None)
-        for ident, present, key in reversed(journal.key_of):
-            if present:
-                self._key_of[ident] = key
-            else:
-                self._key_of.pop(ident, None)
-
-    # ----------------------------------------------------- snapshot/restore
-
-    def snapshot(self) -> bytes:
-        """The host's state as versioned plain data (pickled): live events,
-        windows with their states and emitted outputs, watermarks, the
-        validator and counters. :meth:`restore` resumes with identical
-        output."""
-        v = self.validator
-        v.prune(force=True)  # what cleanup may forget need not be saved
-        data = {
-            "format": SNAPSHOT_FORMAT,
-            "version": SNAPSHOT_VERSION,
-            "udm": self._label,
-            "window": repr(self.window),
-            "options": self._options(),
-            "cti": self.cti,
-            "output_cti": self.output_cti,
-            "next_out": self._next_out,
-            "seq": self._seq,
-            "validator": {
-                "cti": v.cti,
-                "position": v.position,
-                "stats": v.stats.as_dict(),
-                "live": [
-                    (i, ev.start, ev.end, ev.payload, ev.original_start) for i, ev in v.live.items()
-                ],
-                "dropped_ids": list(v.dropped_ids),
-            },
-            "fast": None if self._fast is None else self._fast.dump(),
-            "keys": [
-                {
-                    "key": key,
-                    "max_start": ks.max_start,
-                    "final_upto": ks.final_upto,
-                    "events": [
-                        (ev.id, ev.start, ev.end, ev.payload, ev.seq) for ev in ks.index.by_start
-                    ],
-                    "endpoints": list(ks.index.endpoints.items()),
-                    "windows": [
-                        (
-                            start,
-                            w.end,
-                            w.n_events,
-                            w.state,
-                            [(tuple(o), e.start, e.end, e.payload) for o, e in w.outputs],
-                        )
-                        for start, w in ks.wins.items()
-                    ],
-                }
-                for key, ks in self.keys.items()
-            ],
-        }
-        return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def _options(self) -> dict[str, str]:
-        """The query options a snapshot's state depends on, as text: a
-        state restored under other options would give output matching
-        neither query (a conservative host retracting, say)."""
-
-        def described(option: Any) -> str:
-            if callable(option):
-                module = getattr(option, "__module__", "?")
-                return f"{module}.{getattr(option, '__qualname__', option)}"
-            return repr(option)
-
-        return {
-            "args": self._arguments,
-            "input_clipping": self.clipping.value,
-            "output_policy": self.policy.value,
-            "consistency": self.consistency.value,
-            "cti_policy": CtiPolicy.parse(self.validator.cti_policy).value,
-            "key": described(self.key_option),
-            "value": described(self.value_option),
-            "retractions": str(self.retractions),
-            "fast_path": str(self._fast is not None),
-        }
-
-    def restore(self, blob: bytes) -> None:
-        """Load a :meth:`snapshot` into this host (created with the same
-        query), replacing its state."""
-        data = pickle.loads(blob)
-        if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError("not a udm host snapshot")
-        if data.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(
-                f"host snapshot version {data.get('version')} is not supported "
-                f"(this udm reads version {SNAPSHOT_VERSION})"
-            )
-        if data["udm"] != self._label or data["window"] != repr(self.window):
-            raise ValueError(
-                f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
-                f"running {self._label!r} over {self.window!r}"
-            )
-        ours = self._options()
-        theirs = data["options"]
-        differ = [
-            f"{k}: {theirs.get(k)} in the snapshot, {v} here"
-            for k, v in ours.items()
-            if theirs.get(k) != v
-        ]
-        if differ:
-            raise ValueError(
-                f"snapshot of {data['udm']!r} over {data['window']} was taken with other query "
-                f"options ({'; '.join(differ)}); restore it into a host created with the same "
-                "options"
-            )
-        self.cti, self.output_cti = data["cti"], data["output_cti"]
-        self._next_out, self._seq = data["next_out"], data["seq"]
-        vd = data["validator"]
-        v = self.validator
-        v.cti, v.position = vd["cti"], vd["position"]
-        v.stats = ValidationStats(**vd["stats"])
-        v.live = {i: LiveEvent(s, e, p, o) for i, s, e, p, o in vd["live"]}
-        v.dropped_ids = set(vd["dropped_ids"])
-        if self._fast is not None:
-            self._fast.load(data["fast"])
-        self.keys = {}
-        self._key_of = {}
-        newest: dict[Hashable, tuple[LiveEv, EventIndex]] = {}
-        for kd in data["keys"]:
-            ks = _KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
-            for ident, s, e, p, seq in kd["events"]:
-                ev = LiveEv(ident, s, e, p, seq)
-                ks.index.add(ev)
-                seen = newest.get(ident)
-                if seen is None or seen[0].seq < seq:
-                    if seen is not None and seen[1].by_id.get(ident) is seen[0]:
-                        del seen[1].by_id[ident]
-                    newest[ident] = (ev, ks.index)
-                    self._key_of[ident] = kd["key"]
-                elif ks.index is seen[1]:  # an expired event whose id was reused
-                    ks.index.by_id[ident] = seen[0]
-                else:
-                    del ks.index.by_id[ident]
-            ks.index.endpoints = SortedDict(kd["endpoints"])
-            for start, end, n, state, outputs in kd["windows"]:
-                w = _Win(
-                    end,
-                    n,
-                    state,
-                    [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
-                )
-                ks.wins[start] = w
-                ks.win_ends[end] = start
-            self.keys[kd["key"]] = ks
-
 
 @dataclass(slots=True)
 class _Batch:
@@ -1278,13 +436,6 @@ def _batch() -> Iterator[_Batch]:
             gc.enable()
 
 
-def _safe_in(item: Any, container: set[Any]) -> bool:
-    try:
-        return item in container
-    except TypeError:
-        return False
-
-
 def output_cht(outputs: Iterable[Element]) -> Cht:
     """The CHT of an output stream (validated: a host bug would raise)."""
     from udm.host.cht import derive_cht
@@ -1302,20 +453,3 @@ def output_cht_by_key(outputs: Iterable[Element]) -> dict[Hashable, Cht]:
         key = ident.key if isinstance(ident, OutputId) else None
         groups.setdefault(key, []).append(IntervalEvent(ev.start, ev.end, ev.payload))
     return {k: Cht(v) for k, v in groups.items()}
-
-
-def _udm_arguments(udm: Any) -> str:
-    """A UDM instance's arguments as text, for a snapshot's options: a
-    decorated UDM's ``args`` (``quantile(q=0.9)``), else the plain values
-    (numbers, strings, bools, None, tuples of them) its ``__init__`` stored,
-    which render the same in every process."""
-    found = getattr(udm, "args", None)
-    if not isinstance(found, dict):
-        found = vars(udm) if hasattr(udm, "__dict__") else {}
-
-    def plain(v: Any) -> bool:
-        if isinstance(v, tuple):
-            return all(plain(x) for x in v)
-        return v is None or isinstance(v, bool | int | float | str)
-
-    return repr(sorted((str(k), v) for k, v in found.items() if plain(v)))

@@ -1,9 +1,10 @@
-"""The host's indexes: live events and per-kind window derivation.
+"""The host's event index: the live events of one key.
 
 The paper keeps an EventIndex (events by end, then start) and a WindowIndex
 (windows by start with their endpoint and event counts). Here the event
 index is two sorted lists over the live events of one key, and each window
-kind knows how to derive the windows overlapping a time range from them:
+kind (:mod:`udm.host.kinds`) derives the windows overlapping a time range
+from them:
 grid windows from arithmetic, snapshot windows from the endpoint counts,
 count windows from the distinct start or end counts. Windows are therefore
 never stored wrongly: the engine derives them before and after each change
@@ -19,16 +20,9 @@ from typing import Any
 from sortedcontainers import SortedDict, SortedKeyList
 
 from udm.host.time import INFINITY
-from udm.host.windows import (
-    CountByEndWindow,
-    CountByStartWindow,
-    HoppingWindow,
-    SnapshotWindow,
-    WindowSpec,
-)
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["EventIndex", "LiveEv", "derive_windows"]
+__all__ = ["EventIndex", "LiveEv"]
 
 
 @dataclass(slots=True)
@@ -147,72 +141,3 @@ class EventIndex:
                 inclusive=(True, False),
             )
         )
-
-    def members(self, spec: WindowSpec, start: int, end: int) -> list[LiveEv]:
-        """The members of window ``[start, end)`` under ``spec``."""
-        if isinstance(spec, CountByStartWindow):
-            return list(self.starting_in(start, end))
-        if isinstance(spec, CountByEndWindow):
-            return list(self.ending_in(start, end))
-        return list(self.overlapping(start, end))
-
-
-def derive_windows(
-    spec: WindowSpec, index: EventIndex, lo: int, hi: int, begun_by: int
-) -> list[tuple[int, int]]:
-    """The windows ``(start, end)`` that exist for the current events and
-    overlap ``[lo, hi)``, by start.
-
-    Grid windows exist when some event overlaps them, but only windows that
-    have begun by ``begun_by`` (the watermark) are materialized: an event
-    that never ends overlaps infinitely many grid windows.
-    """
-    if hi <= lo:
-        return []
-    if isinstance(spec, HoppingWindow):
-        k_lo, k_hi = spec.index_range(lo, hi)
-        k_begun = (begun_by - spec.offset) // spec.hop
-        out = []
-        for k in range(k_lo, min(k_hi, k_begun) + 1):
-            w_start = k * spec.hop + spec.offset
-            w_end = w_start + spec.size
-            if next(index.overlapping(w_start, w_end), None) is not None:
-                out.append((w_start, w_end))
-        return out
-    if isinstance(spec, SnapshotWindow):
-        points = index.endpoints
-        if not points:
-            return []
-        i = max(points.bisect_right(lo) - 1, 0)
-        keys = points.keys()
-        out = []
-        n = len(keys)
-        while i + 1 < n:
-            a, b = keys[i], keys[i + 1]
-            if a >= hi:
-                break
-            if b > lo and next(index.overlapping(a, b), None) is not None:
-                out.append((a, b))
-            i += 1
-        return out
-    if isinstance(spec, CountByStartWindow | CountByEndWindow):
-        by_start = isinstance(spec, CountByStartWindow)
-        times = index.starts if by_start else index.ends
-        keys = times.keys()
-        n, c = len(keys), spec.count
-        # window i spans times[i] .. times[i + c - 1]; it overlaps [lo, hi)
-        # iff its last time is >= lo (start-based) / > lo (end-based) and
-        # its first is < hi
-        j = times.bisect_left(lo) if by_start else times.bisect_right(lo)
-        i = max(j - c + 1, 0)
-        out = []
-        while i + c - 1 < n:
-            first, last = keys[i], keys[i + c - 1]
-            w = (first, last + 1) if by_start else (first - 1, last)
-            if w[0] >= hi:
-                break
-            if w[1] > lo:
-                out.append(w)
-            i += 1
-        return out
-    raise TypeError(f"unsupported window spec {spec!r}")

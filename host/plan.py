@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from udm.host.invoke import ValueFn, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import INFINITY, format_time, iso_time
-from udm.host.windows import HoppingWindow, WindowSpec
+from udm.host.windows import WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 
@@ -367,7 +367,7 @@ class WindowOp(PlanNode):
 
     def is_grid(self) -> bool:
         """Hopping or tumbling windows (a fixed grid of windows)."""
-        return isinstance(self.window, HoppingWindow)
+        return self.window.is_grid
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,7 +11,6 @@ this module is, and a hand-computed test should say so).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
@@ -19,7 +18,7 @@ from udm.host.cht import Cht
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.time import INFINITY, to_ticks
-from udm.host.windows import CountByEndWindow, CountByStartWindow, HoppingWindow, WindowSpec
+from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -43,13 +42,10 @@ def grid_windows(
     nonempty = window.windows(list(events), watermark)
     if not nonempty:
         return []
-    first = (nonempty[0].start - window.offset) // window.hop
+    first = window.last_begun(nonempty[0].start)
+    last = window.last_begun(nonempty[-1].start)
     if watermark < INFINITY:
-        last = max(
-            window.last_index_before(watermark), (nonempty[-1].start - window.offset) // window.hop
-        )
-    else:
-        last = (nonempty[-1].start - window.offset) // window.hop
+        last = max(window.last_index_before(watermark), last)
     return [window.window_at(k) for k in range(first, last + 1)]
 
 
@@ -89,7 +85,7 @@ def evaluate(
     events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
     if emit_empty:
-        if not isinstance(window, HoppingWindow):
+        if not isinstance(window, HoppingWindow):  # grid windows alone may be empty
             raise ValueError(
                 f"emit_empty applies to hopping and tumbling windows only; {window!r} windows "
                 "are defined by events and are never empty"
@@ -122,15 +118,9 @@ def assign_members(
     ends = [w.end for w in windows]
     members: list[list[IntervalEvent[Any]]] = [[] for _ in windows]
     belongs = window.belongs
-    by_start = isinstance(window, CountByStartWindow)
-    by_end = isinstance(window, CountByEndWindow)
+    touching = window.touching
     for e in events:
-        if by_start:
-            lo, hi = bisect_right(ends, e.start), bisect_right(starts, e.start)
-        elif by_end:
-            lo, hi = bisect_left(ends, e.end), bisect_left(starts, e.end)
-        else:
-            lo, hi = bisect_right(ends, e.start), bisect_left(starts, e.end)
+        lo, hi = touching(starts, ends, e.start, e.end)
         for i in range(lo, hi):
             if belongs(e, windows[i]):
                 members[i].append(e)

@@ -83,7 +83,7 @@ def uses_panes(op: WindowOp) -> bool:
     serves every window holding it ("No pane, no gain", Li et al.)."""
     w = op.window
     return (
-        isinstance(w, HoppingWindow)
+        isinstance(w, HoppingWindow)  # panes of gcd(size, hop): grid windows' own notion
         and w.size > w.hop
         and all(not c.udm.time_sensitive for c in op.calls)
     )
@@ -170,7 +170,7 @@ def spark_route(op: WindowOp) -> Literal["grid", "endpoints", "assigned"]:
     worker (``grid``), snapshot and count windows in the worker unless
     partially aggregated (``endpoints``), else windows assigned in Spark
     SQL (``assigned``: partial snapshot/count windows, ``emit_empty``)."""
-    if isinstance(op.window, HoppingWindow):
+    if op.window.is_grid:
         return "assigned" if op.emit_empty else "grid"
     return "assigned" if use_partial(op) else "endpoints"
 

@@ -16,7 +16,7 @@ from udm.host.plan import AggSpec, UdmCall, ValueArg, WindowOp
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.registry import resolve_udm
 from udm.host.time import INFINITY, to_ticks
-from udm.host.windows import HoppingWindow, WindowSpec
+from udm.host.windows import WindowSpec
 from udm.sdk.decorators import Function
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ class WindowedStream:
             raise ValueError(f"the aggregates resolve to different output policies {policies}")
         if not isinstance(emit_empty, bool):
             raise TypeError(f"emit_empty= is True or False, got {emit_empty!r}")
-        if emit_empty and not isinstance(self.window, HoppingWindow):
+        if emit_empty and not self.window.is_grid:
             raise ValueError(
                 f"emit_empty applies to hopping and tumbling windows only; {self.window!r} "
                 "windows are defined by events and are never empty"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import numbers
 from abc import ABC, abstractmethod
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,16 +34,94 @@ __all__ = [
     "SnapshotWindow",
     "TumblingWindow",
     "WindowSpec",
+    "changed_span",
     "window_from_dict",
 ]
 
 
 class WindowSpec(ABC):
-    """A window kind with its parameters."""
+    """A window kind with its parameters.
+
+    Like Beam's ``WindowFn``, a spec owns every question about its kind, so
+    that engines ask it instead of switching on its class: which events a
+    window holds (:meth:`holds`), which windows a change of one event may
+    affect (:meth:`affected`), and whether a window is final once a CTI
+    arrives (:meth:`final_before`). The time questions are plain arithmetic
+    and comparisons joined by ``&``, so each answers for Python ints and, in
+    the same call, for numpy int64 arrays (elementwise), which the Spark
+    workers pass; no numpy is needed to import this module.
+    """
 
     kind: ClassVar[str]
     #: Grid windows (hopping, tumbling) exist independently of the events.
     is_grid: ClassVar[bool] = False
+    #: The output policy (its value) a time-insensitive UDM gets by default
+    #: (StreamInsight's: a window's lifetime, or its last tick for count
+    #: windows, whose lifetimes are artefacts of the member times).
+    default_output: ClassVar[str] = "align"
+    #: Whether a window is final only once its members have ended too (for
+    #: a UDM that sees member ends): a member's end may still move into it.
+    #: Count-by-end windows are defined by those ends, so they never wait.
+    final_waits_for_members: ClassVar[bool] = True
+
+    def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
+        """Whether an event ``[start, end)`` is a member of the window
+        ``[w_start, w_end)``: here, whether they overlap. Scalars give a
+        bool, numpy arrays a boolean array; O(1) per element.
+
+        >>> SnapshotWindow().holds(3, 5, 5, 8), SnapshotWindow().holds(3, 6, 5, 8)
+        (False, True)
+        """
+        return (start < w_end) & (w_start < end)
+
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """The positions ``lo:hi`` of the windows an event ``[start, end)``
+        can belong to, among windows listed by start (every kind's windows,
+        so listed, also have increasing ends): those starting before it ends
+        and ending after it starts. :meth:`holds` still decides each one.
+        O(log windows), by bisection.
+
+        >>> HoppingWindow(10, 5).touching([0, 5, 10], [10, 15, 20], 7, 12)
+        (0, 3)
+        """
+        return bisect_right(w_ends, start), bisect_left(w_starts, end)
+
+    def affected(
+        self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
+    ) -> list[tuple[int, int]]:
+        """Time ranges ``[lo, hi)`` holding every window whose shape or
+        members may change when an event's lifetime ``old`` becomes ``new``
+        (``None``: inserted or deleted; a lifetime change keeps the start).
+        ``sees_ends``: the UDM sees member end times, so a window whose
+        member only moved its end changes too. O(1).
+
+        >>> HoppingWindow(10, 5).affected(None, (3, 7), False)
+        [(3, 7)]
+        >>> HoppingWindow(10, 5).affected((3, 7), (3, 12), False)
+        [(7, 12)]
+        >>> HoppingWindow(10, 5).affected((3, 7), (3, 12), True)
+        [(3, 12)]
+        """
+        return [changed_span(old, new, sees_ends)]
+
+    def final_before(self, w_end: Any, cti: Any) -> Any:
+        """Whether a window ending at ``w_end`` can no longer change its
+        shape once a CTI at ``cti`` arrives (members' own ends aside, see
+        :attr:`final_waits_for_members`): no event may start before the
+        CTI, so a window ending at or before it is final. Scalars or numpy
+        arrays; O(1) per element.
+
+        >>> HoppingWindow(10, 5).final_before(10, 10)
+        True
+        """
+        return w_end <= cti
+
+    def range_problem(self, start: int, end: int) -> str | None:
+        """Why an event ``[start, end)`` cannot be windowed, or None: any
+        event can, unless a kind's windows would leave the tick range."""
+        return None
 
     @abstractmethod
     def windows(
@@ -50,9 +129,9 @@ class WindowSpec(ABC):
     ) -> list[WindowDescriptor]:
         """Every non-empty window ending at or before ``watermark``, by start."""
 
-    @abstractmethod
     def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        """Whether ``event`` is a member of ``window``."""
+        """Whether ``event`` is a member of ``window`` (:meth:`holds`)."""
+        return bool(self.holds(event.start, event.end, window.start, window.end))
 
     def members(
         self, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]
@@ -60,16 +139,28 @@ class WindowSpec(ABC):
         return [e for e in events if self.belongs(e, window)]
 
     def describe(self, durations: bool = False) -> str:
-        """The spec as its repr, or with ``durations`` (for queries over
-        datetimes) its sizes in units: ``HoppingWindow(size=1h, hop=15m)``."""
-        if not durations or not isinstance(self, HoppingWindow):
-            return repr(self)
-        parts = [f"size={format_duration(self.size)}"]
-        if type(self) is HoppingWindow:
-            parts.append(f"hop={format_duration(self.hop)}")
-        if self.offset:
-            parts.append(f"offset={format_duration(self.offset)}")
-        return f"{type(self).__name__}({', '.join(parts)})"
+        """The spec as its repr; with ``durations`` (for queries over
+        datetimes), kinds with sizes give them in units:
+        ``HoppingWindow(size=1h, hop=15m)``."""
+        return repr(self)
+
+
+def changed_span(
+    old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
+) -> tuple[int, int]:
+    """The time ``[lo, hi)`` an event's change covers: its whole lifetime
+    when inserted, deleted or (``sees_ends``) seen whole, else the span
+    between its old and its new end.
+
+    >>> changed_span((3, 7), (3, 12), False), changed_span((3, 7), None, False)
+    ((7, 12), (3, 7))
+    """
+    if old is None or new is None:
+        ev = new if new is not None else old
+        assert ev is not None
+        return ev[0], ev[1]
+    lo, hi = min(old[1], new[1]), max(old[1], new[1])
+    return (new[0] if sees_ends else lo), hi
 
 
 def _positive(name: str, value: Any) -> int:
@@ -98,19 +189,78 @@ class HoppingWindow(WindowSpec):
         object.__setattr__(self, "hop", _positive("hop", hop))
         object.__setattr__(self, "offset", to_duration_ticks(offset) % self.hop)
 
+    # Window k is [k*hop + offset, k*hop + offset + size). The index
+    # questions below are integer arithmetic only, so each takes Python
+    # ints or numpy int64 arrays alike (elementwise), O(1) per element: the
+    # host, the grid path and the Spark workers share these definitions.
+
     def window_at(self, k: int) -> WindowDescriptor:
+        """Window ``k``.
+
+        >>> HoppingWindow(10, 5, offset=2).window_at(1)
+        WindowDescriptor[7, 17)
+        """
         start = k * self.hop + self.offset
         return WindowDescriptor(start, start + self.size)
 
-    def index_range(self, start: int, end: int) -> tuple[int, int]:
-        """Inclusive range of k whose windows overlap ``[start, end)``."""
+    def start_of(self, k: Any) -> Any:
+        """The start of window ``k`` (ints or numpy arrays).
+
+        >>> import numpy as np
+        >>> HoppingWindow(10, 5, offset=2).start_of(np.array([-1, 0, 3])).tolist()
+        [-3, 2, 17]
+        """
+        return k * self.hop + self.offset
+
+    def end_of(self, k: Any) -> Any:
+        """The end of window ``k`` (ints or numpy arrays).
+
+        >>> HoppingWindow(10, 5).end_of(0)
+        10
+        """
+        return k * self.hop + self.offset + self.size
+
+    def index_range(self, start: Any, end: Any) -> tuple[Any, Any]:
+        """Inclusive range of k whose windows overlap ``[start, end)``:
+        the windows an event's lifetime touches (Beam's ``assign``).
+
+        >>> HoppingWindow(10, 5).index_range(7, 8)
+        (0, 1)
+        >>> import numpy as np
+        >>> lo, hi = HoppingWindow(10, 5).index_range(np.array([0, 7]), np.array([1, 12]))
+        >>> lo.tolist(), hi.tolist()
+        ([-1, 0], [0, 2])
+        """
         k_min = (start - self.size - self.offset) // self.hop + 1
         k_max = -((self.offset - end) // self.hop) - 1  # ceil((end - offset)/hop) - 1
         return k_min, k_max
 
-    def last_index_before(self, watermark: int) -> int:
-        """The largest k whose window ends at or before ``watermark``."""
+    def last_index_before(self, watermark: Any) -> Any:
+        """The largest k whose window ends at or before ``watermark``: the
+        last window final before a CTI at that time.
+
+        >>> HoppingWindow(10, 5).last_index_before(14), HoppingWindow(10, 5).last_index_before(15)
+        (0, 1)
+        """
         return (watermark - self.size - self.offset) // self.hop
+
+    def last_begun(self, time: Any) -> Any:
+        """The largest k whose window has begun at ``time`` (starts at or
+        before it).
+
+        >>> HoppingWindow(10, 5).last_begun(4), HoppingWindow(10, 5).last_begun(5)
+        (0, 1)
+        """
+        return (time - self.offset) // self.hop
+
+    def first_open_start(self, cti: int) -> int:
+        """The start of the first window a CTI at ``cti`` leaves open (the
+        first ending after it).
+
+        >>> HoppingWindow(10, 5).first_open_start(12)
+        5
+        """
+        return int(self.start_of(self.last_index_before(cti) + 1))
 
     @cached_property
     def index_bounds(self) -> tuple[int, int]:
@@ -177,8 +327,15 @@ class HoppingWindow(WindowSpec):
             ks.update(range(lo, hi + 1))
         return [self.window_at(k) for k in sorted(ks)]
 
-    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        return event.start < window.end and window.start < event.end
+    def describe(self, durations: bool = False) -> str:
+        if not durations:
+            return repr(self)
+        parts = [f"size={format_duration(self.size)}"]
+        if type(self) is HoppingWindow:
+            parts.append(f"hop={format_duration(self.hop)}")
+        if self.offset:
+            parts.append(f"offset={format_duration(self.offset)}")
+        return f"{type(self).__name__}({', '.join(parts)})"
 
     def __repr__(self) -> str:
         off = f", offset={self.offset}" if self.offset else ""
@@ -207,6 +364,28 @@ class SnapshotWindow(WindowSpec):
 
     kind: ClassVar[str] = "snapshot"
 
+    def affected(
+        self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
+    ) -> list[tuple[int, int]]:
+        """The changed span widened by a tick on each side: an endpoint
+        added or removed there splits or merges the windows that touch it.
+
+        >>> SnapshotWindow().affected(None, (3, 7), False)
+        [(2, 8)]
+        """
+        lo, hi = changed_span(old, new, sees_ends)
+        return [(lo - 1, hi + 1 if hi < INFINITY else hi)]
+
+    def final_before(self, w_end: Any, cti: Any) -> Any:
+        """A snapshot window ends at an endpoint: one ending exactly at the
+        CTI may still be split by an event ending there, so only windows
+        ending before it are final.
+
+        >>> SnapshotWindow().final_before(10, 10), SnapshotWindow().final_before(9, 10)
+        (False, True)
+        """
+        return w_end < cti
+
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
     ) -> list[WindowDescriptor]:
@@ -227,9 +406,6 @@ class SnapshotWindow(WindowSpec):
             if live > 0:
                 out.append(WindowDescriptor(a, b))
         return out
-
-    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        return event.start < window.end and window.start < event.end
 
     def __repr__(self) -> str:
         return "SnapshotWindow()"
@@ -253,9 +429,40 @@ class CountByStartWindow(WindowSpec):
 
     count: int
     kind: ClassVar[str] = "count_by_start"
+    default_output: ClassVar[str] = "point_end"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "count", _count(self.count))
+
+    def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
+        """Members are the events starting in the window.
+
+        >>> CountByStartWindow(2).holds(5, 9, 5, 8), CountByStartWindow(2).holds(4, 9, 5, 8)
+        (True, False)
+        """
+        return (w_start <= start) & (start < w_end)
+
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """Windows starting at or before the event's start and ending after it.
+
+        >>> CountByStartWindow(2).touching([0, 5], [6, 9], 5, 20)
+        (0, 2)
+        """
+        return bisect_right(w_ends, start), bisect_right(w_starts, start)
+
+    def affected(
+        self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
+    ) -> list[tuple[int, int]]:
+        """The windows holding the event's start (its end moves no window).
+
+        >>> CountByStartWindow(2).affected((3, 7), (3, 12), False)
+        [(3, 4)]
+        """
+        ev = new if new is not None else old
+        assert ev is not None
+        return [(ev[0], ev[0] + 1)]
 
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
@@ -268,9 +475,6 @@ class CountByStartWindow(WindowSpec):
             if w.end <= watermark:
                 out.append(w)
         return out
-
-    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        return window.start <= event.start < window.end
 
 
 @dataclass(frozen=True)
@@ -286,9 +490,49 @@ class CountByEndWindow(WindowSpec):
 
     count: int
     kind: ClassVar[str] = "count_by_end"
+    default_output: ClassVar[str] = "point_end"
+    final_waits_for_members: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "count", _count(self.count))
+
+    def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
+        """Members are the events whose last tick lies in the window.
+
+        >>> CountByEndWindow(2).holds(0, 8, 5, 8), CountByEndWindow(2).holds(0, 5, 5, 8)
+        (True, False)
+        """
+        return (w_start < end) & (end <= w_end)
+
+    def touching(
+        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
+    ) -> tuple[int, int]:
+        """Windows starting before the event's end and ending at or after it.
+
+        >>> CountByEndWindow(2).touching([4, 8], [9, 12], 0, 9)
+        (0, 2)
+        """
+        return bisect_left(w_ends, end), bisect_left(w_starts, end)
+
+    def affected(
+        self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
+    ) -> list[tuple[int, int]]:
+        """The windows at the event's old and new end (its start moves none).
+
+        >>> CountByEndWindow(2).affected((3, 7), (3, 12), False)
+        [(6, 7), (11, 12)]
+        """
+        ends = sorted({ev[1] for ev in (old, new) if ev is not None})
+        return [(e - 1, e) for e in ends]
+
+    def final_before(self, w_end: Any, cti: Any) -> Any:
+        """A window ending exactly at the CTI may still gain an event whose
+        end moves to the CTI, so only windows ending before it are final.
+
+        >>> CountByEndWindow(2).final_before(10, 10)
+        False
+        """
+        return w_end < cti
 
     def windows(
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
@@ -301,9 +545,6 @@ class CountByEndWindow(WindowSpec):
             if w.end <= watermark:
                 out.append(w)
         return out
-
-    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        return window.start < event.end <= window.end
 
 
 def window_from_dict(spec: dict[str, Any]) -> WindowSpec:

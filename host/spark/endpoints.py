@@ -16,6 +16,7 @@ window) pair, about ten times slower.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +34,7 @@ from udm.host.spark.members import (
     sliced_windows,
     table_of,
 )
-from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow
+from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow, WindowSpec
 
 __all__ = ["count_slices", "endpoint_results", "memberships", "window_ranges"]
 
@@ -91,20 +92,33 @@ def _distinct(g: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.
 BLOCK = 4_000_000
 
 
-def window_ranges(
-    w: EndpointWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+Ranges = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def window_ranges(w: EndpointWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray) -> Ranges:
     """Per event, the inclusive range ``lo..hi`` of the windows holding it
     (empty when ``lo > hi``), and the bounds ``[win_s[j], win_e[j])`` of
     window ``j``. A window's number orders it within its group; groups
-    come one after another."""
+    come one after another. Each kind answers with its entry in
+    :data:`RANGES`."""
+    ranges = next((RANGES[c] for c in type(w).__mro__ if c in RANGES), None)
+    if ranges is None:
+        raise TypeError(f"the Spark engine does not know window {w!r}")
+    return ranges(w, g, s, e)
+
+
+def _snapshot_ranges(w: SnapshotWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray) -> Ranges:
+    """Window j lies between the group's distinct endpoints j and j + 1."""
     n = len(s)
-    if isinstance(w, SnapshotWindow):
-        # window j lies between the group's distinct endpoints j and j + 1
-        _, ut, rank = _distinct(np.concatenate([g, g]), np.concatenate([s, e]))
-        return rank[:n], rank[n:] - 1, ut, np.append(ut[1:], ut[-1:])
-    # window j spans the group's distinct times j .. j + count - 1
-    by_end = isinstance(w, CountByEndWindow)
+    _, ut, rank = _distinct(np.concatenate([g, g]), np.concatenate([s, e]))
+    return rank[:n], rank[n:] - 1, ut, np.append(ut[1:], ut[-1:])
+
+
+def _count_ranges(
+    w: CountByStartWindow | CountByEndWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray
+) -> Ranges:
+    """Window j spans the group's distinct times j .. j + count - 1."""
+    by_end = isinstance(w, CountByEndWindow)  # one function for the mirrored pair
     ug, ut, rank = _distinct(g, e if by_end else s)
     m, c = len(ut), w.count
     firsts = run_starts(ug)
@@ -116,6 +130,15 @@ def window_ranges(
     upto = ut[np.minimum(np.arange(m) + c - 1, m - 1)]
     win_s, win_e = (ut - 1, upto) if by_end else (ut, upto + 1)
     return lo, hi, win_s, win_e
+
+
+#: the numpy window ranges of each kind this worker evaluates, by spec
+#: class (a new kind registers its own)
+RANGES: dict[type[WindowSpec], Callable[[Any, np.ndarray, np.ndarray, np.ndarray], Ranges]] = {
+    SnapshotWindow: _snapshot_ranges,
+    CountByStartWindow: _count_ranges,
+    CountByEndWindow: _count_ranges,
+}
 
 
 def memberships(
@@ -175,9 +198,9 @@ def _evaluate_fn(
     partition from their events: count-by-start windows as slices of the
     events sorted by start (:func:`count_slices`; for time-sensitive UDMs
     and operators, of point events only), others from their memberships."""
-    w = op.window
-    assert isinstance(w, EndpointWindow)
+    w: Any = op.window
     watermark = op.watermark
+    # windows that are runs of the events sorted by start: read as slices
     sliced = isinstance(w, CountByStartWindow)
     # a time-sensitive UDM or an operator reads (or places outputs by)
     # lifetimes, which a count window may clip: sliced over point events
@@ -191,7 +214,6 @@ def _evaluate_fn(
         e = table.column(E_COL).to_numpy()
         g = _groups(table, keys)
         if sliced and (not needs_points or bool((e == s + 1).all())):
-            assert isinstance(w, CountByStartWindow)
             got = count_slices(w, g, s, watermark)
             yield from sliced_windows(op, table, keys, payload, got, s, schema)
             return

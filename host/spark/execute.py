@@ -37,19 +37,16 @@ from udm.host.plan import (
     sources,
 )
 from udm.host.rows import Layout, adapt_op, udf_of_payload
-from udm.host.spark import evaluate as spark_evaluate
+from udm.host.spark import evaluate as spark_evaluate  # tests patch tracking_persisted there
 from udm.host.spark.algebra import HANDLERS as CEDR_HANDLERS
+from udm.host.spark.arrowio import pickled_field, to_arrow_column
+from udm.host.spark.decode import decode_pickled
 from udm.host.spark.errors import running, udm_errors, udm_frame
-from udm.host.spark.evaluate import (
-    _pickled_field,
-    decode_pickled,
-    evaluate_op,
-    to_arrow_column,
-)
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, quoted
 from udm.host.spark.keysample import head_of, narrow_chain, sample_frame, summarize
 from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
+from udm.host.spark.windowop import evaluate_op
 from udm.host.strategy import PartialChoice, choose_partial, partial_is_open
 
 if TYPE_CHECKING:
@@ -405,7 +402,7 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
     tmp = [f"__udm_f{i}" for i in range(len(udfs))]
     fields = list(df.schema.fields)
     for name, t in zip(tmp, types, strict=True):
-        fields.append(_pickled_field(name) if t is None else T.StructField(name, t, True))
+        fields.append(pickled_field(name) if t is None else T.StructField(name, t, True))
     schema = T.StructType(fields)
     new_types = [f.type for f in arrow_schema(T.StructType(fields[len(df.schema.fields) :]))]
     pickled_flags = [t is None for t in types]

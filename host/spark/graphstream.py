@@ -48,7 +48,7 @@ from udm.host.plan import (
     sources,
     walk,
 )
-from udm.host.spark.evaluate import call_type
+from udm.host.spark.arrowio import call_type
 from udm.host.spark.frame import TimeKind, map_in_arrow, output, quoted
 from udm.host.spark.graphstate import (
     E_COL,

@@ -22,9 +22,17 @@ import pyarrow.compute as pc
 
 from udm.host.invoke import raw_result, stamp_result
 from udm.host.plan import WindowOp
-from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
-from udm.host.spark import evaluate as ev
+from udm.host.spark.arrowio import (
+    Columns,
+    output_batch,
+    output_columns,
+    result_labels,
+    udm_failure,
+    value_column,
+)
+from udm.host.spark.evaluate import window_rows
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 from udm.sdk.payloads import payload_key
 
@@ -93,8 +101,7 @@ def ordered(
     membership's window): whether the clipped starts strictly increase,
     and whether the clipped lifetimes do (the test
     :func:`~udm.host.spark.evaluate.evaluate_window` would make)."""
-    cs = np.maximum(s, ws) if clipping.clips_left else s
-    ce = np.minimum(e, we) if clipping.clips_right else e
+    cs, ce = clipping.clip_arrays(s, e, ws, we)
     up = cs[1:] > cs[:-1]
     up_lex = up | ((cs[1:] == cs[:-1]) & (ce[1:] > ce[:-1]))
     inner = np.ones(len(s), dtype=bool)
@@ -143,7 +150,7 @@ def chunks(
         j = max(int(np.searchsorted(bounds, bounds[i] + CHUNK, side="right")) - 1, i + 1)
         lo, hi = int(bounds[i]), int(bounds[j])
         sub = rows[lo:hi]
-        cols = ev._Columns(table.select(payload).take(pa.array(sub, pa.int64())), payload)
+        cols = Columns(table.select(payload).take(pa.array(sub, pa.int64())), payload)
         yield Chunk(
             i,
             j,
@@ -241,7 +248,7 @@ def evaluate_runs(
             a, z = bounds[r], bounds[r + 1]
             window = WindowDescriptor(ws_list[r], we_list[r])
             kv = [col[r] for col in run_keys]
-            got = ev.window_rows(
+            got = window_rows(
                 op,
                 window,
                 kv,
@@ -254,7 +261,7 @@ def evaluate_runs(
             row_windows += [window] * len(got)
             for col, v in zip(out_keys, kv, strict=True):
                 col += [v] * len(got)
-        yield ev._output_batch(out, out_keys, schema, ev.result_labels(op, row_windows.__getitem__))
+        yield output_batch(out, out_keys, schema, result_labels(op, row_windows.__getitem__))
 
 
 def _aggregates(
@@ -282,7 +289,7 @@ def _aggregates(
             r, cause = (exc.run, exc.cause) if isinstance(exc, RunFailed) else (len(got), exc)
             kv = [col[r] for col in chunk.keys]
             window = WindowDescriptor(int(win_s[r]), int(win_e[r]))
-            raise ev._wrap(u, window, kv, cause, ev.value_column(op, u)) from cause
+            raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
         results.append(got)
     return aggregate_batch(op, win_s, win_e, chunk.keys, results, schema)
 
@@ -334,7 +341,7 @@ def sliced_windows(
     while i < n:
         j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
         lo, hi = int(firsts[i]), int(lasts[j - 1])
-        cols = ev._Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
+        cols = Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
@@ -388,7 +395,7 @@ def sliced_windows(
                     r = exc.run if isinstance(exc, RunFailed) else len(got)
                 kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
                 window = WindowDescriptor(ws_list[r], we_list[r])
-                raise ev._wrap(u, window, kv, cause, ev.value_column(op, u)) from cause
+                raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
             results.append(got)
         key_columns = key_values(table, keys, win_row[i:j])
         if op.kind == "aggregate":
@@ -396,8 +403,8 @@ def sliced_windows(
         else:
             out_keys = [[col[r] for r in row_windows] for col in key_columns]
             windows = [WindowDescriptor(ws_list[r], we_list[r]) for r in row_windows]
-            labels = ev.result_labels(op, windows.__getitem__)
-            yield ev._output_batch(rows, out_keys, schema, labels)
+            labels = result_labels(op, windows.__getitem__)
+            yield output_batch(rows, out_keys, schema, labels)
         i = j
 
 
@@ -412,10 +419,6 @@ def aggregate_batch(
     """Output rows of aggregates over windows ``[win_s, win_e)``:
     lifetimes by the output policy (aggregates take ``align`` or
     ``point_end``), keys and one result column per call."""
-    starts, ends = win_s, win_e
-    if op.policy is OutputPolicy.POINT_END:
-        starts = ends - 1
-    else:
-        assert op.policy is OutputPolicy.ALIGN, op.policy
-    labels = ev.result_labels(op, lambda i: WindowDescriptor(int(win_s[i]), int(win_e[i])))
-    return ev._output_columns(starts, ends, key_columns, results, schema, labels)
+    starts, ends = op.policy.window_lifetime(win_s, win_e)
+    labels = result_labels(op, lambda i: WindowDescriptor(int(win_s[i]), int(win_e[i])))
+    return output_columns(starts, ends, key_columns, results, schema, labels)

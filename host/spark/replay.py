@@ -41,19 +41,13 @@ from udm.host.plan import E_COL, S_COL, UdmCall, ValueArg
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.registry import resolve_udm
 from udm.host.rows import normalize_value
-from udm.host.spark.evaluate import (
-    _arrow_schema_with_marks as arrow_schema_with_marks,
-)
-from udm.host.spark.evaluate import (
-    _pickled_field as pickled_field,
-)
-from udm.host.spark.evaluate import (
+from udm.host.spark.arrowio import (
+    arrow_schema_with_marks,
     call_type,
-    decode_pickled,
-    released_with,
+    pickled_field,
     to_arrow_column,
-    tracking_persisted,
 )
+from udm.host.spark.decode import decode_pickled, released_with, tracking_persisted
 from udm.host.spark.frame import TimeKind, apply_in_arrow, quoted, show_time
 from udm.host.spark.streamoptions import with_settings
 from udm.host.stream import Cti, Element, Insert, Retract

@@ -22,6 +22,9 @@ is given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -36,7 +39,7 @@ from udm.host.windows import (
     WindowSpec,
 )
 
-__all__ = ["MARK", "WE", "WO", "WS", "assign_windows"]
+__all__ = ["ASSIGNERS", "MARK", "WE", "WO", "WS", "assign_windows"]
 
 WS = "__udm_ws"
 WE = "__udm_we"
@@ -71,21 +74,27 @@ def assign_windows(
     emit_empty: bool = False,
 ) -> DataFrame:
     """Rows of ``df`` (an event table) paired with each window they belong to."""
-    if isinstance(window, HoppingWindow):
+    if isinstance(window, HoppingWindow):  # the grid: assigned with the watermark
         return _hopping(df, keys, window, watermark, emit_empty)
     if emit_empty:
         raise ValueError(f"emit_empty applies to hopping and tumbling windows, not {window!r}")
-    if isinstance(window, SnapshotWindow):
-        out = _snapshot(df, keys)
-    elif isinstance(window, CountByStartWindow):
-        out = _count(df, keys, S_COL, window.count, by_end=False)
-    elif isinstance(window, CountByEndWindow):
-        out = _count(df, keys, E_COL, window.count, by_end=True)
-    else:
+    assign = next((ASSIGNERS[c] for c in type(window).__mro__ if c in ASSIGNERS), None)
+    if assign is None:
         raise TypeError(f"the Spark engine does not know window {window!r}")
+    out = assign(df, keys, window)
     if watermark < INFINITY:
         out = out.where(F.col(WE) <= F.lit(watermark))
     return out
+
+
+#: Spark SQL window assignment of the kinds whose windows events define, by
+#: spec class (a new kind registers its own): the event table's rows paired
+#: with each window (columns WS, WE, WO) they belong to.
+ASSIGNERS: dict[type[WindowSpec], Callable[[DataFrame, tuple[str, ...], Any], DataFrame]] = {
+    SnapshotWindow: lambda df, keys, w: _snapshot(df, keys),
+    CountByStartWindow: lambda df, keys, w: _count(df, keys, S_COL, w.count, by_end=False),
+    CountByEndWindow: lambda df, keys, w: _count(df, keys, E_COL, w.count, by_end=True),
+}
 
 
 def never_ends_message(w: HoppingWindow) -> tuple[str, str]:

@@ -1,0 +1,514 @@
+"""The grid path's per-element algorithm (see :mod:`udm.host.gridpath`)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Hashable
+from heapq import heappop, heappush
+from typing import Any
+
+from udm.host.errors import UdmInvocationError
+from udm.host.gridstate import (
+    EMPTY,
+    NEVER,
+    ExpiredId,
+    GridKey,
+    NoState,
+    key_order,
+    same_value,
+)
+from udm.host.hoststate import OutputId
+from udm.host.invoke import detached, key_failed
+from udm.host.policies import OutputPolicy
+from udm.host.stream import Element, Insert, Retract
+from udm.host.time import INFINITY, MIN_TIME, format_time
+from udm.host.windows import HoppingWindow
+from udm.sdk.base import Udm
+from udm.sdk.events import IntervalEvent
+
+__all__ = ["GridCore"]
+
+
+class GridCore:
+    """Window states for one grid query, grouped by key: each element's
+    effect on them (see :class:`~udm.host.gridpath.GridPath` for batches,
+    undo and persistence)."""
+
+    def __init__(
+        self,
+        window: HoppingWindow,
+        udm: Udm,
+        policy: OutputPolicy,
+        conservative: bool,
+        key_fn: Callable[[Any], Hashable] | None,
+        value_fn: Callable[[Any], Any] | None,
+        label: str,
+        new_id: Callable[[Hashable], OutputId],
+        keep_events: bool = True,
+        slices: bool = False,
+        fields: tuple[str | None, str | None] = (None, None),
+    ) -> None:
+        self.window = window
+        # copied for the hot loops (run, insert_raw, cti_advance), which
+        # inline the window's index arithmetic (HoppingWindow.index_range,
+        # last_begun, last_index_before): a method call per event would cost
+        # a few percent of the grid path's throughput
+        self.size, self.hop, self.offset = window.size, window.hop, window.offset
+        # events outside these bounds go to the general path, which refuses
+        # them; ``floor`` (the CTI or min_start, whichever is later) makes the
+        # start's check the one the CTI needs anyway
+        self.min_start, self.max_end = window.time_bounds
+        self.udm: Any = udm
+        #: slices: windows are computed from each key's sorted events, and
+        #: their "states" (``ops``) are nothing
+        self.slices = slices
+        self.ops: Any = NoState() if slices else udm
+        self.point_end = policy is OutputPolicy.POINT_END
+        self.conservative = conservative
+        self.key_fn, self.value_fn = key_fn, value_fn
+        # the payload fields key_fn and value_fn pick, if they do: read
+        # inline by :meth:`run` (the functions still make the errors)
+        self.key_field, self.value_field = fields
+        self.label = label
+        self.new_id = new_id
+        self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
+        self.keys: dict[Hashable, GridKey] = {}
+        self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
+        self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
+        self._swept = 0
+        # keys by the end of their earliest window: a CTI visits the keys
+        # it makes something final for, not every key
+        self._heap: list[tuple[int, int, GridKey]] = []
+        self._pushes = 0
+        self._created = 0
+        self._long_keys: set[Hashable] = set()  # keys that may hold long events
+        self._saved_record: list[Any] | None = None
+        self._inserted: tuple[GridKey, list[Any]] | None = None
+        self._removed: tuple[Any] | None = None  # the payload a full retraction took out
+        #: inserts :meth:`run` applied before the one it failed on
+        self.run_applied = 0
+        self._undo: list[tuple[GridKey, int, list[Any] | None]] | None = None
+        self._key_saves: dict[Hashable, Any] | None = None
+        self._saved_cti = MIN_TIME
+        self._saved_event: list[Any] | None = None
+        self.current: Element | None = None
+
+    # -- helpers ----------------------------------------------------------
+
+    def _k_range(self, start: int, end: int) -> tuple[int, int]:
+        # HoppingWindow.index_range inlined: it runs per late insert and
+        # per retraction, where a method call costs several percent
+        hop, off = self.hop, self.offset
+        return (start - self.size - off) // hop + 1, -((off - end) // hop) - 1
+
+    def _begun(self, m: int) -> int:
+        return (m - self.offset) // self.hop  # HoppingWindow.last_begun, inlined
+
+    def _push(self, ks: GridKey, due: int) -> None:
+        """Register ``ks`` as due at time ``due`` (an earlier window end)."""
+        ks.due = due
+        heappush(self._heap, (due, self._pushes, ks))
+        self._pushes += 1
+
+    def _new_key(self, key: Hashable) -> GridKey:
+        ks = self.keys[key] = GridKey(key, self.slices, self._created)
+        self._created += 1
+        return ks
+
+    def _fail(self, k: int, exc: Exception, ks: GridKey | None = None) -> UdmInvocationError:
+        start, end = self.window.start_of(k), self.window.end_of(k)
+        events: list[str] = []
+        if ks is not None and ks.events is not None:
+            events = ks.events.described(start, end)
+        elif ks is not None:  # the window's events, found by a scan: errors are rare
+            key = next((key for key, v in self.keys.items() if v is ks), None)
+            events = [
+                f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
+                for ident, r in self.events.items()
+                if r[3] == key and r[0] < end and start < r[1]
+            ]
+        return UdmInvocationError(
+            self.label,
+            f"[{start}, {format_time(end)})",
+            f"{type(exc).__name__}: {exc}",
+            element=self.current,
+            events=events,
+        )
+
+    def _save_key(self, key: Hashable, ks: GridKey | None) -> None:
+        saves = self._key_saves
+        if saves is None or key in saves:
+            return
+        saves[key] = None if ks is None else (ks.max_start, ks.emitted_k, dict(ks.long))
+
+    def _win(self, ks: GridKey, k: int) -> list[Any]:
+        w = ks.wins.get(k)
+        undo = self._undo
+        if undo is not None:
+            if w is None:
+                undo.append((ks, k, None))
+            else:
+                # without kept events a state cannot be rebuilt after a UDM
+                # error mutated it in place: save a copy instead
+                state = w[0] if self.keep_events else copy.deepcopy(w[0])
+                undo.append((ks, k, [state, w[1], list(w[2])]))
+        if w is None:
+            w = ks.wins[k] = [self.ops.initial_state(), 0, []]
+            end = k * self.hop + self.offset + self.size  # HoppingWindow.end_of, inlined
+            if end < ks.due:
+                self._push(ks, end)
+        return w
+
+    def _add(self, ks: GridKey, lo: int, hi: int, value: Any) -> None:
+        add = self.ops.add
+        for k in range(lo, hi + 1):
+            w = self._win(ks, k)
+            try:
+                w[0] = add(w[0], value)
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+            w[1] += 1
+
+    def _remove(self, ks: GridKey, lo: int, hi: int, value: Any) -> None:
+        remove = self.ops.remove
+        for k in range(lo, hi + 1):
+            w = self._win(ks, k)
+            try:
+                w[0] = remove(w[0], value)
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+            w[1] -= 1
+
+    def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
+        """Emit the difference between window k's cached and current output."""
+        w = ks.wins.get(k)
+        old = w[2] if w is not None else []
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
+        end = start + self.size
+        new: Any = EMPTY
+        if w is not None and w[1] > 0:
+            try:
+                if ks.events is not None:
+                    new = detached(self._from_slice(ks.events.values(start, end)))
+                else:
+                    new = detached(self.udm.result(w[0]))
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+        if old and new is not EMPTY and same_value(old[0][1].payload, new):
+            return
+        if self._undo is not None and w is not None:
+            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
+        for oid, ev in old:
+            out.append(Retract(oid, ev.start, ev.end, ev.start, ev.payload))
+        if w is None:
+            return
+        if new is EMPTY:  # the window has no events left
+            w[2] = []
+            if w[1] == 0:
+                del ks.wins[k]
+            return
+        oid = self.new_id(key)
+        ev = IntervalEvent(end - 1, end, new) if self.point_end else IntervalEvent(start, end, new)
+        out.append(Insert(oid, ev.start, ev.end, new))
+        w[2] = [(oid, ev)]
+
+    @staticmethod
+    def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
+        """The slice mode's ``add`` of one event to windows ``lo .. hi``."""
+        for k in range(lo, hi + 1):
+            w = wins.get(k)
+            if w is None:
+                wins[k] = [None, 1, []]
+            else:
+                w[1] += 1
+
+    def _from_slice(self, values: list[Any]) -> Any:
+        """A window's result from its members' values (canonical order)."""
+        u = self.udm
+        if u.incremental:
+            return u.result(u.add_many(u.initial_state(), values))
+        return u.compute_result(values)
+
+    # -- elements ---------------------------------------------------------
+
+    def _set_cti(self, c: int) -> None:
+        self.cti = c
+        self.floor = max(c, self.min_start)
+
+    def _add_failed(
+        self,
+        ks: GridKey,
+        lo: int,
+        k: int,
+        fields: tuple[Hashable, int, int, Any],
+        value: Any,
+        exc: Exception,
+    ) -> UdmInvocationError:
+        """The UDM failed adding a new event's value to window ``k``: take
+        the value out of windows ``lo .. k - 1`` again and name the event
+        (built from its ``fields`` if the caller held no element)."""
+        self._compensate(ks, lo, k - 1, value)
+        if self.current is None:
+            self.current = Insert(*fields)
+        return self._fail(k, exc, ks)
+
+    def _value_failed(
+        self, ks: GridKey, fields: tuple[Hashable, int, int, Any], exc: Exception
+    ) -> UdmInvocationError:
+        """The value function (``value=``) failed on a new event's payload:
+        reported, as by the reference evaluator, as the UDM failing on the
+        first window that holds the event."""
+        if self.current is None:
+            self.current = Insert(*fields)
+        return self._fail(self.window.index_range(fields[1], fields[2])[0], exc, ks)
+
+    def _compensate(self, ks: GridKey, lo: int, hi: int, value: Any) -> None:
+        remove = self.ops.remove
+        for k in range(lo, hi + 1):
+            w = ks.wins[k]
+            w[0] = remove(w[0], value)
+            w[1] -= 1
+            if w[1] == 0 and not w[2]:
+                del ks.wins[k]
+
+    def insert(self, e: Insert, out: list[Element]) -> None:
+        payload = e.payload
+        try:
+            key = self.key_fn(payload) if self.key_fn is not None else None
+            ks = self.keys.get(key)  # TypeError: an unhashable key
+        except Exception as exc:
+            raise key_failed(e, exc) from None
+        self._save_key(key, ks)
+        if ks is None:
+            ks = self._new_key(key)
+        try:
+            value = self.value_fn(payload) if self.value_fn is not None else payload
+        except Exception as exc:
+            raise self._value_failed(ks, (e.id, e.start, e.end, payload), exc) from exc
+        start, end = e.start, e.end
+        m_old = ks.max_start if ks.max_start > self.cti else self.cti
+        if start > ks.max_start:
+            ks.max_start = start
+        m = ks.max_start if ks.max_start > self.cti else self.cti
+        lo, hi = self._k_range(start, end)
+        begun = self._begun(m)
+        record = [start, end, value, key]
+        expired = self.events.get(e.id)
+        if expired is not None:
+            # the reused id of an expired event: open windows still hold it,
+            # and rebuilding their states after a UDM error needs it
+            self.events[ExpiredId(e.id, expired[0])] = expired
+        self.events[e.id] = record
+        if ks.events is not None:
+            ks.events.add(record, e.id, payload)
+            self._inserted = (ks, record)
+        is_long = hi > begun
+        if is_long:
+            hi = begun
+        self._add(ks, lo, hi, value)
+        if not self.conservative:
+            emitted = ks.emitted_k
+            if emitted is not None:
+                for k in range(lo, min(hi, emitted) + 1):
+                    self._refresh(ks, key, k, out)
+        if m > m_old:
+            self._advance(ks, key, m_old, m, out)  # before it joins the long events
+        if is_long:
+            ks.long[e.id] = record
+            self._long_keys.add(key)
+
+    def retract(self, r: Retract, out: list[Element]) -> None:
+        record = self.events.get(r.id)
+        if record is None:
+            return  # retired: it can no longer touch an open window
+        start, old_end, value, key = record
+        ks = self.keys[key]
+        self._save_key(key, ks)
+        new_end = r.new_end
+        m = ks.max_start if ks.max_start > self.cti else self.cti
+        begun = self._begun(m)
+        old_lo, old_hi = self._k_range(start, old_end)
+        new_hi = old_lo - 1 if new_end == start else self._k_range(start, new_end)[1]
+        old_hi, new_hi = min(old_hi, begun), min(new_hi, begun)
+        if new_hi < old_hi:
+            self._remove(ks, new_hi + 1, old_hi, value)
+            changed = (new_hi + 1, old_hi)
+        else:
+            self._add(ks, old_hi + 1, new_hi, value)
+            changed = (old_hi + 1, new_hi)
+        if new_end == start:
+            del self.events[r.id]
+            ks.long.pop(r.id, None)
+            if ks.events is not None:
+                self._removed = ks.events.remove(record)
+        else:
+            record[1] = new_end
+            if ks.events is not None:
+                ks.events.widen(record)
+            if self._k_range(start, new_end)[1] > begun:
+                ks.long[r.id] = record
+                self._long_keys.add(key)
+            else:
+                ks.long.pop(r.id, None)
+        if not self.conservative and ks.emitted_k is not None:
+            for k in range(changed[0], min(changed[1], ks.emitted_k) + 1):
+                self._refresh(ks, key, k, out)
+
+    def _advance(
+        self, ks: GridKey, key: Hashable, m_old: int, m_new: int, out: list[Element]
+    ) -> None:
+        if ks.long:
+            if m_new >= INFINITY:
+                finite = [r[1] for r in ks.long.values() if r[1] < INFINITY]
+                m_new_begun = max(finite, default=m_old)
+            else:
+                m_new_begun = m_new
+            k_from, k_to = self._begun(m_old) + 1, self._begun(m_new_begun)
+            if k_to >= k_from:
+                for ident, record in list(ks.long.items()):
+                    lo, hi = self._k_range(record[0], record[1])
+                    self._add(ks, max(lo, k_from), min(hi, k_to), record[2])
+                    if hi <= k_to:
+                        del ks.long[ident]
+        if self.conservative:
+            return
+        # windows ending at or before the watermark are emitted
+        last = self.window.last_index_before(m_new) if m_new < INFINITY else None
+        first = ks.emitted_k
+        if last is None:
+            last = max(ks.wins, default=first if first is not None else 0)
+        if first is None:
+            first = min(ks.wins, default=last + 1) - 1
+        if last > first:
+            wins = ks.wins
+            if last - first > len(wins):
+                ready = sorted(k for k in wins if first < k <= last)
+            else:
+                ready = [k for k in range(first + 1, last + 1) if k in wins]
+            for k in ready:
+                self._refresh(ks, key, k, out)
+        if ks.emitted_k is None or last > ks.emitted_k:
+            ks.emitted_k = last
+
+    def cti_advance(self, c: int, out: list[Element]) -> int:
+        """Apply CTI ``c``; return the output CTI it allows."""
+        # every live event, not only the long ones: an open event near the
+        # end of time may reach no window that has not begun, yet its
+        # windows past INFINITY cannot be closed either
+        if c >= INFINITY and any(r[1] >= INFINITY for r in self.events.values()):
+            raise ValueError(
+                "cannot close hopping/tumbling windows at the end of time: an event that never "
+                "ends overlaps infinitely many windows; end it with a retraction first, "
+                "or send a finite CTI"
+            )
+        previous = self.cti
+        self._set_cti(c)
+        k_final = self.window.last_index_before(c) if c < INFINITY else None
+        visit = self._due_keys(c, k_final)
+        size, hop, off = self.size, self.hop, self.offset
+        try:
+            for ks in visit:
+                m_new = c if c > ks.max_start else ks.max_start
+                emitted = ks.emitted_k
+                if (
+                    not self.conservative
+                    and not ks.long
+                    and emitted is not None
+                    and m_new < INFINITY
+                    and emitted >= (m_new - size - off) // hop
+                ):
+                    continue  # its final windows were emitted: only forgotten below
+                key = ks.key
+                self._save_key(key, ks)
+                m_old = max(previous, ks.max_start)
+                m_new = max(c, ks.max_start)
+                if m_new > m_old:
+                    self._advance(ks, key, m_old, m_new, out)
+                if self.conservative:
+                    final = sorted(k for k in ks.wins if k_final is None or k <= k_final)
+                    for k in final:
+                        self._refresh(ks, key, k, out)
+        except BaseException:
+            for ks in visit:  # still due: the rollback restores their windows
+                self._push(ks, MIN_TIME)
+            raise
+        # forget final windows (no UDM calls from here on)
+        lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
+        bound = min(lowest, c)
+        for ks in visit:
+            if k_final is None:
+                ks.wins.clear()
+            else:
+                for k in [k for k in ks.wins if k <= k_final]:
+                    del ks.wins[k]
+            self._reschedule(ks, bound)
+        # retire events that end before the first open window (amortized)
+        # and before the CTI: a retraction may still extend an event that
+        # ends at or after the CTI into a later window (one past a gap
+        # between windows, hop > size)
+        if len(self.events) > 2 * self._swept + 64:
+            self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
+            self._swept = len(self.events)
+        if self.point_end or k_final is None:  # at the end of time nothing can follow
+            return c
+        return min(c, self.window.first_open_start(c))
+
+    def _due_keys(self, c: int, k_final: int | None) -> list[GridKey]:
+        """The keys CTI ``c`` has work for: those with a window ending at or
+        before it (to emit or finalize and forget), from the due heap, and
+        those with long events (windows begin for them); at the end of time
+        every key. A key with nothing due is not visited: the windows it
+        has not emitted end after ``c``, and it has none the CTI could make
+        final, so its only change would be its emitted index, which stays
+        behind (no window lies between: none ends at or before the CTI)."""
+        if k_final is None:
+            self._heap = []
+            return list(self.keys.values())
+        visit: dict[int, GridKey] = {}
+        heap = self._heap
+        keys = self.keys
+        while heap and heap[0][0] <= c:
+            due, _, ks = heappop(heap)
+            if ks.due == due and keys.get(ks.key) is ks:
+                ks.due = NEVER
+                visit[id(ks)] = ks
+        for key in list(self._long_keys):
+            holder = keys.get(key)
+            if holder is None or not holder.long:
+                self._long_keys.discard(key)
+            else:
+                visit[id(holder)] = holder
+        # in the keys' order of arrival, as a pass over all keys would: the
+        # outputs' order (and ids) then survive a snapshot and restore
+        return sorted(visit.values(), key=key_order)
+
+    def _reschedule(self, ks: GridKey, bound: int) -> None:
+        """After a CTI visit: retire the key's sorted events that end before
+        ``bound`` and register it again by its earliest window's end (or,
+        with no window left, when its remaining events can retire)."""
+        kev = ks.events
+        if kev is not None and kev.records:
+            events = self.events
+            for ident, record in kev.retire(bound):
+                if events.get(ident) is record:
+                    del events[ident]
+                else:  # kept aside when its id was reused
+                    expired = ExpiredId(ident, record[0])
+                    if events.get(expired) is record:
+                        del events[expired]
+        if ks.wins:
+            k = min(ks.wins)
+            self._push(ks, self.window.end_of(k))
+        elif kev is not None and kev.records:
+            end = kev.min_end()
+            if end is not None and end < INFINITY:
+                self._push(ks, end + 1)
+
+    # -- rollback and snapshots --------------------------------------------
+
+    def live_outputs(self) -> list[IntervalEvent[Any]]:
+        """The outputs of the windows still open."""
+        return [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w[2]]
+
+    def memory_size(self) -> tuple[int, int]:
+        return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

@@ -1,0 +1,124 @@
+"""The grid path's building blocks: markers, per-key state, eligibility.
+
+Shared by :class:`~udm.host.gridcore.GridCore` (the per-element algorithm)
+and :class:`~udm.host.gridpath.GridPath` (batches, undo and persistence).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from udm.host.gridslices import KeyEvents
+from udm.host.policies import InputClipping, OutputPolicy
+from udm.host.time import INFINITY, MIN_TIME
+from udm.sdk.base import Udm
+
+__all__ = [
+    "DONE",
+    "EMPTY",
+    "NEVER",
+    "ExpiredId",
+    "GridKey",
+    "NoState",
+    "eligible",
+    "key_order",
+    "same_value",
+    "slice_eligible",
+]
+
+#: a window without events has no output (a UDA's result may be None)
+EMPTY: Any = object()
+#: what :meth:`GridPath.run` returns when its rows ran out
+DONE: Any = object()
+#: a key's due time when it has no window (later than every window's end)
+NEVER = INFINITY + 1
+
+
+def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClipping) -> bool:
+    """Whether the fast path computes exactly what the general one does."""
+    props = udm.properties
+    return (
+        window.is_grid
+        and udm.kind == "aggregate"
+        and udm.incremental
+        and not udm.time_sensitive
+        and bool(props.invertible)
+        and props.order_insensitive
+        and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
+    )
+
+
+def slice_eligible(window: Any, udm: Udm, policy: OutputPolicy) -> bool:
+    """Whether the grid path computes exactly what the general one does
+    with windows read as slices of each key's events (``slices=True``):
+    any time-insensitive aggregate over hopping or tumbling windows whose
+    output is the window's lifetime or its last tick. It sees payloads in
+    canonical order (start, then payload) and no lifetimes, so a window's
+    result depends only on its slice; clipping changes nothing it sees."""
+    return (
+        window.is_grid
+        and udm.kind == "aggregate"
+        and not udm.time_sensitive
+        and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
+    )
+
+
+class NoState:
+    """The window "state" of the slice mode: windows keep only their event
+    counts (for emptiness) and outputs; results come from the slices."""
+
+    def initial_state(self) -> None:
+        return None
+
+    def add(self, state: None, value: Any) -> None:
+        return None
+
+    def remove(self, state: None, value: Any) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ExpiredId:
+    """Where an expired event is kept once a new event reuses its id (its
+    start tells it from later reuses: they start after it ended)."""
+
+    ident: Hashable
+    start: int
+
+    def __repr__(self) -> str:
+        return repr(self.ident)
+
+
+class GridKey:
+    """Per-key state: window index k -> [state, n_events, outputs]."""
+
+    __slots__ = ("due", "emitted_k", "events", "key", "long", "max_start", "order", "wins")
+
+    def __init__(self, key: Hashable, slices: bool, order: int) -> None:
+        self.key = key
+        self.order = order  # the keys' order of arrival: CTIs visit keys in it
+        self.wins: dict[int, list[Any]] = {}
+        self.max_start = MIN_TIME
+        # windows <= this index are emitted; a key no CTI visited since its
+        # windows ended keeps an older index (no window lies in between)
+        self.emitted_k: int | None = None
+        self.long: dict[Hashable, list[Any]] = {}  # events reaching unbegun windows
+        #: the end of its earliest window as registered in the due heap
+        self.due = NEVER
+        self.events: KeyEvents | None = KeyEvents() if slices else None
+
+
+def key_order(ks: GridKey) -> int:
+    """The order CTIs visit keys in: their order of arrival."""
+    return ks.order
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two results are the same output (equal and of one type;
+    values that fail to compare are not)."""
+    try:
+        return bool(a == b) and type(a) is type(b)
+    except Exception:
+        return False

@@ -1,0 +1,100 @@
+"""The incremental host's state: per-key windows, the undo journal, ids.
+
+:class:`~udm.host.engine.Host` (the orchestrator) and
+:class:`~udm.host.gridpath.GridPath` (its grid fast path) both emit
+:class:`OutputId` s and read :class:`Consistency`; the per-key state and
+the journal that undoes one element's changes are the host's alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from sortedcontainers import SortedDict
+
+from udm.host.indexes import EventIndex, LiveEv
+from udm.host.time import MIN_TIME
+from udm.sdk.events import IntervalEvent
+
+__all__ = ["Consistency", "Journal", "KeyState", "OutputId", "WindowState"]
+
+
+class Consistency(StrEnum):
+    """When window output is emitted (CEDR's consistency levels).
+
+    * ``speculative``: as soon as the watermark (the latest CTI or the latest
+      event start) passes the window's end; later changes are retracted and
+      re-emitted.
+    * ``conservative``: only once a CTI makes the window final; the output
+      never contains retractions.
+    """
+
+    SPECULATIVE = "speculative"
+    CONSERVATIVE = "conservative"
+
+    @classmethod
+    def parse(cls, value: Consistency | str) -> Consistency:
+        try:
+            return cls(value)
+        except ValueError:
+            raise ValueError(
+                f"unknown consistency {value!r}; use 'speculative' or 'conservative'"
+            ) from None
+
+
+class OutputId(NamedTuple):
+    """Id of an output event: the group key and a sequence number."""
+
+    key: Hashable
+    n: int
+
+
+@dataclass(slots=True)
+class WindowState:
+    """One window of the window index: its end, event count, UDM state and
+    the outputs it has emitted (still live in the output stream)."""
+
+    end: int
+    n_events: int = 0
+    state: Any = None
+    outputs: list[tuple[OutputId, IntervalEvent[Any]]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class KeyState:
+    """One group key's live events and open windows (by start and by end:
+    both increase together, which the host's range scans rely on)."""
+
+    index: EventIndex = field(default_factory=EventIndex)
+    wins: SortedDict = field(default_factory=SortedDict)  # start -> WindowState
+    win_ends: SortedDict = field(default_factory=SortedDict)  # end -> start
+    max_start: int = MIN_TIME
+    final_upto: int = MIN_TIME  # every window ending at or before it is forgotten
+
+
+class Journal:
+    """Undo log of one element's changes, so a failing UDM leaves the host
+    exactly as it was."""
+
+    def __init__(self) -> None:
+        self.wins: dict[tuple[int, int], tuple[KeyState, WindowState | None]] = {}
+        self.keys: dict[int, tuple[KeyState, int, int]] = {}
+        self.events: list[tuple[KeyState, LiveEv | None, LiveEv | None]] = []
+        self.detached: list[tuple[EventIndex, LiveEv]] = []
+        self.new_keys: list[Hashable] = []
+        self.key_of: list[tuple[Hashable, bool, Hashable]] = []
+
+    def touch(self, ks: KeyState, start: int) -> None:
+        slot = (id(ks), start)
+        if slot in self.wins:
+            return
+        w = ks.wins.get(start)
+        saved = None if w is None else WindowState(w.end, w.n_events, w.state, list(w.outputs))
+        self.wins[slot] = (ks, saved)
+
+    def touch_key(self, ks: KeyState) -> None:
+        if id(ks) not in self.keys:
+            self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)
