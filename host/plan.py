@@ -523,11 +523,11 @@ class FinalizeNode(PlanNode):
 
 
 def _duration_text(ticks: int, datetimes: bool, infinite: str) -> str:
-    from udm.host.time import format_duration
+    from udm.host.time import format_duration, format_ticks_duration
 
     if ticks >= INFINITY:
         return infinite
-    return format_duration(ticks) if datetimes else str(ticks)
+    return format_duration(ticks) if datetimes else format_ticks_duration(ticks)
 
 
 # -------------------------------------------------------------- walking

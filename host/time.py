@@ -22,6 +22,7 @@ __all__ = [
     "TICKS_PER_SECOND",
     "TimeConversionError",
     "format_duration",
+    "format_ticks_duration",
     "format_time",
     "from_ticks",
     "iso_time",
@@ -239,6 +240,21 @@ def format_duration(ticks: int) -> str:
     for unit, size in DURATION_UNITS.items():
         if size > 1 and ticks and ticks % size == 0:
             return f"{ticks // size}{unit}"
+    return str(ticks)
+
+
+def format_ticks_duration(ticks: int) -> str:
+    """A duration of a query over integer ticks: the ticks, and, when they
+    make a whole number of seconds or more, the same in units, since udm's
+    ticks are microseconds (a query file's ``size: 1m`` is shown as the user
+    wrote it next to what the engine uses).
+
+    >>> format_ticks_duration(3_600_000_000), format_ticks_duration(250)
+    ('3600000000 (1h)', '250')
+    """
+    unit = format_duration(ticks)
+    if abs(ticks) >= TICKS_PER_SECOND and unit != str(ticks):
+        return f"{ticks} ({unit})"
     return str(ticks)
 
 

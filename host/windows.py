@@ -24,7 +24,14 @@ from functools import cached_property
 from itertools import pairwise
 from typing import Any, ClassVar
 
-from udm.host.time import INFINITY, MIN_TIME, format_duration, format_time, to_duration_ticks
+from udm.host.time import (
+    INFINITY,
+    MIN_TIME,
+    format_duration,
+    format_ticks_duration,
+    format_time,
+    to_duration_ticks,
+)
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = [
@@ -328,13 +335,16 @@ class HoppingWindow(WindowSpec):
         return [self.window_at(k) for k in sorted(ks)]
 
     def describe(self, durations: bool = False) -> str:
-        if not durations:
-            return repr(self)
-        parts = [f"size={format_duration(self.size)}"]
+        """Sizes in units for a query over datetimes
+        (``HoppingWindow(size=1h, hop=15m)``); over ticks the ticks, with
+        whole seconds or more also in units
+        (``TumblingWindow(size=3600000000 (1h))``)."""
+        shown = format_duration if durations else format_ticks_duration
+        parts = [f"size={shown(self.size)}"]
         if type(self) is HoppingWindow:
-            parts.append(f"hop={format_duration(self.hop)}")
+            parts.append(f"hop={shown(self.hop)}")
         if self.offset:
-            parts.append(f"offset={format_duration(self.offset)}")
+            parts.append(f"offset={shown(self.offset)}")
         return f"{type(self).__name__}({', '.join(parts)})"
 
     def __repr__(self) -> str:

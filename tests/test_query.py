@@ -341,7 +341,7 @@ def test_in_memory_datetimes_give_datetimes_out() -> None:
         assert window(stream) == "  - window TumblingWindow(size=1h)"
         assert stream.to_cht() == [(1_767_268_800_000_000, 1_767_268_860_000_000, 1.0)]
     assert window(Stream.from_cht(events, timestamps=False)) == (
-        "  - window TumblingWindow(size=3600000000)"
+        "  - window TumblingWindow(size=3600000000 (1h))"
     )
     import numpy as np
     import pandas as pd
