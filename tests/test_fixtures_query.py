@@ -331,3 +331,53 @@ expected:
     )
     result = run_one(path)
     assert result.passed, result.failures
+
+
+ECTI = """\
+name: external cti count below arrived
+inputs:
+  s:
+    - {insert: a, start: 1, end: 5, payload: 1}
+    - {insert: b, start: 2, end: 5, payload: 2}
+    - {external_cti: [0, 4], count: 1}
+query:
+  - from: s
+  - shift: 1
+"""
+
+
+def test_an_input_finalize_refuses_is_an_expected_error_or_named_by_line(tmp_path: Path) -> None:
+    """Before, Stream.from_events' OperatorError escaped the runner: a
+    traceback from udm-cli test, and later fixtures of the file never ran."""
+    assert run_one(write(tmp_path, ECTI + "expected_error: below\n")).passed
+    with pytest.raises(FixtureError) as info:
+        run_one(write(tmp_path, ECTI + "expected: []\n"))
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'q.udm.yaml'}:6: ")
+    assert "its count 1 is below the 2 elements already received" in message
+
+
+def test_alter_lifetime_takes_module_attribute_udfs_for_both_functions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``duration: myudfs:half`` was refused as 'not a duration' while
+    ``start: myudfs:bucket5`` was accepted."""
+    (tmp_path / "myudfs.py").write_text(
+        "from udm.sdk import function\n\n\n"
+        "@function\ndef bucket5(t):\n    return t // 5 * 5\n\n\n"
+        "@function\ndef half(s, e):\n    return (e - s) // 2 + 1\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = """\
+name: alter lifetime udfs
+inputs:
+  l:
+    - {insert: a, start: 3, end: 20, payload: 1}
+query:
+  - from: l
+  - alter_lifetime: {start: "myudfs:bucket5", duration: "myudfs:half"}
+expected:
+  - {start: 0, end: 9, payload: 1}
+"""
+    result = run_one(write(tmp_path, text))
+    assert result.passed, result.failures
