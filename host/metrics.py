@@ -15,7 +15,9 @@ log = logging.getLogger("udm.query")
 
 
 class QueryMetrics:
-    """What a run dropped under ``on_invalid="drop"``, by reason.
+    """What a run dropped under ``on_invalid="drop"``, by reason, and what a
+    physical stream's ``cti_policy`` dropped or adjusted (``late (drop):
+    dropped inserts``, ``late (adjust): adjusted inserts``, ...).
 
     For the Spark engine the counts are observed while the output is
     computed (no extra job), so they exist once an action on the output
@@ -54,7 +56,16 @@ class QueryMetrics:
         }
         if counts and not self._logged:
             self._logged = True
-            log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
+            adjusted = sum(n for k, n in counts.items() if "adjusted" in k)
+            if adjusted:  # a CTI policy's "adjust": kept, with a changed lifetime
+                log.warning(
+                    "dropped %d and adjusted %d input rows: %s",
+                    sum(counts.values()) - adjusted,
+                    adjusted,
+                    counts,
+                )
+            else:
+                log.warning("dropped %d invalid input rows: %s", sum(counts.values()), counts)
         return counts
 
     def rows_read(self, wait: bool = False) -> int | None:

@@ -286,7 +286,7 @@ class Stream:
         timestamps."""
         source = elements_source(elements, cti_policy, timestamps)
         out = cls(source)
-        out.metrics = QueryMetrics({})
+        out.metrics = QueryMetrics(dict(source.dropped))
         return out.group_apply(*_keys(key)) if key is not None else out
 
     # ---------------------------------------------------------- operators

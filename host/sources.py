@@ -126,10 +126,21 @@ def elements_source(
         valid = repaired(given)  # ExternalCTIs: Finalize's input, repaired by it
     else:
         valid = [e for e in given if not isinstance(e, ExternalCti)]
-    cht, _ = derive_cht(valid, cti_policy=policy)
+    cht, stats = derive_cht(valid, cti_policy=policy)
     base = rows_source(cht, "raise", timestamps)
+    # what the CTI policy dropped or adjusted, counted as on_invalid's drops
+    # are (every engine applies the same policy to the same elements)
+    counted = {
+        f"late ({policy.value}): {what.replace('_', ' ')}": n
+        for what, n in stats.as_dict().items()
+        if n
+    }
     return dataclasses.replace(
-        base, elements=given, cti_policy=policy.value, scalar=_scalar_elements(valid)
+        base,
+        elements=given,
+        cti_policy=policy.value,
+        scalar=_scalar_elements(valid),
+        dropped=tuple(counted.items()),
     )
 
 

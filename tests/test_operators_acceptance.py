@@ -284,3 +284,21 @@ def test_a_shift_past_the_end_of_time_is_refused_on_spark(spark: Any) -> None:
     for engine in ("reference", "spark"):  # set_duration too, alike
         with pytest.raises(OperatorError, match=r"set_duration 20\b.*: " + past):
             shifted.set_duration(20).to_cht(engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["reference", "host"])
+def test_a_sources_cti_policy_drops_and_adjustments_are_counted(engine: str) -> None:
+    """What cti_policy dropped or adjusted went uncounted (the guide: every
+    drop or adjust policy is explicit and counted)."""
+    elements = [Insert("a", 1, 20, 1), Cti(10), Insert("b", 5, 15, 2), Insert("c", 2, 4, 3)]
+    dropped = Stream.from_events(elements, cti_policy="drop")
+    assert dropped.metrics.invalid_rows() == {"late (drop): dropped inserts": 2}
+    query = dropped.shift(1)
+    assert query.to_cht(engine=engine) == Cht([(2, 21, 1)])
+    assert query.metrics.invalid_rows() == {"late (drop): dropped inserts": 2}
+    adjusted = Stream.from_events(elements, cti_policy="adjust").with_consistency("middle")
+    assert adjusted.to_cht(engine=engine) == Cht([(1, 20, 1), (10, 15, 2)])
+    assert adjusted.metrics.invalid_rows() == {
+        "late (adjust): adjusted inserts": 1,
+        "late (adjust): dropped inserts": 1,
+    }
