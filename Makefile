@@ -5,15 +5,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.udm-installed
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
+# each holds its part of the udm namespace: sdk/udm/sdk is udm.sdk, ...
+ROOTS := sdk host cli templates
 
-.PHONY: venv demo test lint typecheck unit shadow docs docs-serve bench lock clean
+.PHONY: venv demo test lint typecheck unit docs docs-serve bench lock clean
 
 venv: $(STAMP)
 
 # editable installs of the project and its plugins. setuptools reports each
 # with an "Editable installation" BuildBackendWarning block that asks nothing
-# of the user (udm's packages are mapped folders, installed through an import
-# hook); the filter keeps it out of `make` output, other warnings still show.
+# of the user (udm's parts live in four import roots, which setuptools serves
+# through an import hook); the filter keeps it out of `make` output, other
+# warnings still show.
 EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet --no-deps --no-build-isolation
 
 $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
@@ -22,6 +25,9 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	$(EDITABLE) -e .
+	@# the import roots as plain path entries, which mypy, pyright and
+	@# import-graph tools read (they do not run setuptools' import hook)
+	@printf '%s\n' $(addprefix $(CURDIR)/,$(ROOTS)) > "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/udm-roots.pth"
 	@for p in $(dir $(PLUGINS)); do \
 		echo "installing plugin $$p"; \
 		$(EDITABLE) -e $$p || exit 1; \
@@ -31,7 +37,7 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 demo: $(STAMP)
 	$(BIN)/udm-cli run examples/demo.py --output out
 
-LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/*/hooks docs/examples docs/pictures.py)
+LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/udm/templates/*/hooks docs/examples docs/pictures.py)
 
 # ruff, then the architecture contracts of .importlinter (layers, no cycles,
 # the plan knows no engine)
@@ -39,23 +45,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/lint-imports
 
-# mypy cannot follow setuptools' editable import hook, so it reads a shadow
-# tree of symlinks that mirrors the installed layout (udm/sdk -> sdk, ...).
-typecheck: $(STAMP) shadow
+# mypy reads the import roots (mypy_path in pyproject.toml)
+typecheck: $(STAMP)
 	$(BIN)/mypy -p udm.sdk -p udm.host
 
 unit: $(STAMP)
 	$(BIN)/pytest -q
 
-# mkdocstrings reads the same shadow tree as mypy (udm/sdk -> sdk, ...).
-shadow:
-	@mkdir -p .build/mypy/udm
-	@for p in sdk host cli; do test -e .build/mypy/udm/$$p || ln -s ../../../$$p .build/mypy/udm/$$p; done
-
-docs: $(STAMP) shadow
+docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .build/site
 
-docs-serve: $(STAMP) shadow
+docs-serve: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
 test: lint typecheck unit docs
