@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.udm-installed
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 # each holds its part of the udm namespace: sdk/udm/sdk is udm.sdk, ...
-ROOTS := sdk host cli templates
+ROOTS := sdk host testing cli templates
 
 .PHONY: venv demo test lint typecheck unit docs docs-serve bench lock clean
 
@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml requirements.lock $(PLUGINS)
 demo: $(STAMP)
 	$(BIN)/udm-cli run examples/demo.py --output out
 
-LINT_PATHS := $(wildcard sdk host cli tests benchmarks examples plugins templates/udm/templates/*/hooks docs/examples docs/pictures.py)
+LINT_PATHS := $(wildcard sdk host testing cli tests benchmarks examples plugins templates/udm/templates/*/hooks docs/examples docs/pictures.py)
 
 # ruff, then the architecture contracts of .importlinter (layers, no cycles,
 # the plan knows no engine)
@@ -47,7 +47,7 @@ lint: $(STAMP)
 
 # mypy reads the import roots (mypy_path in pyproject.toml)
 typecheck: $(STAMP)
-	$(BIN)/mypy -p udm.sdk -p udm.host
+	$(BIN)/mypy -p udm.sdk -p udm.host -p udm.testing
 
 unit: $(STAMP)
 	$(BIN)/pytest -q

@@ -732,7 +732,7 @@ def test_explain_and_plot(spark: Any, readings: Path, tmp_path: Path) -> None:
 
 def test_shipped_yaml_example_is_valid() -> None:
     from udm.cli.queryfile import QuerySpec
-    from udm.host.fixtures.schema import yaml_documents
+    from udm.testing.schema import yaml_documents
 
     root = Path(__file__).resolve().parent.parent
     ((data, _),) = yaml_documents(root / "examples" / "hourly_median.yaml")

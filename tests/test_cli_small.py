@@ -93,7 +93,7 @@ def test_the_minimal_failing_stream_is_valid_yaml_when_narrow_and_is_saved(
     narrow terminal, so the copied text was no YAML."""
     import yaml
 
-    from udm.host.fixtures import load_fixture
+    from udm.testing import load_fixture
 
     fixture = tmp_path / "leaky.udm.yaml"
     fixture.write_text(

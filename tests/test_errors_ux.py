@@ -142,7 +142,7 @@ def test_a_spec_reports_every_mistake_at_once_in_line_order(tmp_path: Path) -> N
 
 def test_a_fixture_reports_a_misspelt_udm_beside_other_mistakes(tmp_path: Path) -> None:
     """`kind: tumblin` hid a misspelt `udm:`."""
-    from udm.host.fixtures import FixtureError, load_fixture
+    from udm.testing import FixtureError, load_fixture
 
     fixture = tmp_path / "b.udm.yaml"
     fixture.write_text(

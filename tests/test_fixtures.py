@@ -1,4 +1,4 @@
-"""udm.host.fixtures: the fixture format, the runner's ways and checks, the
+"""udm.testing: the fixture format, the runner's ways and checks, the
 generator's dimensions, shrinking, the report, udm-cli test and the pytest plugin."""
 
 from __future__ import annotations
@@ -28,16 +28,6 @@ from udm.host import (
     TumblingWindow,
     derive_cht,
 )
-from udm.host.fixtures import (
-    FixtureError,
-    GenerateSpec,
-    compose,
-    load_fixture,
-    parse_duration,
-    run_fixture,
-    scenario,
-)
-from udm.host.fixtures.runner import equivalent_stream
 from udm.sdk import (
     IncrementalAggregate,
     IntervalEvent,
@@ -47,6 +37,16 @@ from udm.sdk import (
     aggregate,
     function,
 )
+from udm.testing import (
+    FixtureError,
+    GenerateSpec,
+    compose,
+    load_fixture,
+    parse_duration,
+    run_fixture,
+    scenario,
+)
+from udm.testing.runner import equivalent_stream
 
 TESTS = Path(__file__).resolve().parent
 
@@ -656,7 +656,7 @@ def test_composition_unions_scenarios_with_keys_and_shift(tmp_path: Path) -> Non
             """,
         )
     )
-    from udm.host.fixtures import compose
+    from udm.testing import compose
 
     cht = events_of(compose(f.generators(), 0, [20, 30], f.window_spec(), f.key))
     by_key: dict[str, list[Any]] = {}
@@ -921,7 +921,7 @@ def test_pytest_collects_fixture_files(tmp_path: Path) -> None:
 
 
 def test_a_saved_minimal_stream_keeps_the_comparison_settings(tmp_path: Path) -> None:
-    from udm.host.fixtures.runner import stream_to_yaml
+    from udm.testing.runner import stream_to_yaml
 
     path = write(
         tmp_path,
@@ -946,7 +946,7 @@ def test_a_saved_minimal_stream_keeps_the_comparison_settings(tmp_path: Path) ->
 def test_a_saved_minimal_stream_keeps_the_ends_of_time(tmp_path: Path) -> None:
     """An event from MIN_TIME to INFINITY is written -inf and inf, read
     back as the same ticks, and the saved fixture passes."""
-    from udm.host.fixtures.runner import stream_to_yaml
+    from udm.testing.runner import stream_to_yaml
 
     path = write(
         tmp_path,
@@ -1007,7 +1007,7 @@ def test_a_composed_scenario_feeds_each_output_stream_to_the_next_udm(tmp_path: 
     and the first step's corrections reach the second: the speculative
     host output s1's [0, 3) as 3.0 before f arrived, then retracted it."""
     (f,) = load_fixture(write(tmp_path, KEYED_CHAIN))
-    from udm.host.fixtures.chain import FixtureChain, build_chain
+    from udm.testing.chain import FixtureChain, build_chain
 
     first_step = FixtureChain(f, build_chain(f).steps[:1])
     way = first_step.host(f.elements(), "speculative", "raise")
@@ -1407,7 +1407,7 @@ def test_a_saved_minimal_stream_reorders_with_the_seed_it_failed_with(
 ) -> None:
     import random
 
-    from udm.host.fixtures import runner
+    from udm.testing import runner
 
     path = write(
         tmp_path,

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from udm.cli.main import app
-from udm.host.fixtures import Fixture, FixtureError, load_fixture, run_fixture
+from udm.testing import Fixture, FixtureError, load_fixture, run_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples" / "fixtures"

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from udm.host.fixtures import FixtureError, load_fixture, run_fixture, scenario
-from udm.host.fixtures.schema import GenerateSpec
 from udm.host.stream import Insert
+from udm.testing import FixtureError, load_fixture, run_fixture, scenario
+from udm.testing.schema import GenerateSpec
 
 
 def write(tmp_path: Path, text: str, name: str = "f.udm.yaml") -> Path:

@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from udm.cli.main import app
-from udm.host.fixtures import FixtureError, load_fixture, run_fixture
-from udm.host.fixtures.query_runner import QueryResult
-from udm.host.fixtures.query_schema import QueryFixture
+from udm.testing import FixtureError, load_fixture, run_fixture
+from udm.testing.query_runner import QueryResult
+from udm.testing.query_schema import QueryFixture
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples" / "fixtures"
@@ -226,7 +226,7 @@ def test_expected_rows_without_keys_for_a_grouped_output_are_named(tmp_path: Pat
 
 
 def test_the_plot_names_inputs_and_draws_every_operator(tmp_path: Path) -> None:
-    from udm.host.fixtures.report import plot_result
+    from udm.testing.report import plot_result
 
     result = run_one(EXAMPLES / "absence.udm.yaml")
     figure = plot_result(result, tmp_path / "absence.svg")
@@ -242,7 +242,7 @@ def test_the_plot_names_inputs_and_draws_every_operator(tmp_path: Path) -> None:
 
 
 def test_a_failing_query_fixture_plot_adds_the_expected_lane(tmp_path: Path) -> None:
-    from udm.host.fixtures.report import plot_result
+    from udm.testing.report import plot_result
 
     result = run_one(write(tmp_path, JOIN + "  - {key: x, start: 3, end: 5, payload: {P: x}}\n"))
     figure = plot_result(result, tmp_path / "q.png")

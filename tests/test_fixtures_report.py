@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 
 from udm.cli.main import app
 from udm.host.cht import Cht
-from udm.host.fixtures import load_fixture, run_fixture
-from udm.host.fixtures.report import diff_table, render_failure
 from udm.sdk import IncrementalAggregate, Operator
+from udm.testing import load_fixture, run_fixture
+from udm.testing.report import diff_table, render_failure
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -11,14 +11,14 @@ import pytest
 
 from udm.host import Cht
 from udm.host.cht import derive_cht
-from udm.host.fixtures import Fixture, load_fixture
-from udm.host.fixtures.sql_oracle import (
+from udm.sdk import Aggregate
+from udm.testing import Fixture, load_fixture
+from udm.testing.sql_oracle import (
     check_against_sql,
     input_stream,
     sql_equivalent,
     sql_oracle,
 )
-from udm.sdk import Aggregate
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "examples" / "fixtures"
@@ -176,7 +176,7 @@ def test_a_wrong_udm_disagrees_with_sql(spark: Any, tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_run_fixture_adds_the_sql_oracle_when_spark_is_active(spark: Any, tmp_path: Path) -> None:
-    from udm.host.fixtures import load_fixture, run_fixture
+    from udm.testing import load_fixture, run_fixture
 
     path = tmp_path / "mean.udm.yaml"
     path.write_text(

@@ -29,8 +29,8 @@ from pydantic import (
     model_validator,
 )
 
-from udm.host.fixtures.loading import validation_messages
-from udm.host.fixtures.schema import FixtureError, WindowModel, yaml_documents
+from udm.testing.loading import validation_messages
+from udm.testing.schema import FixtureError, WindowModel, yaml_documents
 
 __all__ = [
     "QueryFileError",

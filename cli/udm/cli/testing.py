@@ -112,7 +112,7 @@ def _run_fixture_files(
     results, and what was invalid with why. Files that do not load and
     fixtures that cannot run are counted apart from failures, which are
     fixtures that ran and got a wrong answer."""
-    from udm.host.fixtures import FixtureError, fixture_files, load_fixture, run_fixture
+    from udm.testing import FixtureError, fixture_files, load_fixture, run_fixture
 
     files = fixture_files(list(targets))
     results: list[Any] = []
@@ -141,7 +141,7 @@ def _run_fixture_files(
 def _report(results: list[Any], invalid: list[Any], plot: Path | None, console: Console) -> None:
     """The summary table, each failure's diff (and minimal stream, saved),
     and the --plot timeline of the first failing (else first) fixture."""
-    from udm.host.fixtures.report import NoPlot, plot_result, render_failure, render_summary
+    from udm.testing.report import NoPlot, plot_result, render_failure, render_summary
 
     if results or invalid:
         render_summary(results, console, invalid)

@@ -63,7 +63,7 @@ def test_json(
     results: list[Any], invalid: list[Any], why: list[str], pytest_code: int | None
 ) -> dict[str, Any]:
     """``test --json``: every fixture's outcome, and pytest's exit code."""
-    from udm.host.fixtures.report import summary_cells
+    from udm.testing.report import summary_cells
 
     fixtures: list[dict[str, Any]] = []
     for r in results:

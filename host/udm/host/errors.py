@@ -113,13 +113,16 @@ def raised_at(exc: BaseException) -> str | None:
     """``file:line in function: source line`` of the deepest frame of
     ``exc``'s traceback in the user's code (outside udm and Python's
     library), or None: where a UDM raised, to show with the host's message."""
+    import udm
+
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = os.path.realpath(os.path.dirname(__file__)) + os.sep
-    sdk = os.path.realpath(os.path.join(os.path.dirname(__file__), os.pardir, "sdk")) + os.sep
+    # every part of the udm namespace (one folder in a wheel; sdk/udm,
+    # host/udm, ... in a checkout), then Python's own library
+    ours = tuple(os.path.realpath(part) + os.sep for part in udm.__path__)
     stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
     for frame in reversed(frames):
         path = os.path.realpath(frame.filename)
-        if path.startswith((mine, sdk, stdlib)) or frame.filename.startswith("<"):
+        if path.startswith((*ours, stdlib)) or frame.filename.startswith("<"):
             continue
         line = (frame.line or linecache.getline(frame.filename, frame.lineno or 0)).strip()
         return f"{frame.filename}:{frame.lineno} in {frame.name}" + (f": {line}" if line else "")
