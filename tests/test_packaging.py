@@ -22,7 +22,7 @@ import udm.sdk
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the wheel is built from: everything pyproject.toml maps or reads.
-SOURCES = ("pyproject.toml", "README.md", "sdk", "host", "cli", "templates")
+SOURCES = ("pyproject.toml", "README.md", "sdk", "host", "testing", "cli", "templates")
 
 
 def run_python(code: str, *, env: dict[str, str] | None = None, flags: tuple[str, ...] = ()) -> str:
@@ -85,7 +85,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_wheel_contents(wheel: Path) -> None:
     assert wheel.name == f"udm-{udm.sdk.__version__}-py3-none-any.whl"
     names = set(zipfile.ZipFile(wheel).namelist())
-    for package in ("sdk", "host", "cli"):
+    for package in ("sdk", "host", "testing", "cli"):
         assert f"udm/{package}/__init__.py" in names
         assert f"udm/{package}/py.typed" in names
     assert "udm/__init__.py" not in names  # udm is a namespace package
