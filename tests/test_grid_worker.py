@@ -1,6 +1,6 @@
 """Partial aggregation on hopping and tumbling windows, in-process (no Spark
-session): the worker functions Spark runs (``grid._fold_fn`` per input
-partition, ``grid._merge_fn`` after the shuffle) are called on Arrow
+session): the worker functions Spark runs (``grid.fold_fn`` per input
+partition, ``grid.merge_fn`` after the shuffle) are called on Arrow
 batches directly and must give the reference evaluator's CHT; failures
 name the UDM, the window and the key. ``add_many`` replaces the per-event
 ``add`` loop where a UDA defines it.
@@ -225,8 +225,8 @@ def _run(
 ) -> list[dict[str, Any]]:
     """Fold ``parts`` input partitions (rows dealt out round-robin), then
     merge every state in one go: the output rows."""
-    fold = grid._fold_fn(op, ["key"], ["key", "v"])
-    merge = grid._merge_fn(op, ["key"], _schema(udms))
+    fold = grid.fold_fn(op, ["key"], ["key", "v"])
+    merge = grid.merge_fn(op, ["key"], _schema(udms))
     states = []
     for part in range(parts):
         mine = rows[part::parts]
@@ -446,8 +446,8 @@ def test_a_point_source_without_ends_equals_the_reference(
     op = _op(window, udms, INFINITY)
     table = worker_table(rows).drop_columns([E_COL])
     if partial:
-        fold = grid._fold_fn(op, ["key"], ["key", "v"])
-        merge = grid._merge_fn(op, ["key"], _schema(udms))
+        fold = grid.fold_fn(op, ["key"], ["key", "v"])
+        merge = grid.merge_fn(op, ["key"], _schema(udms))
         states = list(fold(iter(table.to_batches(max_chunksize=5)))) if rows else []
         out = [row for b in merge(iter(states)) for row in b.to_pylist()]
     else:

@@ -318,7 +318,7 @@ def test_late_events_follow_the_policy_and_are_counted(
 def _run_mean_of_events(spark: Any, tmp_path: Path, key: str = "k", value: str = "v") -> Any:
     """Point events (start, key, value) written under tmp_path/in, through
     the query API: tumbling mean, a CTI per key every 5 s."""
-    from udm.host.spark.frame import q
+    from udm.host.spark.frame import quoted as q
     from udm.host.spark.streaming import AdvanceTime
 
     schema = f"start long, {q(key)} string, {q(value)} double, seq long"

@@ -28,7 +28,7 @@ from typing import Any
 from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
 from udm.host.hoststate import Consistency, Journal, KeyState, OutputId, WindowState
-from udm.host.indexes import LiveEv
+from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
 from udm.host.kinds import WindowKind
 from udm.host.policies import InputClipping, OutputPolicy
@@ -92,7 +92,7 @@ class GeneralPath:
             except Exception as exc:
                 raise key_failed(e, exc) from None
         ks = self._key_state(key, journal)
-        ev = LiveEv(e.id, e.start, e.end, e.payload, self._seq)
+        ev = IndexedEvent(e.id, e.start, e.end, e.payload, self._seq)
         self._seq += 1
         if e.id in self._key_of:
             # The id of an expired event (the validator frees those): it
@@ -122,7 +122,9 @@ class GeneralPath:
             del self._key_of[r.id]
         self._change(ks, key, old, new, out, journal)
 
-    def _dirty_ranges(self, old: LiveEv | None, new: LiveEv | None) -> list[tuple[int, int]]:
+    def _dirty_ranges(
+        self, old: IndexedEvent | None, new: IndexedEvent | None
+    ) -> list[tuple[int, int]]:
         """Time ranges whose windows may change when ``old`` becomes ``new``."""
         return self.window.affected(
             None if old is None else (old.start, old.end),
@@ -157,8 +159,8 @@ class GeneralPath:
         self,
         ks: KeyState,
         key: Hashable,
-        old: LiveEv | None,
-        new: LiveEv | None,
+        old: IndexedEvent | None,
+        new: IndexedEvent | None,
         out: list[Element],
         journal: Journal,
     ) -> None:
@@ -216,7 +218,7 @@ class GeneralPath:
 
     # ------------------------------------------------------ window states
 
-    def _prepared(self, ev: LiveEv, desc: WindowDescriptor) -> IntervalEvent[Any]:
+    def _prepared(self, ev: IndexedEvent, desc: WindowDescriptor) -> IntervalEvent[Any]:
         e = self.clipping.clip(IntervalEvent(ev.start, ev.end, ev.payload), desc)
         if self._value_fn is not None:
             e = IntervalEvent(e.start, e.end, self._value_fn(e.payload))
@@ -276,13 +278,15 @@ class GeneralPath:
         else:
             w.n_events, w.state = n, state
 
-    def _belongs(self, ev: LiveEv, start: int, end: int) -> bool:
+    def _belongs(self, ev: IndexedEvent, start: int, end: int) -> bool:
         holds = self._holds
         if holds is None:  # the spec's own rule, overlap, inlined: it runs per window per change
             return ev.start < end and start < ev.end
         return bool(holds(ev.start, ev.end, start, end))
 
-    def _delta(self, ks: KeyState, start: int, old: LiveEv | None, new: LiveEv | None) -> None:
+    def _delta(
+        self, ks: KeyState, start: int, old: IndexedEvent | None, new: IndexedEvent | None
+    ) -> None:
         """Apply the change of one event to a window that kept its shape."""
         w: WindowState = ks.wins[start]
         end = w.end

@@ -16,7 +16,7 @@ from sortedcontainers import SortedDict
 
 from udm.host.gridpath import GridPath
 from udm.host.hoststate import Consistency, KeyState, OutputId, WindowState
-from udm.host.indexes import EventIndex, LiveEv
+from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
 from udm.host.windows import WindowSpec
@@ -166,11 +166,11 @@ class Snapshots:
             self._fast.load(data["fast"])
         self.keys = {}
         self._key_of = {}
-        newest: dict[Hashable, tuple[LiveEv, EventIndex]] = {}
+        newest: dict[Hashable, tuple[IndexedEvent, EventIndex]] = {}
         for kd in data["keys"]:
             ks = KeyState(max_start=kd["max_start"], final_upto=kd["final_upto"])
             for ident, s, e, p, seq in kd["events"]:
-                ev = LiveEv(ident, s, e, p, seq)
+                ev = IndexedEvent(ident, s, e, p, seq)
                 ks.index.add(ev)
                 seen = newest.get(ident)
                 if seen is None or seen[0].seq < seq:

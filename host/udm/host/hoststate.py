@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from sortedcontainers import SortedDict
 
-from udm.host.indexes import EventIndex, LiveEv
+from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.time import MIN_TIME
 from udm.sdk.events import IntervalEvent
 
@@ -82,8 +82,8 @@ class Journal:
     def __init__(self) -> None:
         self.wins: dict[tuple[int, int], tuple[KeyState, WindowState | None]] = {}
         self.keys: dict[int, tuple[KeyState, int, int]] = {}
-        self.events: list[tuple[KeyState, LiveEv | None, LiveEv | None]] = []
-        self.detached: list[tuple[EventIndex, LiveEv]] = []
+        self.events: list[tuple[KeyState, IndexedEvent | None, IndexedEvent | None]] = []
+        self.detached: list[tuple[EventIndex, IndexedEvent]] = []
         self.new_keys: list[Hashable] = []
         self.key_of: list[tuple[Hashable, bool, Hashable]] = []
 

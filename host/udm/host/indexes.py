@@ -22,11 +22,11 @@ from sortedcontainers import SortedDict, SortedKeyList
 from udm.host.time import INFINITY
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["EventIndex", "LiveEv"]
+__all__ = ["EventIndex", "IndexedEvent"]
 
 
 @dataclass(slots=True)
-class LiveEv:
+class IndexedEvent:
     """A live event of one key. ``seq`` breaks ties in the indexes."""
 
     id: Hashable
@@ -39,11 +39,11 @@ class LiveEv:
         return IntervalEvent(self.start, self.end, self.payload)
 
 
-def _by_end(e: LiveEv) -> tuple[int, int, int]:
+def _by_end(e: IndexedEvent) -> tuple[int, int, int]:
     return (e.end, e.start, e.seq)
 
 
-def _by_start(e: LiveEv) -> tuple[int, int, int]:
+def _by_start(e: IndexedEvent) -> tuple[int, int, int]:
     return (e.start, e.end, e.seq)
 
 
@@ -63,7 +63,7 @@ class EventIndex:
     windows (the paper's W.#endpts)."""
 
     def __init__(self) -> None:
-        self.by_id: dict[Hashable, LiveEv] = {}
+        self.by_id: dict[Hashable, IndexedEvent] = {}
         self.by_end: SortedKeyList = SortedKeyList(key=_by_end)
         self.by_start: SortedKeyList = SortedKeyList(key=_by_start)
         self.endpoints: SortedDict = SortedDict()  # time -> number of starts and ends there
@@ -73,12 +73,12 @@ class EventIndex:
     def __len__(self) -> int:
         return len(self.by_start)
 
-    def _unlink(self, ev: LiveEv) -> None:
+    def _unlink(self, ev: IndexedEvent) -> None:
         # an expired event whose id was reused is no longer found by id
         if self.by_id.get(ev.id) is ev:
             del self.by_id[ev.id]
 
-    def add(self, ev: LiveEv) -> None:
+    def add(self, ev: IndexedEvent) -> None:
         self.by_id[ev.id] = ev
         self.by_end.add(ev)
         self.by_start.add(ev)
@@ -87,7 +87,7 @@ class EventIndex:
         _bump(self.starts, ev.start, 1)
         _bump(self.ends, ev.end, 1)
 
-    def remove(self, ev: LiveEv) -> None:
+    def remove(self, ev: IndexedEvent) -> None:
         self._unlink(ev)
         self.by_end.remove(ev)
         self.by_start.remove(ev)
@@ -96,7 +96,7 @@ class EventIndex:
         _bump(self.starts, ev.start, -1)
         _bump(self.ends, ev.end, -1)
 
-    def retire(self, ev: LiveEv, keep_endpoints: bool) -> None:
+    def retire(self, ev: IndexedEvent, keep_endpoints: bool) -> None:
         """Forget an event that can no longer affect an open window. Snapshot
         windows keep its endpoints (as ghosts) so the shapes of the windows
         around it do not change; :meth:`prune_endpoints` drops them later."""
@@ -116,13 +116,13 @@ class EventIndex:
         while points and points.peekitem(0)[0] < before:
             points.popitem(0)
 
-    def overlapping(self, lo: int, hi: int) -> Iterator[LiveEv]:
+    def overlapping(self, lo: int, hi: int) -> Iterator[IndexedEvent]:
         """Events whose lifetime overlaps ``[lo, hi)``."""
         for ev in self.by_end.irange_key(min_key=(lo + 1, -INFINITY - 1, -1)):
             if ev.start < hi:
                 yield ev
 
-    def starting_in(self, lo: int, hi: int) -> Iterator[LiveEv]:
+    def starting_in(self, lo: int, hi: int) -> Iterator[IndexedEvent]:
         """Events with ``lo <= start < hi``."""
         return iter(
             self.by_start.irange_key(
@@ -132,7 +132,7 @@ class EventIndex:
             )
         )
 
-    def ending_in(self, lo: int, hi: int) -> Iterator[LiveEv]:
+    def ending_in(self, lo: int, hi: int) -> Iterator[IndexedEvent]:
         """Events with ``lo < end <= hi``."""
         return iter(
             self.by_end.irange_key(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from udm.host.gridpath import GridPath, grid_path
-from udm.host.indexes import EventIndex, LiveEv
+from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.policies import OutputPolicy
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (
@@ -67,7 +67,7 @@ class WindowKind(Generic[S]):
         watermark) are materialized."""
         raise NotImplementedError(f"the host does not know window {self.spec!r}")
 
-    def members(self, index: EventIndex, start: int, end: int) -> list[LiveEv]:
+    def members(self, index: EventIndex, start: int, end: int) -> list[IndexedEvent]:
         """The members of window ``[start, end)``: the events overlapping it."""
         return list(index.overlapping(start, end))
 
@@ -77,7 +77,7 @@ class WindowKind(Generic[S]):
         existing windows aside (the host adds those)."""
         return cti
 
-    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[LiveEv]:
+    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[IndexedEvent]:
         """The events no open window can see once every window starting
         before ``lowest`` is final: those ending by then."""
         retire = []
@@ -259,20 +259,20 @@ class _CountKind(WindowKind[C]):
 class CountByStartKind(_CountKind[CountByStartWindow]):
     by_start = True
 
-    def members(self, index: EventIndex, start: int, end: int) -> list[LiveEv]:
+    def members(self, index: EventIndex, start: int, end: int) -> list[IndexedEvent]:
         return list(index.starting_in(start, end))
 
-    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[LiveEv]:
+    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[IndexedEvent]:
         return list(index.starting_in(MIN_TIME, lowest))
 
 
 class CountByEndKind(_CountKind[CountByEndWindow]):
     by_start = False
 
-    def members(self, index: EventIndex, start: int, end: int) -> list[LiveEv]:
+    def members(self, index: EventIndex, start: int, end: int) -> list[IndexedEvent]:
         return list(index.ending_in(start, end))
 
-    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[LiveEv]:
+    def retired(self, index: EventIndex, lowest: int, cti: int) -> list[IndexedEvent]:
         # an end at or after the CTI may still move into an open window
         return list(index.ending_in(MIN_TIME - 1, min(lowest, cti - 1)))
 

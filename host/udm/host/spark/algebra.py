@@ -49,7 +49,7 @@ from udm.host.plan import (
     UnionNode,
 )
 from udm.host.rows import Layout
-from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, q, sql_string
+from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, quoted, sql_string
 from udm.host.spark.join_select import select_pairs
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
@@ -95,7 +95,7 @@ def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
 
 def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     """(start, end) SQL expressions of a shortcut, or None for a function."""
-    s, e, d = q(S_COL), q(E_COL), node.amount
+    s, e, d = quoted(S_COL), quoted(E_COL), node.amount
     if node.form == "shift":
         past = f"{e} >= {INFINITY - d}L" if d >= 0 else "false"
         end = (
@@ -119,7 +119,7 @@ def _past_the_end(node: AlterLifetimeNode, base: str) -> str:
     amount`` reaches the end of time, with the message of
     :func:`udm.host.algebra.new_lifetime` (an ``OperatorError`` again once
     :func:`udm.host.spark.errors.translate_error` reads it)."""
-    s, e = q(S_COL), q(E_COL)
+    s, e = quoted(S_COL), quoted(E_COL)
     new_end = f"CAST(CAST({base} AS DECIMAL(20, 0)) + {node.amount} AS STRING)"
     return (
         f"raise_error(concat('udm.host.errors.OperatorError: ', {sql_string(node.describe())}, "
@@ -134,7 +134,7 @@ def _alter(engine: SparkRunner, node: PlanNode) -> SparkTable:
     before = engine.run(node.input)
     frame = before.frame
     shortcut = _shortcut(node)
-    payload = [q(c) for c in frame.columns]
+    payload = [quoted(c) for c in frame.columns]
     if shortcut is not None:
         start, end = shortcut
         df = frame.df.selectExpr(f"{start} AS {S_COL}", f"{end} AS {E_COL}", *payload)
@@ -243,10 +243,10 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     joined_columns(lcols, rcols, on, node.suffixes, node.describe())  # no name made twice
     width, last = _bucket_width(left.frame.df, right.frame.df)
     ldf = _bucketed(left.frame.df, width, last, "__udm_lb").select(
-        *[F.col(q(c)).alias(_LEFT + c) for c in [S_COL, E_COL, *on, *lcols]], "__udm_lb"
+        *[F.col(quoted(c)).alias(_LEFT + c) for c in [S_COL, E_COL, *on, *lcols]], "__udm_lb"
     )
     rdf = _bucketed(right.frame.df, width, last, "__udm_rb").select(
-        *[F.col(q(c)).alias(_RIGHT + c) for c in [S_COL, E_COL, *on, *rcols]], "__udm_rb"
+        *[F.col(quoted(c)).alias(_RIGHT + c) for c in [S_COL, E_COL, *on, *rcols]], "__udm_rb"
     )
     ls, le, rs, re = (
         F.col(_LEFT + S_COL),

@@ -40,7 +40,6 @@ from udm.host.spark.arrowio import (
     Columns,
     arrow_schema_with_marks,
     call_type,
-    holds_integers,
     output_batch,
     pickled_field,
     result_labels,
@@ -80,7 +79,6 @@ __all__ = [
 BUCKET = 128
 
 # the names these helpers had here before arrowio (other modules import them)
-_holds_integers = holds_integers
 _arrow_schema_with_marks = arrow_schema_with_marks
 _pickled_field = pickled_field
 

@@ -45,7 +45,6 @@ __all__ = [
     "map_in_arrow",
     "normalize",
     "output",
-    "q",
     "quoted",
     "show_time",
     "sql_string",
@@ -75,7 +74,6 @@ def quoted(name: str) -> str:
 
 #: the former name of :func:`quoted`, still read by the window modules
 #: another change is reworking (grid, evaluate, members, algebra)
-q = quoted
 
 
 def sql_string(text: str) -> str:
@@ -107,7 +105,7 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
     """(ticks, parse-failed flag or None, time kind) of a time column, as
     SQL expressions: planning a projection from strings takes one call
     into the JVM, from Column objects one per function and literal."""
-    c = q(name)
+    c = quoted(name)
     if isinstance(dtype, T.TimestampType):
         return f"unix_micros({c})", None, "timestamp"
     if isinstance(dtype, T.TimestampNTZType):
@@ -161,7 +159,7 @@ def source_checks(source: Source) -> Checks:
     schema = {f.name: f.dataType for f in df.schema.fields}
     start = source.start
     s_ticks, s_bad, kind = _ticks(start, schema[start])
-    checks: list[tuple[str, str]] = [(f"{q(start)} IS NULL", reason_null(start))]
+    checks: list[tuple[str, str]] = [(f"{quoted(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
         checks.append((s_bad, reason_unparsable(start)))
     end = source.end
@@ -178,13 +176,13 @@ def source_checks(source: Source) -> Checks:
         if source.shape == "edge":
             e_ticks = f"coalesce({raw_e}, {_INF})"
         else:
-            checks.append((f"{q(end)} IS NULL", reason_no_end(end)))
+            checks.append((f"{quoted(end)} IS NULL", reason_no_end(end)))
             e_ticks = raw_e
         if e_bad is not None:
             checks.append((e_bad, reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
     on_null_key = source.on_null_key
-    keys = [(f"{q(k)} IS NULL", reason_null_key(k)) for k in source.key_columns]
+    keys = [(f"{quoted(k)} IS NULL", reason_null_key(k)) for k in source.key_columns]
     raising = (checks if source.on_invalid == "raise" else []) + (
         keys if on_null_key == "raise" else []
     )
@@ -224,10 +222,10 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
     if quiet:
         checks = dataclasses.replace(checks, raising=[], dropping=checks.raising + checks.dropping)
     s_ticks, e_ticks = checks.s_ticks, checks.e_ticks
-    payload = [q(c) for c in df.columns if c not in (source.start, source.end)]
+    payload = [quoted(c) for c in df.columns if c not in (source.start, source.end)]
     metrics = QueryMetrics({})
     if checks.raising:
-        fields = ", ".join(q(c) for c in df.columns)
+        fields = ", ".join(quoted(c) for c in df.columns)
         row_json = f"to_json(struct({fields}), map('ignoreNullFields', 'false'))"
         problem = Checks.problem(checks.raising)
         message = (
@@ -250,7 +248,7 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
         tagged = tagged.observe(
             obs,
             *[
-                F.expr(f"sum(CASE WHEN {prob} = {sql_string(r)} THEN 1 ELSE 0 END) AS {q(r)}")
+                F.expr(f"sum(CASE WHEN {prob} = {sql_string(r)} THEN 1 ELSE 0 END) AS {quoted(r)}")
                 for r in reasons
             ],
             F.count(F.lit(1)).alias(ROWS_READ),
@@ -292,7 +290,9 @@ def output(frame: EventFrame) -> DataFrame:
     # its times, not as raw ticks beside timestamp start/end columns
     marked = {f.name for f in frame.df.schema.fields if f.metadata.get(TIME_META)}
     shown = [
-        f"{_time_sql(q(c), frame.time, ends=True)} AS {q(c)}" if c in marked else q(c)
+        f"{_time_sql(quoted(c), frame.time, ends=True)} AS {quoted(c)}"
+        if c in marked
+        else quoted(c)
         for c in payload
     ]
     return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *shown)
@@ -364,7 +364,7 @@ def apply_in_arrow(
     names (``extra``: grouping expressions over addressable columns)."""
     share_driver_python(df.sparkSession)
     safe, names, renamed = _renamed(df)
-    by = [safe[q(renamed.get(k, k))] for k in keys] + extra
+    by = [safe[quoted(renamed.get(k, k))] for k in keys] + extra
     if not renamed:
         return safe.groupBy(*by).applyInArrow(fn, schema)
 

@@ -34,9 +34,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.plan import E_COL, S_COL, WindowOp
-from udm.host.spark import evaluate as ev
+from udm.host.spark import (
+    evaluate as spark_evaluate,  # BUCKET read at call time (tests set it)
+)
 from udm.host.spark.arrowio import STATE
-from udm.host.spark.frame import map_in_arrow, q
+from udm.host.spark.frame import map_in_arrow, quoted
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
     Slices,
@@ -53,8 +55,6 @@ from udm.host.windows import HoppingWindow
 
 __all__ = ["BUCKET_COL", "grid_results"]
 
-# the names the pane functions had here (tests patch and call them)
-_fold_fn, _merge_fn = fold_fn, merge_fn
 
 
 # ------------------------------------------------------------ numpy helpers
@@ -67,14 +67,14 @@ def _bucketed(source: DataFrame, w: HoppingWindow, watermark: int, columns: list
     """Events (``source``, of ``columns``) with each bucket of windows
     holding them (usually one)."""
     k_min, k_max = hopping_range(w, watermark)
-    b = ev.BUCKET
+    b = spark_evaluate.BUCKET
     ranged = source.select("*", k_min.alias("__udm_kmin"), k_max.alias("__udm_kmax")).where(
         F.col("__udm_kmin") <= F.col("__udm_kmax")
     )
     lo = F.expr(f"(__udm_kmin - pmod(__udm_kmin, {b}L)) div {b}L")
     hi = F.expr(f"(__udm_kmax - pmod(__udm_kmax, {b}L)) div {b}L")
     buckets = F.when(lo == hi, F.array(lo)).otherwise(F.sequence(lo, hi))
-    return ranged.select(*[F.col(q(c)) for c in columns], F.explode(buckets).alias(BUCKET_COL))
+    return ranged.select(*[F.col(quoted(c)) for c in columns], F.explode(buckets).alias(BUCKET_COL))
 
 
 def grid_results(
@@ -95,7 +95,7 @@ def grid_results(
     partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
     columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
-    source = df.selectExpr(*[q(c) for c in columns])
+    source = df.selectExpr(*[quoted(c) for c in columns])
     if partial:
         schema = T.StructType(
             [
@@ -106,14 +106,14 @@ def grid_results(
         )
         states = map_in_arrow(source, fold_fn(op, list(keys), needed), schema)
         # df[name] is one call into the JVM, F.col(name) thirteen
-        part = [*[states[q(k)] for k in keys], states[BUCKET_COL]]
+        part = [*[states[quoted(k)] for k in keys], states[BUCKET_COL]]
         return map_in_arrow(
             states.repartition(*part), merge_fn(op, list(keys), pa_schema), out_schema
         )
     evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
-        by_key = source.repartition(*[source[q(k)] for k in keys])
+        by_key = source.repartition(*[source[quoted(k)] for k in keys])
         return map_in_arrow(by_key, evaluate, out_schema)
     # without keys, buckets of windows spread the stream over the workers
     bucketed = _bucketed(source, w, op.watermark, columns)
@@ -133,7 +133,7 @@ def _evaluate_fn(
     w = op.window
     assert isinstance(w, HoppingWindow)
     watermark = op.watermark
-    n_bucket = ev.BUCKET  # as planned on the driver
+    n_bucket = spark_evaluate.BUCKET  # as planned on the driver
 
     def evaluate(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = grid_events(batches, w, watermark)

@@ -33,7 +33,7 @@ from udm.host.plan import E_COL, S_COL
 from udm.host.rows import UdfError, normalize_value
 from udm.host.spark.errors import udm_errors
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.frame import map_in_arrow, q
+from udm.host.spark.frame import map_in_arrow, quoted
 from udm.host.spark.types import arrow_schema, concrete, dumps, infer_type, unify
 
 __all__ = ["select_pairs"]
@@ -77,7 +77,7 @@ def select_pairs(
     fields = [*joined.schema.fields, T.StructField(_MADE, struct or T.BinaryType(), True)]
     fields += [T.StructField(f, T.BooleanType(), False) for f in flags]
     built = map_in_arrow(joined, build, T.StructType(fields))
-    built = built.select(S_COL, E_COL, *[q(k) for k in on], _MADE, *flags)
+    built = built.select(S_COL, E_COL, *[quoted(k) for k in on], _MADE, *flags)
     if struct is None:
         struct = _inferred(built, label)
         if struct.fields:
@@ -85,7 +85,7 @@ def select_pairs(
     names = [f.name for f in struct.fields]
     out = [F.col(S_COL), F.col(E_COL)]
     for k, flag in zip(on, flags, strict=True):
-        column = F.col(q(k))
+        column = F.col(quoted(k))
         if k in names:  # the select's value where its dict names the column
             column = F.when(F.col(flag), F.col(_MADE).getField(k)).otherwise(column)
         out.append(column.alias(k))

@@ -24,7 +24,9 @@ import pyarrow as pa
 from udm.host.plan import WindowOp
 from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
-from udm.host.spark import evaluate as ev
+from udm.host.spark import (
+    evaluate as spark_evaluate,  # BUCKET read at call time (tests set it)
+)
 from udm.host.spark.arrowio import STATE, udm_failure
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
@@ -88,7 +90,7 @@ def fold_fn(
     k_last = w.last_index_before(watermark) if watermark < INFINITY else None
     panes = uses_panes(op)
     p = math.gcd(size, hop)
-    n_bucket = ev.BUCKET  # as planned on the driver
+    n_bucket = spark_evaluate.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
     sensitive = [u.time_sensitive for u in udms]
     n_udms = len(udms)
@@ -194,7 +196,7 @@ def merge_fn(
     size, hop, off = w.size, w.hop, w.offset
     p = math.gcd(size, hop)
     k_last = w.last_index_before(op.watermark) if op.watermark < INFINITY else None
-    n_bucket = ev.BUCKET  # as planned on the driver
+    n_bucket = spark_evaluate.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
 
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-from udm.host.spark.evaluate import _holds_integers as holds_integers
+from udm.host.spark.arrowio import holds_integers
 from udm.host.spark.frame import TimeKind, quoted, show_time
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema

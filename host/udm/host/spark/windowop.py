@@ -17,7 +17,7 @@ from pyspark.sql import types as T
 
 from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.rows import Layout, check_output_names, op_layout, result_columns
-from udm.host.spark import evaluate as ev
+from udm.host.spark import evaluate as spark_evaluate  # BUCKET read at call time (tests set it)
 from udm.host.spark.arrowio import (
     STATE,
     arrow_schema_with_marks,
@@ -28,7 +28,7 @@ from udm.host.spark.arrowio import (
 from udm.host.spark.decode import decode_pickled
 from udm.host.spark.endpoints import endpoint_results
 from udm.host.spark.evaluate import make_group_fn, make_merge_fn, make_partial_fn
-from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, q
+from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, quoted
 from udm.host.spark.grid import grid_results
 from udm.host.spark.types import (
     TIME_META,
@@ -58,10 +58,10 @@ def _assigned_results(
     has_mark = op.emit_empty
     extra = [MARK] if has_mark else []
     assigned = assigned.selectExpr(
-        *[q(c) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
+        *[quoted(c) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
-    bucket = F.expr(f"{WO} div {ev.BUCKET}").alias("__udm_bucket")
+    bucket = F.expr(f"{WO} div {spark_evaluate.BUCKET}").alias("__udm_bucket")
     if use_partial(op):
         part_schema = T.StructType(
             [
@@ -153,8 +153,8 @@ def evaluate_op(
     cols = result_columns(op, structs)
     check_output_names(keys, op, cols)
     index = {c.name: i for i, c in enumerate(op.calls)}
-    select = [S_COL, E_COL, *[q(k) for k in keys]]
+    select = [S_COL, E_COL, *[quoted(k) for k in keys]]
     for col, call_name, field in cols:
         src = result_col(index[call_name])
-        select.append(f"{src if field is None else f'{src}.{q(field)}'} AS {q(col)}")
+        select.append(f"{src if field is None else f'{src}.{quoted(field)}'} AS {quoted(col)}")
     return EventFrame(result.selectExpr(*select), frame.time), op_layout(op, cols)
