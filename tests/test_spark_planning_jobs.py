@@ -87,7 +87,7 @@ SECOND = timedelta(seconds=1)
 
 QUERIES: dict[str, Callable[[Stream], Stream]] = {
     "tumbling mean, partial states": lambda s: s.tumbling_window(5 * SECOND).aggregate(
-        Mean, value="v"
+        Mean, value="v", partial=True
     ),
     "tumbling mean, no partial states": lambda s: s.tumbling_window(5 * SECOND).aggregate(
         Mean, value="v", partial=False
@@ -106,6 +106,23 @@ def test_building_a_window_query_runs_no_spark_job(spark: Any, events: Any, name
         out = QUERIES[name](stream).to_dataframe()
     assert jobs == []
     assert out.columns[:3] == ["start", "end", "key"]
+
+
+def test_choosing_partial_states_reads_only_a_sample_once_per_dataframe(
+    spark: Any, events: Any
+) -> None:
+    """partial=None (the default for a mergeable UDA): the planner reads the
+    input's head (Spark's limit: one small job, or a few as Spark widens
+    the partitions it tries) the first time, and nothing again for the same
+    DataFrame."""
+    stream = Stream.from_dataframe(events, start="ts", key="key")
+    query = stream.tumbling_window(5 * SECOND).aggregate(Mean, value="v")
+    with jobs_run(spark) as first:
+        query.to_dataframe()
+    with jobs_run(spark) as again:
+        query.to_dataframe()
+    assert 1 <= len(first) <= 3
+    assert again == []
 
 
 def test_an_untyped_udm_is_typed_by_a_job_while_planning(spark: Any, events: Any) -> None:
