@@ -22,7 +22,7 @@ import pytest
 from test_query import Mean
 
 import udm.host.windows as windows_module
-from udm.host import evaluate_by_key
+from udm.host import evaluate, evaluate_by_key
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (
     CountByEndWindow,
@@ -266,26 +266,33 @@ def _edge_events(w: HoppingWindow, low: bool) -> list[tuple[int, int]]:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("route", ["sliced", "partial", "emit_empty"])
+@pytest.mark.parametrize("route", ["sliced", "keyless", "partial", "emit_empty"])
 @pytest.mark.parametrize("low", [True, False], ids=["earliest", "latest"])
 def test_spark_windows_events_at_the_grid_bounds_as_the_reference(
     spark: Any, route: str, low: bool
 ) -> None:
+    """Every Spark route: the worker's numpy ranges (by key, or by bucket
+    of windows without keys, from Spark SQL's ranges), partial states per
+    pane, windows assigned in Spark SQL (``emit_empty``)."""
     from udm.host.query import Stream
 
+    key = None if route == "keyless" else "k"
     for w in GRIDS[1:4]:
         events = _edge_events(w, low)
         rows = [(s, e, "a", float(i)) for i, (s, e) in enumerate(events)]
         df = spark.createDataFrame(rows, "s long, e long, k string, v double")
         options: dict[str, Any] = {
-            "partial": route != "sliced",
+            "partial": route in ("partial", "emit_empty"),
             "emit_empty": route == "emit_empty",
         }
         query = (
-            Stream.from_dataframe(df, start="s", end="e", key="k")
+            Stream.from_dataframe(df, start="s", end="e", key=key)
             .window(w)
             .aggregate(Mean, value="v", **options)
         )
         cht = [IntervalEvent(s, e, {"k": "a", "v": v}) for s, e, _, v in rows]
+        if key is None:
+            assert query.to_cht() == evaluate(cht, w, Mean, value="v"), w
+            continue
         want = evaluate_by_key(cht, "k", w, Mean, value="v", emit_empty=route == "emit_empty")
         assert query.to_cht() == {k: v for k, v in want.items() if len(v)}, w
