@@ -85,12 +85,13 @@ def evaluate(
     events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
     if emit_empty:
-        if not isinstance(window, HoppingWindow):  # grid windows alone may be empty
+        grid = window.grid  # grid windows alone may be empty
+        if grid is None:
             raise ValueError(
                 f"emit_empty applies to hopping and tumbling windows only; {window!r} windows "
                 "are defined by events and are never empty"
             )
-        windows = grid_windows(window, events, wm)
+        windows = grid_windows(grid, events, wm)
     else:
         windows = window.windows(events, wm)
     out: list[IntervalEvent[Any]] = []

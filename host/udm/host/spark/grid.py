@@ -56,7 +56,6 @@ from udm.host.windows import HoppingWindow
 __all__ = ["BUCKET_COL", "grid_results"]
 
 
-
 # ------------------------------------------------------------ numpy helpers
 
 
@@ -90,8 +89,7 @@ def grid_results(
     """The window operation's result rows (lifetime, keys, one column per
     call), evaluated on the grid. ``points``: every event is ``[s, s + 1)``,
     so the workers derive the end (unless Spark needs it to find buckets)."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("the grid route")
     partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
     columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
@@ -130,8 +128,7 @@ def _evaluate_fn(
     groups of a partition from their events: over point events, each
     window's run of the events sorted by start (:func:`_slices`), else its
     memberships."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("the grid route")
     watermark = op.watermark
     n_bucket = spark_evaluate.BUCKET  # as planned on the driver
 
