@@ -18,9 +18,9 @@ from udm.host.gridstate import (
     same_value,
 )
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, key_failed
+from udm.host.invoke import detached, event_of, key_failed
 from udm.host.policies import OutputPolicy
-from udm.host.stream import Element, Insert, Retract
+from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
@@ -199,7 +199,7 @@ class GridCore:
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
         for oid, ev in old:
-            out.append(Retract(oid, ev.start, ev.end, ev.start, ev.payload))
+            out.append(retract_of(oid, ev.start, ev.end, ev.start, ev.payload))
         if w is None:
             return
         if new is EMPTY:  # the window has no events left
@@ -208,9 +208,12 @@ class GridCore:
                 del ks.wins[k]
             return
         oid = self.new_id(key)
-        ev = IntervalEvent(end - 1, end, new) if self.point_end else IntervalEvent(start, end, new)
-        out.append(Insert(oid, ev.start, ev.end, new))
-        w[2] = [(oid, ev)]
+        if self.point_end:
+            start = end - 1
+        # both built by their slots (times are ints here): per output, the
+        # classes' constructors would cost more than a Python median
+        out.append(insert_of(oid, start, end, new))
+        w[2] = [(oid, event_of(start, end, new))]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
