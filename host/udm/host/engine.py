@@ -288,7 +288,7 @@ class Host(GeneralPath, Snapshots):
             while True:
                 fast.current = None
                 try:
-                    applied, element = fast.run(rows, True, live, LiveEvent)
+                    applied, element = fast.run(rows, True, live, LiveEvent, out)
                 except Exception:
                     validator.position += fast.run_applied
                     b.position += fast.run_applied
@@ -338,7 +338,7 @@ class Host(GeneralPath, Snapshots):
                 while True:
                     fast.current = None  # no element object: built if an error names it
                     try:
-                        applied, row = fast.run(rows, False, live, LiveEvent)
+                        applied, row = fast.run(rows, False, live, LiveEvent, out)
                     except Exception:
                         validator.position += fast.run_applied
                         b.position += fast.run_applied
