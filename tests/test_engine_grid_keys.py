@@ -266,7 +266,11 @@ def test_a_window_failing_when_a_batch_insert_makes_it_due_undoes_that_insert(ba
     rest = [Retract("b", 11, 12, 11), ins("d", 25, 5), ins("e", 31, 4)]
     out = faulty.process_many(rest) + faulty.flush()
     assert out == clean.process_many(rest) + clean.flush()
-    assert [(o.start, o.payload) for o in out if isinstance(o, Insert)] == [(10, 2), (20, 5), (30, 4)]
+    assert [(o.start, o.payload) for o in out if isinstance(o, Insert)] == [
+        (10, 2),
+        (20, 5),
+        (30, 4),
+    ]
 
 
 @pytest.mark.parametrize("window", WINDOWS, ids=repr)

@@ -14,7 +14,6 @@ from udm.host.gridstate import (
     ExpiredId,
     GridKey,
     NoState,
-    key_order,
     same_value,
 )
 from udm.host.hoststate import OutputId
@@ -219,11 +218,10 @@ class GridCore:
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
         """The slice mode's ``add`` of one event to windows ``lo .. hi``."""
         for k in range(lo, hi + 1):
-            w = wins.get(k)
-            if w is None:
+            try:  # most exist already (free in 3.11 when they do)
+                wins[k][1] += 1
+            except KeyError:
                 wins[k] = [None, 1, []]
-            else:
-                w[1] += 1
 
     def _from_slice(self, values: list[Any]) -> Any:
         """A window's result from its members' values (canonical order)."""
@@ -467,23 +465,23 @@ class GridCore:
         if k_final is None:
             self._heap = []
             return list(self.keys.values())
-        visit: dict[int, GridKey] = {}
+        visit: dict[int, GridKey] = {}  # by order of arrival (unique per key)
         heap = self._heap
         keys = self.keys
         while heap and heap[0][0] <= c:
             due, _, ks = heappop(heap)
             if ks.due == due and keys.get(ks.key) is ks:
                 ks.due = NEVER
-                visit[id(ks)] = ks
+                visit[ks.order] = ks
         for key in list(self._long_keys):
             holder = keys.get(key)
             if holder is None or not holder.long:
                 self._long_keys.discard(key)
             else:
-                visit[id(holder)] = holder
+                visit[holder.order] = holder
         # in the keys' order of arrival, as a pass over all keys would: the
         # outputs' order (and ids) then survive a snapshot and restore
-        return sorted(visit.values(), key=key_order)
+        return [visit[order] for order in sorted(visit)]
 
     def _reschedule(self, ks: GridKey, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before
@@ -500,8 +498,8 @@ class GridCore:
                     if events.get(expired) is record:
                         del events[expired]
         if ks.wins:
-            k = min(ks.wins)
-            self._push(ks, self.window.end_of(k))
+            # HoppingWindow.end_of inlined: once per key a CTI visits
+            self._push(ks, min(ks.wins) * self.hop + self.offset + self.size)
         elif kev is not None and kev.records:
             end = kev.min_end()
             if end is not None and end < INFINITY:

@@ -291,13 +291,12 @@ class GridPath(GridCore):
             k = lo
             try:
                 if slices:  # windows only count their events
-                    while k <= hi:
-                        w = wins.get(k)
-                        if w is None:
+                    for k in range(lo, hi + 1):
+                        try:  # most exist already (free in 3.11 when they do)
+                            wins[k][1] += 1
+                        except KeyError:
                             wins[k] = [None, 1, []]
-                        else:
-                            w[1] += 1
-                        k += 1
+                    k = hi + 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:

@@ -23,7 +23,6 @@ __all__ = [
     "GridKey",
     "NoState",
     "eligible",
-    "key_order",
     "same_value",
     "slice_eligible",
 ]
@@ -108,11 +107,6 @@ class GridKey:
         #: the end of its earliest window as registered in the due heap
         self.due = NEVER
         self.events: KeyEvents | None = KeyEvents() if slices else None
-
-
-def key_order(ks: GridKey) -> int:
-    """The order CTIs visit keys in: their order of arrival."""
-    return ks.order
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -56,7 +56,6 @@ from udm.host.windows import HoppingWindow
 __all__ = ["BUCKET_COL", "grid_results"]
 
 
-
 # ------------------------------------------------------------ numpy helpers
 
 
