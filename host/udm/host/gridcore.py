@@ -7,6 +7,7 @@ from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
 
+from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
 from udm.host.gridstate import (
     EMPTY,
@@ -17,13 +18,13 @@ from udm.host.gridstate import (
     same_value,
 )
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, event_of, key_failed
+from udm.host.invoke import detached, event_of, key_failed, stamp_result
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
+from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["GridCore"]
 
@@ -63,6 +64,9 @@ class GridCore:
         self.slices = slices
         self.ops: Any = NoState() if slices else udm
         self.point_end = policy is OutputPolicy.POINT_END
+        self.policy = policy
+        #: an operator (the slice mode only): zero or more outputs a window
+        self.operator = udm.kind == "operator"
         self.conservative = conservative
         self.key_fn, self.value_fn = key_fn, value_fn
         # the payload fields key_fn and value_fn pick, if they do: read
@@ -180,6 +184,9 @@ class GridCore:
 
     def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
         """Emit the difference between window k's cached and current output."""
+        if self.operator:
+            self._refresh_items(ks, key, k, out)
+            return
         w = ks.wins.get(k)
         old = w[2] if w is not None else []
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
@@ -213,6 +220,56 @@ class GridCore:
         # classes' constructors would cost more than a Python median
         out.append(insert_of(oid, start, end, new))
         w[2] = [(oid, event_of(start, end, new))]
+
+    def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
+        """:meth:`_refresh` for an operator (the slice mode): its outputs are
+        its result's items, all with the window's lifetime (or last tick),
+        so the cached ones are matched with the new ones by payload: the
+        unmatched old ones are retracted, the unmatched new ones inserted,
+        as the general path's output difference does."""
+        w = ks.wins.get(k)
+        old = w[2] if w is not None else []
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        items: list[IntervalEvent[Any]] = []
+        if w is not None and w[1] > 0 and ks.events is not None:
+            desc = WindowDescriptor(start, end)
+            try:
+                result = self._from_slice(ks.events.values(start, end))
+                if self.udm.incremental:  # a lazy result over the state, read now
+                    result = detached(result, operator=True)
+                items = stamp_result(self.udm, desc, result, self.policy)
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+        slots: dict[Any, list[int]] = {}
+        for i, e in enumerate(items):
+            slots.setdefault(freeze(e.payload), []).append(i)
+        kept: list[tuple[OutputId, IntervalEvent[Any]]] = []
+        gone: list[tuple[OutputId, IntervalEvent[Any]]] = []
+        for oid, ev in old:
+            found = slots.get(freeze(ev.payload))
+            if found:
+                found.pop()
+                kept.append((oid, ev))
+            else:
+                gone.append((oid, ev))
+        fresh = [i for i_list in slots.values() for i in i_list]
+        if not gone and not fresh:
+            return
+        if self._undo is not None and w is not None:
+            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
+        for oid, ev in gone:
+            out.append(retract_of(oid, ev.start, ev.end, ev.start, ev.payload))
+        if w is None:
+            return
+        for i in sorted(fresh):  # in the result's order
+            e = items[i]
+            oid = self.new_id(key)
+            out.append(insert_of(oid, e.start, e.end, e.payload))
+            kept.append((oid, e))
+        w[2] = kept
+        if not kept and w[1] == 0:
+            del ks.wins[k]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
