@@ -56,6 +56,7 @@ from udm.host.windows import HoppingWindow
 __all__ = ["BUCKET_COL", "grid_results"]
 
 
+
 # ------------------------------------------------------------ numpy helpers
 
 
