@@ -202,7 +202,12 @@ class GridPath(GridCore):
         return True
 
     def run(
-        self, rows: Iterator[Any], as_elements: bool, live: dict[Hashable, Any], make_live: Any
+        self,
+        rows: Iterator[Any],
+        as_elements: bool,
+        live: dict[Hashable, Any],
+        make_live: Any,
+        out: list[Element] | None = None,
     ) -> tuple[int, Any]:
         """Apply inserts from ``rows`` while each is the plainest case: a
         key that exists without long events, at or after the CTI, a fresh
@@ -215,7 +220,12 @@ class GridPath(GridCore):
         when the rows ran out), so one iterator serves a whole batch. Per
         event this is the key, the window arithmetic and the UDM's ``add``
         (in the slice mode a count and an append), no more: deliberately
-        one flat loop with its checks inline (complexity over 20)."""
+        one flat loop with its checks inline (complexity over 20).
+
+        Given ``out``, the slice mode also takes an insert that moves its
+        key's watermark past windows' ends, and emits those windows here
+        (:meth:`emit_due`): over in-order data nearly every insert does,
+        and handing each to :meth:`insert_raw` would repeat its checks."""
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
         floor, max_end = self.floor, self.max_end
         keep = self.keep_events
@@ -228,6 +238,7 @@ class GridPath(GridCore):
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
         applied = 0
+        emit_here = out is not None and slices and not conservative
         for row in rows:
             if as_elements:
                 if type(row) is not Insert:
@@ -260,11 +271,13 @@ class GridPath(GridCore):
             if emitted is None:
                 return applied, row
             m = ks.max_start if ks.max_start > cti else cti
-            if start > m:
-                m = start
+            # windows become due when the insert moves the watermark past
+            # unemitted windows' ends (as insert_raw: a stale emitted index
+            # alone, the watermark unmoved, is left as it is)
+            due = start > m and (m := start) - size - off >= (emitted + 1) * hop
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
-            if hi > (m - off) // hop or (m - size - off) // hop > emitted:
+            if hi > (m - off) // hop or (due and not emit_here):
                 return applied, row  # reaches an unbegun window, or windows become due
             if lo <= emitted and not conservative:
                 return applied, row  # changes an emitted window's output
@@ -278,13 +291,12 @@ class GridPath(GridCore):
             k = lo
             try:
                 if slices:  # windows only count their events
-                    while k <= hi:
-                        w = wins.get(k)
-                        if w is None:
+                    for k in range(lo, hi + 1):
+                        try:  # most exist already (free in 3.11 when they do)
+                            wins[k][1] += 1
+                        except KeyError:
                             wins[k] = [None, 1, []]
-                        else:
-                            w[1] += 1
-                        k += 1
+                    k = hi + 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:
@@ -295,18 +307,58 @@ class GridPath(GridCore):
             except Exception as exc:
                 self.run_applied = applied
                 raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
+            record = [start, end, value, key]
+            if ks.events is not None:
+                ks.events.add(record, ident, payload)
+            if due:  # emit_here: the slices hold the event already
+                assert out is not None
+                last = (m - size - off) // hop
+                # named if the UDM fails
+                self.current = row if as_elements else Insert(ident, start, end, payload)
+                try:
+                    self.emit_due(ks, emitted, last, out)
+                except Exception:
+                    self.run_applied = applied
+                    self._compensate(ks, lo, hi, value)
+                    ks.events.remove(record)  # type: ignore[union-attr]
+                    raise
+                self.current = None
+                ks.emitted_k = last
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
             if start > ks.max_start:
                 ks.max_start = start
-            record = [start, end, value, key]
-            if ks.events is not None:
-                ks.events.add(record, ident, payload)
             if keep:
                 events[ident] = record
                 live[ident] = make_live(start, end, payload, start)
             applied += 1
         return applied, DONE
+
+    def emit_due(
+        self,
+        ks: GridKey,
+        emitted: int,
+        last: int,
+        out: list[Element],
+    ) -> None:
+        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
+        its watermark passed. On a UDM error nothing is emitted and the
+        windows keep their outputs."""
+        wins = ks.wins
+        if last - emitted > len(wins):
+            ready = sorted(k for k in wins if emitted < k <= last)
+        else:
+            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
+        mark = len(out)
+        saved = [(wins[k], wins[k][2]) for k in ready]
+        try:
+            for k in ready:
+                self._refresh(ks, ks.key, k, out)
+        except Exception:
+            del out[mark:]
+            for w, outputs in saved:
+                w[2] = outputs
+            raise
 
     def begin(self, element: Element) -> None:
         self._undo = []
