@@ -231,6 +231,51 @@ def fold_values(
     return out
 
 
+def vector_input(
+    op: WindowOp, call: Any, table: pa.Table, a_list: list[int], z_list: list[int]
+) -> np.ndarray | None:
+    """The values of ``call`` over consecutive windows ``[a_list[r],
+    z_list[r])`` (of ``table``'s rows) as one numpy array for the UDA's
+    ``add_segments``, or None where it does not apply: a UDA without it,
+    a value function or whole rows, windows that overlap or leave rows
+    out, or a column that is not numbers without nulls (then ``add_many``
+    or ``add`` folds each window from Python values)."""
+    u = call.udm
+    if (
+        op.kind != "aggregate"
+        or not u.incremental
+        or u.time_sensitive
+        or not u.implements("add_segments")
+        or not isinstance(call.value, str)
+        or not a_list
+        or a_list[0] != 0
+        or a_list[1:] != z_list[:-1]
+    ):
+        return None
+    column = table.column(call.value)
+    kind = column.type
+    if column.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    return cast(np.ndarray, column.to_numpy())
+
+
+def segment_states(udm: Any, values: np.ndarray, bounds: list[int]) -> list[Any]:
+    """One state per run ``[bounds[r], bounds[r + 1])`` of ``values``, from
+    one ``add_segments`` call; a wrong number of states is the UDA's
+    error, reported as its failure on the first window."""
+    try:
+        states = list(udm.add_segments(values, np.asarray(bounds, dtype=np.int64)))
+    except Exception as exc:
+        raise RunFailed(0, exc) from exc
+    if len(states) != len(bounds) - 1:
+        problem = ValueError(
+            f"add_segments returned {len(states)} states for {len(bounds) - 1} segments "
+            "(one state per segment values[bounds[i]:bounds[i + 1]])"
+        )
+        raise RunFailed(0, problem)
+    return states
+
+
 # ------------------------------------------------------------ evaluation
 
 
@@ -348,6 +393,18 @@ def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
 
 
+def sorted_ties(values: np.ndarray, ties: list[tuple[int, int]]) -> np.ndarray:
+    """``values`` with each run ``[a, z)`` of events starting together in
+    ascending order (a stable sort: the order ``payload_key`` gives numbers,
+    NaN last), as :func:`sliced_windows` orders Python values."""
+    if not ties:
+        return values
+    values = values.copy()
+    for a, z in ties:
+        values[a:z] = np.sort(values[a:z], kind="stable")
+    return values
+
+
 def sliced_windows(
     op: WindowOp,
     table: pa.Table,
@@ -379,10 +436,24 @@ def sliced_windows(
         row_windows: list[int] = []  # .. and the window of each row
         for call in op.calls:
             u: Any = call.udm
-            values, fn = cols.values(call)
             got: list[Any] = []
             applied: list[Any] | None = None
             r = 0
+            vector = vector_input(op, call, cols.table, a_list, z_list)
+            if vector is not None:
+                try:
+                    result = u.result
+                    for st in segment_states(u, sorted_ties(vector, ties), [*a_list, z_list[-1]]):
+                        got.append(normalize_value(result(st)))
+                except Exception as exc:
+                    cause = exc.cause if isinstance(exc, RunFailed) else exc
+                    r = exc.run if isinstance(exc, RunFailed) else len(got)
+                    kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
+                    window = WindowDescriptor(ws_list[r], we_list[r])
+                    raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
+                results.append(got)
+                continue
+            values, fn = cols.values(call)
             try:
                 if fn is not None:
                     applied = []
