@@ -232,10 +232,16 @@ def fold_values(
 
 
 def vector_input(
-    op: WindowOp, call: Any, table: pa.Table, a_list: list[int], z_list: list[int]
+    op: WindowOp,
+    call: Any,
+    table: pa.Table,
+    picked: pa.Array,
+    a_list: list[int],
+    z_list: list[int],
 ) -> np.ndarray | None:
     """The values of ``call`` over consecutive windows ``[a_list[r],
-    z_list[r])`` (of ``table``'s rows) as one numpy array for the UDA's
+    z_list[r])`` (of ``table``'s rows ``picked``; only the call's column
+    is taken) as one numpy array for the UDA's
     ``add_segments``, or None where it does not apply: a UDA without it,
     a value function or whole rows, windows that overlap or leave rows
     out, or a column that is not numbers without nulls (then ``add_many``
@@ -254,9 +260,12 @@ def vector_input(
         return None
     column = table.column(call.value)
     kind = column.type
-    if column.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
         return None
-    return cast(np.ndarray, column.to_numpy())
+    taken = column.take(picked)
+    if taken.null_count:
+        return None
+    return cast(np.ndarray, taken.to_numpy())
 
 
 def segment_states(udm: Any, values: np.ndarray, bounds: list[int]) -> list[Any]:
@@ -426,7 +435,8 @@ def sliced_windows(
     while i < n:
         j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
         lo, hi = int(firsts[i]), int(lasts[j - 1])
-        cols = Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
+        picked = pa.array(order[lo:hi], pa.int64())
+        cols: Columns | None = None  # Python values, made for the calls that need them
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
@@ -439,7 +449,7 @@ def sliced_windows(
             got: list[Any] = []
             applied: list[Any] | None = None
             r = 0
-            vector = vector_input(op, call, cols.table, a_list, z_list)
+            vector = vector_input(op, call, table, picked, a_list, z_list)
             if vector is not None:
                 try:
                     result = u.result
@@ -453,6 +463,8 @@ def sliced_windows(
                     raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
                 results.append(got)
                 continue
+            if cols is None:
+                cols = Columns(table.select(payload).take(picked), payload)
             values, fn = cols.values(call)
             try:
                 if fn is not None:
