@@ -45,6 +45,7 @@ from udm.host.spark.members import (
     evaluate_runs,
     explode,
     key_codes,
+    lexsort,
     run_starts,
     sliced_windows,
 )
@@ -185,7 +186,7 @@ def _slices(
     keep = np.flatnonzero(k_min <= k_max)
     if not bool((e[keep] == s[keep] + 1).all()):
         return None
-    order = keep[np.lexsort((s[keep], *reversed([c[keep] for c in codes])))]
+    order = keep[lexsort((s[keep], *reversed([c[keep] for c in codes])))]
     ss, kmn, kmx = s[order], k_min[order], k_max[order]
     head = np.zeros(len(order), dtype=bool)
     head[0] = True
