@@ -91,3 +91,50 @@ def test_external_ctis_out_of_order_or_with_a_gap_on_spark(spark: Any) -> None:
     assert a.to_cht(engine="spark") == Cht([IntervalEvent(1, 5, "A"), IntervalEvent(6, 7, "C")])
     b = Stream.from_events(GAP)
     assert b.to_cht(engine="spark") == Cht([IntervalEvent(1, 2, 1), IntervalEvent(4, 5, 1)])
+
+
+# ------------------- 5. Spark: the workers' interpreter on every entry point (anti-join)
+
+FRESH_SESSION = """
+from pyspark.sql import SparkSession
+from udm.host.query import Stream
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
+spark.sparkContext.setLogLevel("OFF")
+A = Stream.from_cht([(1, 5, {"k": 1, "v": 1})], key="k")
+B = Stream.from_cht([(2, 3, {"k": 1, "w": 1})], key="k")
+print(A.left_anti_join(B).to_cht(engine="spark"))
+"""
+
+
+@pytest.mark.spark
+def test_anti_join_as_the_first_job_of_a_fresh_session_finds_udm(tmp_path: Any) -> None:
+    """A session udm did not create, on a local master, with ``python3`` on
+    the PATH an interpreter without udm (a virtualenv not activated): the
+    anti-join (a Python cogroup) must still run its workers with the
+    driver's interpreter. A subprocess, as Spark has one session per
+    process."""
+    import os
+    import subprocess
+    import sys
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to(os.path.realpath(sys.executable))  # no venv: no udm
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "SPARK_REMOTE")
+    }
+    env["PATH"] = f"{bare}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_SESSION],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == (
+        "{1: Cht([1, 2) {'k': 1, 'v': 1}, [3, 5) {'k': 1, 'v': 1})}"
+    )

@@ -51,6 +51,7 @@ from udm.host.plan import (
 from udm.host.rows import Layout
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, quoted, sql_string
 from udm.host.spark.join_select import select_pairs
+from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
 from udm.host.time import INFINITY
@@ -377,6 +378,7 @@ def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     if not on:
         lg, rg = lg.withColumn("__udm_g", F.lit(0)), rg.withColumn("__udm_g", F.lit(0))
     by = list(on) or ["__udm_g"]
+    share_driver_python(lg.sparkSession)  # PySpark reads the workers' interpreter here
     df = lg.groupBy(*by).cogroup(rg.groupBy(*by)).applyInArrow(per_key, schema)
     frame = EventFrame(df, left.frame.time, False)
     return SparkTable(frame, left.keys, left.layout, left.scalar)
