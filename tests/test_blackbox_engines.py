@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from udm.host import Cht, Cti, Insert, IntervalEvent
+from udm.host import Cht, Cti, Insert, IntervalEvent, Retract
 from udm.host.errors import OperatorError
 from udm.host.operators.base import Collector
 from udm.host.operators.consistency import FinalizeOperator
@@ -138,3 +138,33 @@ def test_anti_join_as_the_first_job_of_a_fresh_session_finds_udm(tmp_path: Any) 
     assert done.stdout.strip().splitlines()[-1] == (
         "{1: Cht([1, 2) {'k': 1, 'v': 1}, [3, 5) {'k': 1, 'v': 1})}"
     )
+
+
+# ------------------------------------ 6. union of an input whose events are all retracted
+
+KEPT = {"k": 1, "v": 1, "w": None}  # B's column w, known from its (retracted) insert
+
+
+def _all_retracted() -> tuple[Stream, Stream]:
+    a = Stream.from_events([Insert("a", 1, 5, {"k": 1, "v": 1})], key="k")
+    b = Stream.from_events([Insert("b", 2, 3, {"k": 1, "w": 1}), Retract("b", 2, 3, 2)], key="k")
+    return a, b
+
+
+@pytest.mark.parametrize("engine", ["reference", "host"])
+def test_union_keeps_the_columns_of_an_input_whose_events_are_all_retracted(engine: str) -> None:
+    a, b = _all_retracted()
+    assert a.union(b).to_cht(engine=engine) == {1: Cht([IntervalEvent(1, 5, KEPT)])}
+    assert b.union(a).to_cht(engine=engine) == {1: Cht([IntervalEvent(1, 5, KEPT)])}
+    assert b.to_cht(engine=engine) == {}
+
+
+@pytest.mark.spark
+def test_union_keeps_the_columns_of_an_input_whose_events_are_all_retracted_on_spark(
+    spark: Any,
+) -> None:
+    a, b = _all_retracted()
+    assert a.union(b).to_cht(engine="spark") == {1: Cht([IntervalEvent(1, 5, KEPT)])}
+    assert b.to_cht(engine="spark") == {}
+    out = a.union(b).to_dataframe().collect()
+    assert [r.asDict() for r in out] == [{"start": 1, "end": 5, "k": 1, "v": 1, "w": None}]

@@ -96,7 +96,7 @@ def source_frame(
         frame, metrics = normalize(source, quiet)
     else:
         assert source.rows is not None
-        frame = from_rows(_session(spark), list(source.rows), source.timestamps)
+        frame = from_rows(_session(spark), list(source.rows), source.timestamps, source.columns)
         metrics = QueryMetrics(dict(source.dropped))
     keys: tuple[str, ...] = ()
     for node in pushed or []:
