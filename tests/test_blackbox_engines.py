@@ -168,3 +168,63 @@ def test_union_keeps_the_columns_of_an_input_whose_events_are_all_retracted_on_s
     assert b.to_cht(engine="spark") == {}
     out = a.union(b).to_dataframe().collect()
     assert [r.asDict() for r in out] == [{"start": 1, "end": 5, "k": 1, "v": 1, "w": None}]
+
+
+# ----------------------- 8. Spark: mixed column types across union and join inputs
+
+BIG = 2**53 + 1  # the first integer a double cannot hold
+
+
+def _typed(k: Any, column: str, value: Any, start: int = 1) -> Stream:
+    return Stream.from_cht([(start, start + 4, {"k": k, column: value})], key="k")
+
+
+@pytest.mark.spark
+def test_spark_union_refuses_an_integer_a_double_would_change(spark: Any) -> None:
+    q = _typed(1, "v", BIG).union(_typed(1, "v", 0.5, 2))
+    assert q.to_cht(engine="reference") == {
+        1: Cht([IntervalEvent(1, 5, {"k": 1, "v": BIG}), IntervalEvent(2, 6, {"k": 1, "v": 0.5})])
+    }
+    with pytest.raises(OperatorError) as err:
+        q.to_cht(engine="spark")
+    assert str(err.value) == (
+        "union: column 'v' is bigint in the first stream and double in another; Spark holds "
+        f"one type per column, and the integer {BIG} is not exact as a double (it would "
+        "change); cast the column to one type in every stream (e.g. float, or str to keep the "
+        "digits), or run on an in-process engine"
+    )
+    # integers a double holds exactly widen to the same values
+    small = _typed(1, "v", 3).union(_typed(1, "v", 0.5, 2))
+    assert small.to_cht(engine="spark") == small.to_cht(engine="reference")
+
+
+@pytest.mark.spark
+def test_spark_union_refuses_a_string_and_an_integer_in_one_column(spark: Any) -> None:
+    q = _typed(1, "v", BIG).union(_typed("1", "w", 1, 2))
+    assert set(q.to_cht(engine="reference")) == {1, "1"}  # two groups
+    with pytest.raises(OperatorError) as err:
+        q.to_cht(engine="spark")
+    assert str(err.value) == (
+        "union: column 'k' is bigint in the first stream and string in the second; Spark "
+        "holds one type per column and would convert one into the other (so '1' and 1 would "
+        "become one value); cast the column to one type in every stream (select()) before the "
+        "union, or run on an in-process engine"
+    )
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("key", "type_name"), [("1", "string"), (True, "boolean")])
+def test_spark_join_refuses_keys_of_different_types(spark: Any, key: Any, type_name: str) -> None:
+    left, right = _typed(1, "v", 1), _typed(key, "w", 1, 2)
+    for q, name in (
+        (left.join(right), "join on k"),
+        (left.left_anti_join(right), "left_anti_join on k"),
+    ):
+        with pytest.raises(OperatorError) as err:
+            q.to_cht(engine="spark")
+        assert str(err.value) == (
+            f"{name}: key column 'k' is bigint in the left stream and {type_name} in the "
+            "right; Spark would compare them by converting one into the other, not as Python "
+            "compares them; cast the key to one type in both streams (select()) before the "
+            "join, or run on an in-process engine"
+        )
