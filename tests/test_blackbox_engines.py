@@ -228,3 +228,41 @@ def test_spark_join_refuses_keys_of_different_types(spark: Any, key: Any, type_n
             "compares them; cast the key to one type in both streams (select()) before the "
             "join, or run on an in-process engine"
         )
+
+
+PYTHON_WORKER_CALLS = (
+    "applyInArrow",
+    "mapInArrow",
+    "applyInPandas",
+    "mapInPandas",
+    "transformWithStateInPandas",
+    "applyInPandasWithState",
+    "udtf",
+    "udf",
+    "pandas_udf",
+)
+
+
+def test_every_spark_python_function_shares_the_driver_interpreter() -> None:
+    """Each call in udm's Spark layer that hands Spark a Python function
+    sits in a function that calls ``share_driver_python`` first (the
+    anti-join's cogroup did not: item 5)."""
+    import ast
+    from pathlib import Path
+
+    import udm.host.spark
+
+    unshared = []
+    for path in sorted(Path(udm.host.spark.__file__).parent.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            called = {
+                c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                for c in ast.walk(fn)
+                if isinstance(c, ast.Call)
+            }
+            if called & set(PYTHON_WORKER_CALLS) and "share_driver_python" not in called:
+                unshared.append(f"{path.name}:{fn.name}")
+    assert unshared == []
