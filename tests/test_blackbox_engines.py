@@ -21,13 +21,18 @@ from udm.host.time import INFINITY
 
 # ------------------------------- 4. Finalize: no CTI over time no ExternalCTI covers
 
-OUT_OF_ORDER = [
+OUT_OF_ORDER: list[Any] = [
     Insert("c", 6, 7, "C"),
     ExternalCti(5, 9, 1),
     Insert("a", 1, 5, "A"),
     ExternalCti(0, 4, 1),
 ]
-GAP = [Insert("a", 1, 2, 1), ExternalCti(0, 2, 1), ExternalCti(6, 9, 0), Insert("b", 4, 5, 1)]
+GAP: list[Any] = [
+    Insert("a", 1, 2, 1),
+    ExternalCti(0, 2, 1),
+    ExternalCti(6, 9, 0),
+    Insert("b", 4, 5, 1),
+]
 
 
 def _finalized(elements: list[Any]) -> list[Any]:
