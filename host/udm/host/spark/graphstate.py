@@ -26,6 +26,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
+from udm.host.spark.advance import CtiGenerator
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.statebucket import BucketState
 from udm.host.spark.streamoptions import AdvanceTime
@@ -42,6 +43,7 @@ from udm.host.spark.streamrows import (
     python_id,
     row_problem,
     show_row,
+    stats_row,
 )
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
@@ -82,6 +84,7 @@ class GraphProcessor(StatefulProcessor):
         self.consistency = consistency
         self.policy = policy
         self.advance = advance
+        self.ctis = CtiGenerator.of(advance) if advance is not None else None
         self.on_invalid = on_invalid
         self.shapes = shapes
         self.events = events
@@ -308,20 +311,14 @@ class GraphProcessor(StatefulProcessor):
     def _generate(self, gen: list[Any], start: int) -> int | None:
         """The CTI ``advance`` issues after an event starting at ``start``
         (``gen``: the source's count, latest start and latest CTI)."""
-        adv = self.advance
-        assert adv is not None
+        assert self.ctis is not None
         gen[0] += 1
         if gen[1] is None or start > gen[1]:
             gen[1] = start
-        candidate = gen[1] - adv.delay_ticks
-        due = adv.every_events is not None and gen[0] % adv.every_events == 0
-        step = adv.every_ticks
-        if step is not None and (gen[2] is None or candidate >= gen[2] + step):
-            due = True
-        if due and (gen[2] is None or candidate > gen[2]):
-            gen[2] = candidate
-            return int(candidate)
-        return None
+        cti = self.ctis.due(gen[0], gen[1], gen[2])
+        if cti is not None:
+            gen[2] = cti
+        return cti
 
     # ----------------------------------------------------------- output
 
@@ -389,15 +386,7 @@ class GraphProcessor(StatefulProcessor):
     def _stats(
         self, key_values: list[Any], counts: tuple[int, int, int], seq: int
     ) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "kind": "stats",
-            "id": None,
-            S_COL: None,
-            E_COL: None,
-            NE_COL: None,
-            "seq": seq,
-        }
-        row.update(zip(COUNT_COLUMNS, counts, strict=True))
+        row = stats_row(counts, seq)
         return self._complete(row, key_values)
 
 

@@ -11,7 +11,6 @@ hosts' output as changelog rows.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import itertools
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.invoke import udm_label
 from udm.host.plan import UdmCall
 from udm.host.rows import normalize_value
+from udm.host.spark.advance import CtiGenerator, applied_ctis
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import output_id
@@ -47,6 +47,7 @@ from udm.host.spark.streamrows import (
     python_id,
     row_problem,
     show_row,
+    stats_row,
     unpack_rows,
 )
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -54,6 +55,7 @@ from udm.host.time import INFINITY, format_time
 from udm.host.validation import CtiPolicy
 from udm.host.windows import WindowSpec, of_key
 
+# applied_ctis lived here before it joined the rest of CTI generation
 __all__ = ["HostProcessor", "applied_ctis"]
 
 
@@ -111,8 +113,7 @@ class HostProcessor(StatefulProcessor):
         self.timers = timers
         self.events = events
         self.bare = events and isinstance(call.value, str)
-        self._delay = advance.delay_ticks if advance is not None else 0
-        self._step = advance.every_ticks if advance is not None else None
+        self.ctis = CtiGenerator.of(advance) if advance is not None else None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
@@ -352,7 +353,8 @@ class HostProcessor(StatefulProcessor):
         meta["n"] += len(s)
         ids = list(range(n0, n0 + len(s)))
         lo = 0
-        for at, c in applied_ctis(starts, self._generated(meta, starts)):
+        generated = self.ctis.batch(meta, starts) if self.ctis is not None else []
+        for at, c in applied_ctis(starts, generated):
             outputs += host.process_inserts(ids[lo:at], s[lo:at], e[lo:at], p[lo:at])
             outputs += host.process(Cti(c))
             lo = at
@@ -361,41 +363,6 @@ class HostProcessor(StatefulProcessor):
         counts = (host.stats.dropped - before[0], host.stats.adjusted - before[1], 0)
         self._store(bucket, kt, host, meta)
         return self._frame(outputs, list(kt), counts)
-
-    def _generated(self, meta: dict[str, Any], starts: np.ndarray) -> list[tuple[int, int]]:
-        """:meth:`_generate` over a key's events at once: the positions and
-        times of the CTIs it would issue after them (meta updated alike).
-        Between two CTIs nothing changes the rules, so each next one is
-        found by a search on the running maximum start."""
-        adv = self.advance
-        m = len(starts)
-        if adv is None or not m:
-            return []
-        count0, every, step = meta["count"], adv.every_events, self._step
-        runmax = np.maximum.accumulate(starts)
-        if meta["max_start"] is not None:
-            runmax = np.maximum(runmax, meta["max_start"])
-        cand = (runmax - self._delay).tolist()
-        gen = meta["gen"]
-        out: list[tuple[int, int]] = []
-        j = 0
-        while j < m:
-            due = m
-            if every is not None:
-                due = min(due, -(-(count0 + j + 1) // every) * every - count0 - 1)
-            if step is not None:
-                due = j if gen is None else min(due, bisect.bisect_left(cand, gen + step, j))
-            if due >= m:
-                break
-            c = cand[due]
-            if gen is None or c > gen:
-                gen = c
-                out.append((due, c))
-            j = due + 1
-        meta["count"] = count0 + m
-        meta["max_start"] = int(runmax[-1])
-        meta["gen"] = gen
-        return out
 
     def _rows(
         self,
@@ -505,24 +472,16 @@ class HostProcessor(StatefulProcessor):
 
     def _generate(self, meta: dict[str, Any], start: int) -> int | None:
         """The time of the CTI the advance-time settings issue after an
-        event starting at ``start``, if any."""
-        adv = self.advance
-        if adv is None:
+        event starting at ``start``, if any (``meta`` counts the event)."""
+        if self.ctis is None:
             return None
         meta["count"] += 1
         if meta["max_start"] is None or start > meta["max_start"]:
             meta["max_start"] = start
-        candidate = meta["max_start"] - self._delay
-        due = False
-        if adv.every_events is not None and meta["count"] % adv.every_events == 0:
-            due = True
-        step = self._step
-        if step is not None and (meta["gen"] is None or candidate >= meta["gen"] + step):
-            due = True
-        if due and (meta["gen"] is None or candidate > meta["gen"]):
-            meta["gen"] = candidate
-            return int(candidate)
-        return None
+        cti = self.ctis.due(meta["count"], meta["max_start"], meta["gen"])
+        if cti is not None:
+            meta["gen"] = cti
+        return cti
 
     def _frame(
         self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
@@ -555,15 +514,7 @@ class HostProcessor(StatefulProcessor):
             row["seq"] = n
             rows.append(self._finish(row, result, key_values))
         if any(counts):
-            row = {
-                "kind": "stats",
-                "id": None,
-                S_COL: None,
-                E_COL: None,
-                NE_COL: None,
-                "seq": len(rows),
-            }
-            row.update(zip(COUNT_COLUMNS, counts, strict=True))
+            row = stats_row(counts, len(rows))
             rows.append(self._finish(row, None, key_values))
         return rows
 
@@ -585,33 +536,3 @@ class HostProcessor(StatefulProcessor):
     def _result_label(self, row: dict[str, Any], key_values: list[Any]) -> str:
         window = f"[{format_time(row[S_COL])}, {format_time(row[E_COL])})"
         return f"UDM {udm_label(self.call.udm)!r} on window {window}{of_key(key_values)}"
-
-
-def applied_ctis(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where a key's generated CTIs ``(position, time)`` are applied, as
-    ``(index, time)``, by the row lane's rule: a CTI waits; it is applied
-    just before the first event after it, up to the next CTI's event, that
-    starts before it (that event is late), else the next CTI supersedes it;
-    the last one is applied at the end of the batch. One ``reduceat`` gives
-    each CTI's minimum start in its range; only late ones are searched."""
-    if not ctis:
-        return []
-    n = len(starts)
-    first = np.array([pos + 1 for pos, _ in ctis], dtype=np.int64)
-    times = [c for _, c in ctis]
-    # reduceat's last range runs to the end, which is right for the CTI
-    # before the last when the last was generated by the batch's last event
-    if first[-1] < n:
-        mins = np.minimum.reduceat(starts, first).tolist()
-    else:
-        mins = (
-            [*np.minimum.reduceat(starts, first[:-1]).tolist(), None] if len(first) > 1 else [None]
-        )
-    out: list[tuple[int, int]] = []
-    for j, c in enumerate(times):
-        if mins[j] is not None and mins[j] < c:
-            lo = int(first[j])  # its range holds a late event: the first one is it
-            out.append((lo + int(np.argmax(starts[lo:] < c)), c))
-        elif j + 1 == len(times):
-            out.append((n, c))
-    return out

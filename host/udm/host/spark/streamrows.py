@@ -52,6 +52,7 @@ __all__ = [
     "show_row",
     "state_buckets_of",
     "stateful_changelog",
+    "stats_row",
     "time_ticks",
     "unpack_rows",
 ]
@@ -221,6 +222,23 @@ def show_row(row: dict[str, Any], names: dict[str, str]) -> str:
         elif k in names:
             shown[names[k]] = python_value(v)
     return repr(shown)
+
+
+def stats_row(counts: tuple[int, int, int], seq: int) -> dict[str, Any]:
+    """A changelog row of kind ``stats``: what a key dropped or adjusted
+    in a micro-batch (:data:`COUNT_COLUMNS`), so a streaming query reports
+    what it did not show; both processors write it, the key columns and
+    the result columns are theirs to fill."""
+    row: dict[str, Any] = {
+        "kind": "stats",
+        "id": None,
+        S_COL: None,
+        E_COL: None,
+        NE_COL: None,
+        "seq": seq,
+    }
+    row.update(zip(COUNT_COLUMNS, counts, strict=True))
+    return row
 
 
 # ------------------------------------------------- the query around a processor
