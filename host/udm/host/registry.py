@@ -322,6 +322,8 @@ class Registry:
         return [self._failures[k] for k in sorted(self._failures)]
 
     def names(self) -> list[str]:
+        """The qualified names of every registered UDM, sorted: for listings
+        and "did you mean" hints."""
         return [e.name for e in self.entries]
 
     def __contains__(self, name: object) -> bool:
