@@ -11,24 +11,19 @@ rows.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
 from udm.host.spark.advance import CtiGenerator
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.statebucket import BucketState
+from udm.host.spark.statebucket import BucketProcessor
 from udm.host.spark.streamoptions import AdvanceTime
 from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
@@ -55,9 +50,11 @@ __all__ = ["E_COL", "ID_COL", "KIND_COL", "NE_COL", "SRC_COL", "S_COL", "GraphPr
 SRC_COL = "udm__src"
 
 
-class GraphProcessor(StatefulProcessor):
+class GraphProcessor(BucketProcessor):
     """The operator graphs of one bucket of keys (one per key), kept as
     one pickled state value with the bucket's event-time timer."""
+
+    state_name = "graphs"
 
     def __init__(
         self,
@@ -91,18 +88,14 @@ class GraphProcessor(StatefulProcessor):
         self.buckets = buckets
         self.integer_fields = integer_fields
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = BucketState(handle, "graphs", self.buckets)
-
     # -------------------------------------------------------- state blob
 
-    def _load(self) -> dict[str, Any]:
+    def load_bucket(self) -> dict[str, Any]:
         return self.state.load(
             lambda: {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
         )
 
-    def _save(self, bucket: dict[str, Any]) -> None:
+    def save_bucket(self, bucket: dict[str, Any]) -> None:
         wanted = None
         if not self.events:  # broadcast CTIs reach idle keys through a timer
             wanted = min(
@@ -134,36 +127,8 @@ class GraphProcessor(StatefulProcessor):
 
     # ---------------------------------------------------------- handlers
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
-    ) -> Iterator[Any]:
-        collecting = gc.isenabled()
-        gc.disable()  # many short-lived objects, no cycles (as the host's loops)
-        try:
-            yield from self._input(rows, timerValues)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load()
-        bucket["timer"] = None  # a fired timer is gone
-        out = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
-        self._save(bucket)
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
-
-    def close(self) -> None:
-        pass
-
-    def _input(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load()
+    def batch_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> list[dict[str, Any]]:
+        bucket = self.load_bucket()
         wm_ms = timerValues.getCurrentWatermarkInMs()
         wm = wm_ms * 1000 if wm_ms > 0 else None
         by_key: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
@@ -181,9 +146,11 @@ class GraphProcessor(StatefulProcessor):
             out.append(self._stats([None] * len(self.keys), (late, 0, 0), 0))
         if wm is not None:
             out += self._advance(bucket, wm, set(by_key))
-        self._save(bucket)
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+        self.save_bucket(bucket)
+        return out
+
+    def timer_rows(self, bucket: dict[str, Any], wm: int) -> list[dict[str, Any]]:
+        return self._advance(bucket, wm, set())
 
     def _rows(self, frames: Iterator[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
         """The micro-batch's rows, source by source, each in its order

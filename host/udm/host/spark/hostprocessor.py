@@ -11,7 +11,6 @@ hosts' output as changelog rows.
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Iterator
 from typing import Any, cast
@@ -19,11 +18,7 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from udm.host.engine import Host
 from udm.host.errors import CtiViolationError, InvalidElementError
@@ -34,7 +29,7 @@ from udm.host.spark.advance import CtiGenerator, applied_ctis
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import output_id
-from udm.host.spark.statebucket import BucketState
+from udm.host.spark.statebucket import BucketProcessor
 from udm.host.spark.streamoptions import AdvanceTime
 from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
@@ -59,7 +54,7 @@ from udm.host.windows import WindowSpec, of_key
 __all__ = ["HostProcessor", "applied_ctis"]
 
 
-class HostProcessor(StatefulProcessor):
+class HostProcessor(BucketProcessor):
     """The incremental hosts of one bucket of keys.
 
     The state API costs a round trip to the JVM per call, so keys are
@@ -68,6 +63,8 @@ class HostProcessor(StatefulProcessor):
     one event-time timer: a few calls per bucket and micro-batch, whatever
     the number of keys and rows. Only the hosts of keys with rows (or that a
     new watermark reaches) are restored."""
+
+    state_name = "hosts"
 
     def __init__(
         self,
@@ -115,13 +112,9 @@ class HostProcessor(StatefulProcessor):
         self.bare = events and isinstance(call.value, str)
         self.ctis = CtiGenerator.of(advance) if advance is not None else None
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = BucketState(handle, "hosts", self.buckets)
-
     # -------------------------------------------------------- state blob
 
-    def _load_bucket(self) -> dict[str, Any]:
+    def load_bucket(self) -> dict[str, Any]:
         return self.state.load(lambda: {"keys": {}, "timer": None, "buckets": self.buckets})
 
     def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
@@ -148,7 +141,7 @@ class HostProcessor(StatefulProcessor):
             "open": bool(live or open_windows),
         }
 
-    def _save_bucket(self, bucket: dict[str, Any]) -> None:
+    def save_bucket(self, bucket: dict[str, Any]) -> None:
         # one event-time timer per bucket, at the next millisecond after the
         # lowest CTI of its keys that have windows a later CTI could finish
         wanted = None
@@ -165,21 +158,8 @@ class HostProcessor(StatefulProcessor):
 
     # ---------------------------------------------------------- handlers
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
-    ) -> Iterator[Any]:
-        collecting = gc.isenabled()
-        gc.disable()  # as in Host.process_many: no cycles, many short-lived objects
-        try:
-            yield from self._input_rows(rows, timerValues)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _input_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load_bucket()
+    def batch_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> list[dict[str, Any]]:
+        bucket = self.load_bucket()
         table = unpack_rows(rows)
         names = table.column_names
         if SEQ_COL in names and table.column(SEQ_COL).null_count < table.num_rows:
@@ -192,26 +172,11 @@ class HostProcessor(StatefulProcessor):
         frames, seen = lane if lane is not None else self._row_lane(bucket, table, wm_ticks)
         if wm_ticks is not None:
             frames += self._advance(bucket, wm_ticks, skip=seen)
-        self._save_bucket(bucket)
-        out = [row for f in frames for row in f]
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+        self.save_bucket(bucket)
+        return [row for f in frames for row in f]
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load_bucket()
-        bucket["timer"] = None  # a fired timer is gone
-        frames = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
-        self._save_bucket(bucket)
-        out = [row for f in frames for row in f]
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
-
-    def close(self) -> None:
-        pass
+    def timer_rows(self, bucket: dict[str, Any], wm: int) -> list[dict[str, Any]]:
+        return [row for f in self._advance(bucket, wm, set()) for row in f]
 
     # ----------------------------------------------------------- helpers
 
