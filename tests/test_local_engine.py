@@ -145,3 +145,17 @@ def test_declared_time_fields_are_timestamps_in_process_too() -> None:
     q = Stream.from_pandas(ticks, start="t").tumbling_window(100)
     (row,) = q.apply("patterns.double_bottom", value="p", tolerance=0.05).to_arrow().to_pylist()
     assert (row["first_bottom_at"], row["second_bottom_at"]) == (1, 3)
+
+
+def test_to_pandas_keeps_integers_with_nulls_exact() -> None:
+    """Found by black-box testing: an integer column with a null (a union's
+    missing column) became float64, so 2**53 + 1 came back changed."""
+    from udm.host.query import Stream
+
+    a = Stream.from_cht([(1, 5, {"k": 1, "v": 2**53 + 1})], key="k")
+    b = Stream.from_cht([(2, 6, {"k": 1, "w": 7})], key="k")
+    frame = a.union(b).to_pandas()
+    assert str(frame["v"].dtype) == "Int64" and str(frame["w"].dtype) == "Int64"
+    assert frame["v"].iloc[0] == 2**53 + 1 and frame["w"].iloc[1] == 7
+    assert frame["v"].isna().tolist() == [False, True]
+    assert str(frame["k"].dtype) == "int64"  # no nulls: as pyarrow converts it

@@ -80,8 +80,22 @@ class RunnableStream:
 
     def to_pandas(self) -> Any:
         """Run in-process and return the output as a pandas DataFrame with the
-        columns of :meth:`to_dataframe`."""
-        return self.to_arrow().to_pandas()
+        columns of :meth:`to_dataframe`.
+
+        An integer column with nulls becomes pandas' nullable ``Int64`` (or
+        ``UInt64``, ...) rather than float64, which would change integers
+        beyond 2**53 and turn the others into floats; other columns convert
+        as pyarrow converts them."""
+        import pandas as pd
+        import pyarrow as pa
+
+        table = self.to_arrow()
+        frame = table.to_pandas()
+        for name, column in zip(table.column_names, table.columns, strict=True):
+            if pa.types.is_integer(column.type) and column.null_count:
+                dtype = pd.api.types.pandas_dtype(str(column.type).replace("int", "Int"))
+                frame[name] = column.to_pandas(types_mapper={column.type: dtype}.get)
+        return frame
 
     def to_dataframe(self, spark: SparkSession | None = None) -> DataFrame:
         """Run on Spark. Columns: ``start``, ``end`` (timestamps when the
