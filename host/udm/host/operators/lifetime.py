@@ -149,8 +149,18 @@ class AlterLifetimeOperator(Operator):
                 low = min(low, e_min)
         return low
 
+    def _cti_start(self, time: int) -> int:
+        """The CTI's mapping: a CTI the start function maps past the end of
+        time becomes the end of time (exact: any later element would map
+        there too, and be refused), instead of failing the stream."""
+        if self.start_fn is not None:
+            raw = self.start_fn(time)
+            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= INFINITY:
+                return INFINITY
+        return self._start(time, Cti(time))
+
     def on_cti(self, port: int, time: int) -> None:
-        mapped = INFINITY if time >= INFINITY else self._start(time, Cti(time))
+        mapped = INFINITY if time >= INFINITY else self._cti_start(time)
         self.last_cti = time
         # forget what the CTI made final: starts before it (but the last of
         # them, which still bounds later ones), events ending before it
