@@ -175,9 +175,11 @@ class Host(GeneralPath, Snapshots):
             )
 
     def _new_id(self, key: Hashable) -> OutputId:
-        oid = OutputId(key, self._next_out)
-        self._next_out += 1
-        return oid
+        n = self._next_out
+        self._next_out = n + 1
+        # OutputId(key, n) without the NamedTuple's Python-level __new__:
+        # the grid path asks for one per output
+        return tuple.__new__(OutputId, (key, n))
 
     # ------------------------------------------------------------------ API
 

@@ -20,7 +20,7 @@ from udm.host.gridstate import (
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
-from udm.host.stream import Element, Insert, Retract
+from udm.host.stream import Element, Insert, Retract, built_insert, built_retract
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
@@ -180,7 +180,9 @@ class GridCore:
             w[1] -= 1
 
     def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """Emit the difference between window k's cached and current output."""
+        """Emit the difference between window k's cached and current output
+        (the window's list of emitted outputs, ``w[2]``, holds the output
+        :class:`Insert` elements still live)."""
         w = ks.wins.get(k)
         old = w[2] if w is not None else []
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
@@ -194,12 +196,12 @@ class GridCore:
                     new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
-        if old and new is not EMPTY and same_value(old[0][1].payload, new):
+        if old and new is not EMPTY and same_value(old[0].payload, new):
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for oid, ev in old:
-            out.append(Retract(oid, ev.start, ev.end, ev.start, ev.payload))
+        for o in old:
+            out.append(built_retract(o.id, o.start, o.end, o.start, o.payload))
         if w is None:
             return
         if new is EMPTY:  # the window has no events left
@@ -207,10 +209,11 @@ class GridCore:
             if w[1] == 0:
                 del ks.wins[k]
             return
-        oid = self.new_id(key)
-        ev = IntervalEvent(end - 1, end, new) if self.point_end else IntervalEvent(start, end, new)
-        out.append(Insert(oid, ev.start, ev.end, new))
-        w[2] = [(oid, ev)]
+        # the window keeps the output element itself: its retraction needs
+        # its id, lifetime and payload, and nothing else is built per output
+        emitted = built_insert(self.new_id(key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
@@ -508,7 +511,12 @@ class GridCore:
 
     def live_outputs(self) -> list[IntervalEvent[Any]]:
         """The outputs of the windows still open."""
-        return [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w[2]]
+        return [
+            IntervalEvent(o.start, o.end, o.payload)
+            for ks in self.keys.values()
+            for w in ks.wins.values()
+            for o in w[2]
+        ]
 
     def memory_size(self) -> tuple[int, int]:
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

@@ -34,11 +34,10 @@ from udm.host.gridstate import (
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.stream import Cti, Element, Insert, Retract, built_insert
 from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
 
 __all__ = ["DONE", "GridPath", "eligible", "grid_path", "slice_eligible"]
 
@@ -254,26 +253,44 @@ class GridPath(GridCore):
                 value = payload[value_field] if value_field is not None else payload
             except Exception:
                 return applied, row  # the slower paths name the element
-            if ks is None or ks.long:
-                return applied, row
-            emitted = ks.emitted_k
-            if emitted is None:
-                return applied, row
-            m = ks.max_start if ks.max_start > cti else cti
-            if start > m:
-                m = start
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
-            if hi > (m - off) // hop or (m - size - off) // hop > emitted:
-                return applied, row  # reaches an unbegun window, or windows become due
-            if lo <= emitted and not conservative:
-                return applied, row  # changes an emitted window's output
+            if ks is None:
+                # a new key's first event: what insert() does when it opens
+                # no window that has begun to end (speculative, after the CTI)
+                if conservative or key_fn is None or start <= cti:
+                    return applied, row
+                m = start
+                last = (m - size - off) // hop
+                if hi > (m - off) // hop or lo <= last:
+                    return applied, row
+            else:
+                if ks.long:
+                    return applied, row
+                emitted = ks.emitted_k
+                if emitted is None:
+                    return applied, row
+                m = ks.max_start if ks.max_start > cti else cti
+                if start > m:
+                    m = start
+                last = (m - size - off) // hop
+                if hi > (m - off) // hop:
+                    return applied, row  # reaches an unbegun window
+                if last > emitted and (ks.wins or lo <= last):
+                    return applied, row  # windows become due: insert_raw emits them
+                if lo <= emitted and not conservative:
+                    return applied, row  # changes an emitted window's output
             if value_fn is not None and value_field is None:
                 try:
                     value = value_fn(payload)
                 except Exception as exc:
+                    if ks is None:
+                        return applied, row  # the slower path names it, for a new key too
                     self.run_applied = applied
                     raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+            fresh = ks is None
+            if fresh:
+                ks = self._new_key(key)
             wins = ks.wins
             k = lo
             try:
@@ -294,9 +311,17 @@ class GridPath(GridCore):
                     k += 1
             except Exception as exc:
                 self.run_applied = applied
-                raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
+                error = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
+                if fresh:  # as the rollback of insert() would
+                    del keys[key]
+                    self._created -= 1
+                raise error from exc
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
+            if fresh or last > ks.emitted_k:
+                # nothing to emit in between: the key has no window, and the
+                # event's own windows end after the watermark
+                ks.emitted_k = last
             if start > ks.max_start:
                 ks.max_start = start
             record = [start, end, value, key]
@@ -413,7 +438,7 @@ class GridPath(GridCore):
                     ks.emitted_k,
                     list(ks.long),
                     [
-                        (k, w[0], w[1], [(tuple(o), e.start, e.end, e.payload) for o, e in w[2]])
+                        (k, w[0], w[1], [(tuple(o.id), o.start, o.end, o.payload) for o in w[2]])
                         for k, w in ks.wins.items()
                     ],
                 )
@@ -437,7 +462,7 @@ class GridPath(GridCore):
                 ks.wins[k] = [
                     state,
                     n,
-                    [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
+                    [built_insert(OutputId(*o), s, e, p) for o, s, e, p in outputs],
                 ]
             if ks.wins:
                 self._push(ks, self.window.end_of(min(ks.wins)))
