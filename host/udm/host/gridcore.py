@@ -85,6 +85,10 @@ class GridCore:
         self._saved_record: list[Any] | None = None
         self._inserted: tuple[GridKey, list[Any]] | None = None
         self._removed: tuple[Any] | None = None  # the payload a full retraction took out
+        #: rows :meth:`GridPath.run` applied, not yet in the validator's
+        #: index of live events (see :meth:`GridPath.settle`)
+        self.pending_rows: list[Any] = []
+        self.pending = self.pending_rows.append
         #: inserts :meth:`run` applied before the one it failed on
         self.run_applied = 0
         self._undo: list[tuple[GridKey, int, list[Any] | None]] | None = None

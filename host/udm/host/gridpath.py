@@ -197,7 +197,7 @@ class GridPath(GridCore):
             ks.max_start = start
         if keep:
             self.events[ident] = record
-            live[ident] = make_live(start, end, payload, start)
+            self.pending((ident, start, end, payload))  # see settle()
         return True
 
     def run(
@@ -224,6 +224,7 @@ class GridPath(GridCore):
         add, initial = self.ops.add, self.ops.initial_state
         slices = self.slices
         keys, events = self.keys, self.events
+        pending = self.pending
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
         applied = 0
@@ -329,9 +330,42 @@ class GridPath(GridCore):
                 ks.events.add(record, ident, payload)
             if keep:
                 events[ident] = record
-                live[ident] = make_live(start, end, payload, start)
+                pending(row)  # into the validator's index at settle()
             applied += 1
         return applied, DONE
+
+    def settle(self, live: dict[Hashable, Any], make_live: Any, cti: int | None = None) -> list[Any]:
+        """Register the events :meth:`run` applied in the validator's index
+        of live events (``live``), which it leaves to this call: building
+        each one's record there costs a fifth of a plain insert, and most
+        are never needed. The host settles before any element the
+        validator checks and at the end of each batch; before a CTI at
+        ``cti`` the events ending before it are skipped, as the validator
+        may forget them once the CTI is accepted (its prune): they are
+        returned, for :meth:`register` if the CTI fails. (Duplicate ids in
+        a run are found in the grid's own index, which holds them all.)"""
+        rows = self.pending_rows
+        if not rows:
+            return []
+        self.pending_rows = []
+        self.pending = self.pending_rows.append
+        skipped: list[Any] = []
+        for row in rows:
+            if type(row) is Insert:
+                ident, start, end, payload = row.id, row.start, row.end, row.payload
+            else:
+                ident, start, end, payload = row
+            if cti is not None and end < cti:
+                skipped.append(row)
+            else:
+                live[ident] = make_live(start, end, payload, start)
+        return skipped
+
+    def register(self, rows: list[Any], live: dict[Hashable, Any], make_live: Any) -> None:
+        """Register rows :meth:`settle` skipped before a CTI that failed."""
+        self.pending_rows = rows + self.pending_rows
+        self.pending = self.pending_rows.append
+        self.settle(live, make_live)
 
     def begin(self, element: Element) -> None:
         self._undo = []
