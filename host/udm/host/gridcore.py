@@ -143,7 +143,9 @@ class GridCore:
         saves = self._key_saves
         if saves is None or key in saves:
             return
-        saves[key] = None if ks is None else (ks.max_start, ks.emitted_k, dict(ks.long))
+        # (no copy of an empty dict of long events: most keys have none)
+        long = dict(ks.long) if ks is not None and ks.long else None
+        saves[key] = None if ks is None else (ks.max_start, ks.emitted_k, long)
 
     def _win(self, ks: GridKey, k: int) -> list[Any]:
         w = ks.wins.get(k)
@@ -413,18 +415,27 @@ class GridCore:
         k_final = self.window.last_index_before(c) if c < INFINITY else None
         visit = self._due_keys(c, k_final)
         size, hop, off = self.size, self.hop, self.offset
+        plain = not self.conservative and c < INFINITY
+        refresh = self._refresh
         try:
             for ks in visit:
                 m_new = c if c > ks.max_start else ks.max_start
                 emitted = ks.emitted_k
-                if (
-                    not self.conservative
-                    and not ks.long
-                    and emitted is not None
-                    and m_new < INFINITY
-                    and emitted >= (m_new - size - off) // hop
-                ):
-                    continue  # its final windows were emitted: only forgotten below
+                if plain and not ks.long and emitted is not None:
+                    # _advance's common case inline: the windows up to the
+                    # watermark's last one are emitted, in index order
+                    last = (m_new - size - off) // hop
+                    if emitted >= last:
+                        continue  # its final windows were emitted: only forgotten below
+                    if m_new > (previous if previous > ks.max_start else ks.max_start):
+                        self._save_key(ks.key, ks)
+                        ready = [k for k in ks.wins if emitted < k <= last]
+                        if len(ready) > 1:
+                            ready.sort()
+                        for k in ready:
+                            refresh(ks, ks.key, k, out)
+                        ks.emitted_k = last
+                    continue
                 key = ks.key
                 self._save_key(key, ks)
                 m_old = max(previous, ks.max_start)
@@ -443,12 +454,17 @@ class GridCore:
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
         for ks in visit:
+            wins = ks.wins
             if k_final is None:
-                ks.wins.clear()
+                wins.clear()
             else:
-                for k in [k for k in ks.wins if k <= k_final]:
-                    del ks.wins[k]
-            self._reschedule(ks, bound)
+                for k in [k for k in wins if k <= k_final]:
+                    del wins[k]
+            if ks.events is None:  # _reschedule's case without sorted events, inline
+                if wins:
+                    self._push(ks, min(wins) * hop + off + size)
+            else:
+                self._reschedule(ks, bound)
         # retire events that end before the first open window (amortized)
         # and before the CTI: a retraction may still extend an event that
         # ends at or after the CTI into a later window (one past a gap

@@ -35,7 +35,7 @@ from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract, built_insert
-from udm.host.time import INFINITY
+from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
 
@@ -303,6 +303,14 @@ class GridPath(GridCore):
                         else:
                             w[1] += 1
                         k += 1
+                elif k == hi:  # one window (tumbling): no loop
+                    w = wins.get(k)
+                    if w is None:
+                        wins[k] = [add(initial(), value), 1, []]
+                    else:
+                        w[0] = add(w[0], value)
+                        w[1] += 1
+                    k += 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:
@@ -342,27 +350,28 @@ class GridPath(GridCore):
         validator checks and at the end of each batch; before a CTI at
         ``cti`` the events ending before it are skipped, as the validator
         may forget them once the CTI is accepted (its prune): they are
-        returned, for :meth:`register` if the CTI fails. (Duplicate ids in
-        a run are found in the grid's own index, which holds them all.)"""
+        returned (with the others), for :meth:`register` if the CTI fails.
+        (Duplicate ids in a run are found in the grid's own index, which
+        holds them all.)"""
         rows = self.pending_rows
         if not rows:
             return []
         self.pending_rows = []
         self.pending = self.pending_rows.append
-        skipped: list[Any] = []
+        bound = MIN_TIME if cti is None else cti
         for row in rows:
             if type(row) is Insert:
-                ident, start, end, payload = row.id, row.start, row.end, row.payload
+                if row.end >= bound:
+                    live[row.id] = make_live(row.start, row.end, row.payload, row.start)
             else:
                 ident, start, end, payload = row
-            if cti is not None and end < cti:
-                skipped.append(row)
-            else:
-                live[ident] = make_live(start, end, payload, start)
-        return skipped
+                if end >= bound:
+                    live[ident] = make_live(start, end, payload, start)
+        return rows
 
     def register(self, rows: list[Any], live: dict[Hashable, Any], make_live: Any) -> None:
-        """Register rows :meth:`settle` skipped before a CTI that failed."""
+        """Register the rows :meth:`settle` returned before a CTI that failed
+        (those it registered are registered again, unchanged)."""
         self.pending_rows = rows + self.pending_rows
         self.pending = self.pending_rows.append
         self.settle(live, make_live)
@@ -397,7 +406,8 @@ class GridPath(GridCore):
                 self.keys.pop(key, None)
             else:
                 ks = self.keys[key]
-                ks.max_start, ks.emitted_k, ks.long = saved_key
+                ks.max_start, ks.emitted_k, long = saved_key
+                ks.long = {} if long is None else long  # None: saved empty
                 if ks.long:
                     self._long_keys.add(key)
         ident = getattr(element, "id", None)
