@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
+from operator import attrgetter
 from typing import Any
 
 from udm.host.errors import UdmInvocationError
@@ -14,7 +15,6 @@ from udm.host.gridstate import (
     ExpiredId,
     GridKey,
     NoState,
-    key_order,
     same_value,
 )
 from udm.host.hoststate import OutputId
@@ -27,6 +27,10 @@ from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["GridCore"]
+
+#: :func:`~udm.host.gridstate.key_order` as a C-level key (a CTI sorts the
+#: keys it visits by it)
+BY_ORDER = attrgetter("order")
 
 
 class GridCore:
@@ -218,6 +222,21 @@ class GridCore:
         # the window keeps the output element itself: its retraction needs
         # its id, lifetime and payload, and nothing else is built per output
         emitted = built_insert(self.new_id(key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
+
+    def _emit_first(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
+        """:meth:`_refresh` of a window with events, from its state, that has
+        emitted nothing yet: a CTI emits one per key at many keys."""
+        try:
+            new = detached(self.udm.result(w[0]))
+        except Exception as exc:
+            raise self._fail(k, exc, ks) from exc
+        if self._undo is not None:
+            self._undo.append((ks, k, [w[0], w[1], []]))
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        emitted = built_insert(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
         out.append(emitted)
         w[2] = [emitted]
 
@@ -432,8 +451,13 @@ class GridCore:
                         ready = [k for k in ks.wins if emitted < k <= last]
                         if len(ready) > 1:
                             ready.sort()
+                        wins = ks.wins
                         for k in ready:
-                            refresh(ks, ks.key, k, out)
+                            w = wins[k]
+                            if w[2] or w[1] <= 0 or ks.events is not None:
+                                refresh(ks, ks.key, k, out)
+                            else:
+                                self._emit_first(ks, k, w, out)
                         ks.emitted_k = last
                     continue
                 key = ks.key
@@ -503,7 +527,7 @@ class GridCore:
                 visit[id(holder)] = holder
         # in the keys' order of arrival, as a pass over all keys would: the
         # outputs' order (and ids) then survive a snapshot and restore
-        return sorted(visit.values(), key=key_order)
+        return sorted(visit.values(), key=BY_ORDER)
 
     def _reschedule(self, ks: GridKey, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before

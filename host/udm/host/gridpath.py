@@ -290,7 +290,7 @@ class GridPath(GridCore):
                     self.run_applied = applied
                     raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
             fresh = ks is None
-            if fresh:
+            if ks is None:
                 ks = self._new_key(key)
             wins = ks.wins
             k = lo
@@ -327,7 +327,7 @@ class GridPath(GridCore):
                 raise error from exc
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
-            if fresh or last > ks.emitted_k:
+            if ks.emitted_k is None or last > ks.emitted_k:  # None: a new key
                 # nothing to emit in between: the key has no window, and the
                 # event's own windows end after the watermark
                 ks.emitted_k = last
@@ -342,7 +342,9 @@ class GridPath(GridCore):
             applied += 1
         return applied, DONE
 
-    def settle(self, live: dict[Hashable, Any], make_live: Any, cti: int | None = None) -> list[Any]:
+    def settle(
+        self, live: dict[Hashable, Any], make_live: Any, cti: int | None = None
+    ) -> list[Any]:
         """Register the events :meth:`run` applied in the validator's index
         of live events (``live``), which it leaves to this call: building
         each one's record there costs a fifth of a plain insert, and most
