@@ -130,7 +130,7 @@ def test_a_batch_gives_the_outputs_of_one_element_at_a_time(
 
 
 def test_an_event_left_out_of_the_validators_index_is_there_after_a_failed_cti() -> None:
-    """"b" is applied by the batch loop; the CTI at 12 fails (window [0, 10)
+    """Event "b" is applied by the batch loop; the CTI at 12 fails (window [0, 10)
     sums to 14), so the validator keeps its CTI and "b", which ends before
     12, must still be known: its retraction is accepted, and the CTI then
     gives 13."""
