@@ -166,3 +166,38 @@ def test_in_process_example_prints_its_tables() -> None:
     assert "│ [45s, 50s)      │        2 │   1.50 │" in stdout
     assert stdout.endswith("Only windows ending by the last CTI (60s) are output.\n")
     assert run_script(ROOT / "examples" / "in_process.py") == stdout  # deterministic
+
+
+def _markdown_tables_are_whole(text: str) -> list[str]:
+    """Lines that look like table rows but follow a paragraph line: a table
+    broken by a merge renders them as text."""
+    lines = text.splitlines()
+    return [
+        f"line {n + 1}: {line}"
+        for n, (before, line) in enumerate(pairwise(["", *lines]))
+        if line.startswith("|") and before.strip() and not before.startswith("|")
+    ]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "docs").glob("*.md")), ids=lambda p: p.name)
+def test_docs_tables_are_not_broken(path: Path) -> None:
+    assert _markdown_tables_are_whole(path.read_text()) == []
+
+
+def test_cli_reference_table_names_real_commands_and_options() -> None:
+    """docs/cli.md's command table lists every command once, and every
+    option it shows exists in that command's --help."""
+    from typer.testing import CliRunner
+
+    from udm.cli.main import app
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    rows = re.findall(r"^\| `udm-cli (\w+)([^`]*)`", text, re.MULTILINE)
+    commands = [name for name, _ in rows]
+    assert len(commands) == len(set(commands)), commands
+    runner = CliRunner()
+    for name, usage in rows:
+        result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "250"})
+        assert result.exit_code == 0, name
+        for option in re.findall(r"--[a-z-]+", usage):
+            assert option in result.output, f"udm-cli {name}: {option} is not an option"

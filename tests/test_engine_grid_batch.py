@@ -31,8 +31,8 @@ from udm.host import (
     output_cht,
     output_cht_by_key,
 )
-from udm.host.stream import built_insert, built_retract
-from udm.sdk import IncrementalAggregate
+from udm.host.stream import insert_of, retract_of
+from udm.sdk import IncrementalAggregate, aggregate, operator
 
 
 class Mean(IncrementalAggregate):
@@ -68,10 +68,10 @@ class Fourteen(IncrementalAggregate):
 
 
 def test_built_elements_equal_the_constructed_ones() -> None:
-    assert built_insert("a", 1, 5, {"v": 2}) == Insert("a", 1, 5, {"v": 2})
-    assert repr(built_insert(3, 0, 1, 2.5)) == "Insert(id=3, start=0, end=1, payload=2.5)"
-    assert built_retract("a", 1, 5, 3, 7) == Retract("a", 1, 5, 3, 7)
-    assert hash(built_insert(1, 2, 3, 4)) == hash(Insert(1, 2, 3, 4))
+    assert insert_of("a", 1, 5, {"v": 2}) == Insert("a", 1, 5, {"v": 2})
+    assert repr(insert_of(3, 0, 1, 2.5)) == "Insert(id=3, start=0, end=1, payload=2.5)"
+    assert retract_of("a", 1, 5, 3, 7) == Retract("a", 1, 5, 3, 7)
+    assert hash(insert_of(1, 2, 3, 4)) == hash(Insert(1, 2, 3, 4))
 
 
 def test_new_keys_and_keys_without_windows_in_one_batch() -> None:
@@ -124,6 +124,44 @@ def test_a_batch_gives_the_outputs_of_one_element_at_a_time(
     one = Host(window, Sum, key="k", value="v")
     expected = [o for e in stream for o in one.process(e)] + one.flush()
     batched = Host(window, Sum, key="k", value="v")
+    at = int(len(stream) * cut)
+    got = batched.process_many(stream[:at]) + batched.process_many(stream[at:])
+    assert got + batched.flush() == expected
+
+
+@aggregate
+def low_median(values: list[int]) -> int:
+    """Non-incremental: the grid path's slice mode, whose batch loop also
+    emits the windows an insert makes due."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+@operator
+def above_low(values: list[int]) -> list[int]:
+    """An operator (slice mode): zero or more outputs a window, matched
+    with the window's previous ones by payload."""
+    if len(values) < 2:
+        return []
+    m = sorted(values)[(len(values) - 1) // 2]
+    return [v for v in values if v > m]
+
+
+@pytest.mark.parametrize("udm", [low_median, above_low], ids=["median", "operator"])
+@pytest.mark.parametrize("window", [TumblingWindow(4), HoppingWindow(6, 2)], ids=repr)
+@SETTINGS
+@given(seed=st.integers(0, 10**6), keys=st.sampled_from([2, 5, 40]), cut=st.floats(0, 1))
+def test_the_slice_mode_batch_gives_the_outputs_of_one_element_at_a_time(
+    udm: Any, window: Any, seed: int, keys: int, cut: float
+) -> None:
+    """The slice mode's loop (new keys, keys without windows and inserts
+    that make windows due, emitted in the loop) gives exactly the output
+    elements of feeding the elements one by one, cut batch or not."""
+    stream = random_stream(random.Random(seed), 150, keys=keys)
+    one = Host(window, udm, key="k", value="v")
+    expected = [o for e in stream for o in one.process(e)] + one.flush()
+    batched = Host(window, udm, key="k", value="v")
+    assert batched._fast is not None and batched._fast.slices
     at = int(len(stream) * cut)
     got = batched.process_many(stream[:at]) + batched.process_many(stream[at:])
     assert got + batched.flush() == expected

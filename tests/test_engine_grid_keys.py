@@ -21,6 +21,7 @@ from udm.host import (
     Host,
     Insert,
     InvalidElementError,
+    Retract,
     TumblingWindow,
     UdmInvocationError,
     derive_cht,
@@ -28,7 +29,7 @@ from udm.host import (
     output_cht_by_key,
 )
 from udm.host.stream import Element
-from udm.sdk import IncrementalAggregate, aggregate
+from udm.sdk import IncrementalAggregate, IncrementalOperator, aggregate, operator
 
 
 @aggregate
@@ -124,6 +125,12 @@ def test_many_keys_match_the_reference(window: Any, udm: Any, data: Any, stream:
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10**6), cut=st.floats(0, 1))
 def test_snapshot_restore_mid_stream_resumes_identically(udm: Any, seed: int, cut: float) -> None:
+    resumes_identically(udm, seed, cut)
+
+
+def resumes_identically(udm: Any, seed: int, cut: float) -> None:
+    """A host snapshotted at ``cut`` of a random stream and restored goes on
+    as the host that ran straight through."""
     stream = random_stream(random.Random(seed), 120, keys=7)
     at = int(len(stream) * cut)
     window = HoppingWindow(6, 2)
@@ -224,3 +231,155 @@ def test_a_failing_element_leaves_the_slices_unchanged(window: Any, seed: int) -
     clean = Host(window, fragile_median, key="k", value="v")
     out_clean = [o for e in accepted for o in clean.process(e)]
     assert out_faulty == out_clean
+
+
+def feed(host: Host, elements: list[Element], batch: str) -> list[Element]:
+    """``elements`` as one ``process_many`` batch or as columns."""
+    if batch == "many":
+        return host.process_many(elements)
+    inserts: list[Any] = elements
+    return host.process_inserts(
+        [e.id for e in inserts],
+        [e.start for e in inserts],
+        [e.end for e in inserts],
+        [e.payload for e in inserts],
+    )
+
+
+@pytest.mark.parametrize("batch", ["many", "columns"])
+def test_a_window_failing_when_a_batch_insert_makes_it_due_undoes_that_insert(batch: str) -> None:
+    """In a batch, the slice mode emits the windows an in-order insert makes
+    due inside its loop: when the UDM fails on one, the insert is undone
+    (its slices, counts and outputs), the error names it and its position,
+    and the host goes on as one that never saw it."""
+
+    def ins(ident: str, t: int, v: int) -> Insert:
+        return Insert(ident, t, t + 1, {"k": 0, "v": v})
+
+    before = [ins("a", 1, 1), ins("b", 11, 13), ins("c", 15, 2)]
+    failing = ins("d", 25, 3)
+    faulty = Host(TumblingWindow(10), fragile_median, key="k", value="v")
+    with pytest.raises(UdmInvocationError, match="thirteen") as info:
+        feed(faulty, [*before, failing], batch)
+    assert info.value.position == 3  # type: ignore[attr-defined]
+    assert info.value.element == failing
+    assert info.value.window == "[10, 20)"
+    # [0, 10) was emitted when b arrived: 1, its only member
+    assert [(o.start, o.end, o.payload) for o in info.value.outputs] == [(0, 10, 1)]  # type: ignore[attr-defined]
+    clean = Host(TumblingWindow(10), fragile_median, key="k", value="v")
+    assert feed(clean, before, batch) == info.value.outputs  # type: ignore[attr-defined]
+    assert faulty.memory_size == clean.memory_size
+    rest = [Retract("b", 11, 12, 11), ins("d", 25, 5), ins("e", 31, 4)]
+    out = faulty.process_many(rest) + faulty.flush()
+    assert out == clean.process_many(rest) + clean.flush()
+    assert [(o.start, o.payload) for o in out if isinstance(o, Insert)] == [
+        (10, 2),
+        (20, 5),
+        (30, 4),
+    ]
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@SETTINGS
+@given(seed=st.integers(0, 10**6))
+def test_batches_and_columns_emit_the_same_elements(window: Any, seed: int) -> None:
+    """The batch loop's emission of due windows gives the very elements
+    (ids, order) that the columnar loop gives, on streams with late events,
+    retractions and CTIs."""
+    stream = random_stream(random.Random(seed), 120, keys=4)
+    a = outputs(Host(window, low_median, key="k", value="v"), stream, "many")
+    b = outputs(Host(window, low_median, key="k", value="v"), stream, "columns")
+    assert a == b
+
+
+@operator
+def at_least_median(values: list[int]) -> list[int]:
+    """Zero or more outputs, duplicates among them: the members at or above
+    the low median, in the order the UDM sees them (none for one member)."""
+    if len(values) < 2:
+        return []
+    m = sorted(values)[(len(values) - 1) // 2]
+    return [v for v in values if v >= m]
+
+
+class Evens(IncrementalOperator):
+    """Incremental, order-sensitive, with a lazy result (a generator over
+    its state, read at once)."""
+
+    properties = IncrementalOperator.properties.__class__(order_insensitive=False)
+
+    def initial_state(self) -> tuple[int, ...]:
+        return ()
+
+    def add(self, state: tuple[int, ...], payload: int) -> tuple[int, ...]:
+        return (*state, payload)
+
+    def remove(self, state: tuple[int, ...], payload: int) -> tuple[int, ...]:
+        i = state.index(payload)
+        return state[:i] + state[i + 1 :]
+
+    def result(self, state: tuple[int, ...]) -> Any:
+        return (v for v in state if v % 2 == 0)
+
+
+OPERATORS = [at_least_median, Evens]
+
+
+def test_operators_are_read_as_slices() -> None:
+    for udm in OPERATORS:
+        fast = Host(HoppingWindow(6, 2), udm)._fast
+        assert fast is not None and fast.slices and fast.operator, udm
+
+
+def test_an_operator_window_changes_by_its_outputs_difference() -> None:
+    """Hand-computed: tumbling 10, one key. The window [0, 10) holds 1, 5,
+    5 (outputs 5, 5); a late 9 makes its outputs 5, 5, 9 (one insert); the
+    retraction of a 5 leaves 1, 5, 9: outputs 5, 9 (one 5 retracted)."""
+    host = Host(TumblingWindow(10), at_least_median)
+    out = host.process_many(
+        [Insert("a", 1, 2, 1), Insert("b", 3, 4, 5), Insert("c", 4, 5, 5), Insert("d", 11, 12, 0)]
+    )
+    assert [(type(o).__name__, o.id.n, o.payload) for o in out] == [
+        ("Insert", 0, 5),
+        ("Insert", 1, 5),
+    ]
+    out = host.process(Insert("e", 8, 9, 9))
+    assert [(type(o).__name__, o.id.n, o.start, o.end, o.payload) for o in out] == [
+        ("Insert", 2, 0, 10, 9)
+    ]
+    out = host.process(Retract("c", 4, 5, 4))
+    assert [(type(o).__name__, o.id.n, o.payload) for o in out] == [("Retract", 1, 5)]
+    assert sorted(e.payload for e in host.live_outputs()) == [5, 9]
+
+
+@pytest.mark.parametrize("window", WINDOWS, ids=repr)
+@pytest.mark.parametrize("udm", OPERATORS, ids=lambda u: getattr(u, "__name__", repr(u)))
+@SETTINGS
+@given(data=st.data(), stream=physical_streams(max_size=60, keys=5))
+def test_operators_on_many_keys_match_the_reference(
+    window: Any, udm: Any, data: Any, stream: list[Any]
+) -> None:
+    """Operators in the slice mode, on streams with late events, every kind
+    of retraction and CTIs, against the reference (and the general path)."""
+    policy = data.draw(st.sampled_from(["align", "point_end"]), label="policy")
+    consistency = data.draw(st.sampled_from(["speculative", "conservative"]), label="mode")
+    batch = data.draw(st.sampled_from(["one", "many", "columns"]), label="batch")
+    host = Host(window, udm, key="k", value="v", output_policy=policy, consistency=consistency)
+    expected = reference(stream, window, udm, policy)
+    assert output_cht_by_key(outputs(host, stream, batch)) == expected
+    general = Host(
+        window,
+        udm,
+        key="k",
+        value="v",
+        output_policy=policy,
+        consistency=consistency,
+        fast_path=False,
+    )
+    assert output_cht_by_key(outputs(general, stream, "one")) == expected
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10**6), cut=st.floats(0, 1))
+def test_an_operator_resumes_from_a_snapshot_identically(seed: int, cut: float) -> None:
+    resumes_identically(at_least_median, seed, cut)

@@ -64,25 +64,29 @@ def total(values: list[int]) -> int:
     return sum(values)
 
 
-def _payloads() -> st.SearchStrategy[Any]:
-    return st.fixed_dictionaries({"k": st.sampled_from("ab"), "x": st.integers(0, 9)})
+def _payloads(keys: str) -> st.SearchStrategy[Any]:
+    return st.fixed_dictionaries({"k": st.sampled_from(keys), "x": st.integers(0, 9)})
 
 
 @st.composite
-def physical_streams(draw: st.DrawFn, infinite: bool) -> list[Element]:
+def physical_streams(draw: st.DrawFn, infinite: bool, keys: str = "ab") -> list[Element]:
     """A physical stream of up to 5 events (and copies of some of them:
-    duplicates) with every kind of retraction, disorder and CTIs."""
-    events = draw(st.lists(interval_events(payload=_payloads(), infinite=infinite), max_size=5))
+    duplicates) with every kind of retraction, disorder and CTIs; its
+    payloads' keys ``k`` drawn from ``keys``."""
+    payloads = _payloads(keys)
+    events = draw(st.lists(interval_events(payload=payloads, infinite=infinite), max_size=5))
     copies = draw(st.lists(st.sampled_from(events), max_size=2)) if events else []
-    return draw(equivalent_streams([*events, *copies], ghosts=2, payload=_payloads()))
+    return draw(equivalent_streams([*events, *copies], ghosts=2, payload=payloads))
 
 
-def pairs(infinite: bool) -> st.SearchStrategy[list[tuple[list[Element], list[Element]]]]:
-    side = physical_streams(infinite)
+def pairs(
+    infinite: bool, keys: str = "ab"
+) -> st.SearchStrategy[list[tuple[list[Element], list[Element]]]]:
+    side = physical_streams(infinite, keys)
     return st.lists(st.tuples(side, side), min_size=2, max_size=8)
 
 
-def _moved(element: Element, j: int, prefix: str) -> Element:
+def moved(element: Element, j: int, prefix: str) -> Element:
     """``element`` of pair ``j``: ``j * SPAN`` later, its id and key prefixed."""
     shift = j * SPAN
 
@@ -106,7 +110,7 @@ def concatenated(streams: list[list[Element]], prefix: str) -> Stream:
     """The pairs' streams one after the other: a valid physical stream,
     since pair ``j``'s CTIs are below every time of pair ``j + 1``; then
     one event, so that no side is empty."""
-    elements = [_moved(e, j, prefix) for j, s in enumerate(streams) for e in s]
+    elements = [moved(e, j, prefix) for j, s in enumerate(streams) for e in s]
     # an event after all pairs: Spark types a source's columns from its rows
     last = len(streams) * SPAN
     elements.append(Insert("last", last, last + 1, {"k": f"{prefix}|last", "x": 0}))
@@ -127,7 +131,7 @@ class Summed(TypedDict):
     gap: int
 
 
-def _declared_sum(a: Any, b: Any) -> Summed:
+def declared_sum(a: Any, b: Any) -> Summed:
     """A join's select= whose columns its annotation declares."""
     return {"s": a["x"] + b["x"], "gap": a["x"] - b["x"]}
 
@@ -171,7 +175,7 @@ WINDOWED: dict[str, Query] = {
         lhs.left_anti_join(rhs).hopping_window(10, 5).aggregate(total, value="x")
     ),
     "window_over_select_join": lambda lhs, rhs, m: (
-        lhs.join(rhs, select=_declared_sum).tumbling_window(10).aggregate(total, value="gap")
+        lhs.join(rhs, select=declared_sum).tumbling_window(10).aggregate(total, value="gap")
     ),
     "strong_window": lambda lhs, rhs, m: (
         lhs.union(rhs).tumbling_window(5).aggregate(total, value="x").with_consistency("strong")

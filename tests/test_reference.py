@@ -857,3 +857,43 @@ def test_payloads_of_one_start_are_ordered_by_value(payloads: list[Any], expecte
     for arrival in (payloads, payloads[::-1]):
         events = [IntervalEvent(0, 1, p) for p in arrival]
         assert evaluate(events, TumblingWindow(10), seen) == [(0, 10, expected)]
+
+
+@aggregate(order_insensitive=False)
+def members_in_order(values: list[Any]) -> tuple[Any, ...]:
+    return tuple(values)
+
+
+def test_payloads_are_mapped_once_and_members_come_in_canonical_order() -> None:
+    """The reference maps each payload once and puts the events in canonical
+    order once (start, then mapped payload; ties of both in CHT order):
+    every window's members still come in that order, as the definition
+    sorts each window's members."""
+    calls: list[Any] = []
+
+    def v(p: dict[str, Any]) -> Any:
+        calls.append(p["id"])
+        return p["v"]
+
+    cht = [
+        IntervalEvent(5, 6, {"id": "a", "v": 3}),
+        IntervalEvent(1, 2, {"id": "b", "v": 9}),
+        IntervalEvent(5, 6, {"id": "c", "v": 1}),
+        IntervalEvent(5, 6, {"id": "d", "v": 1.0}),  # ties with c: CHT order
+        IntervalEvent(7, 12, {"id": "e", "v": 0}),
+    ]
+    out = evaluate(cht, HoppingWindow(10, 5), members_in_order, value=v)
+    assert sorted((e.start, e.end, e.payload) for e in out) == [
+        (-5, 5, (9,)),
+        (0, 10, (9, 1, 1.0, 3, 0)),
+        (5, 15, (1, 1.0, 3, 0)),
+        (10, 20, (0,)),
+    ]
+    assert sorted(calls) == ["a", "b", "c", "d", "e"]  # once per event, not per window
+
+
+def test_a_value_function_failing_is_still_the_udm_failing_on_its_first_window() -> None:
+    cht = [IntervalEvent(1, 2, {"v": 1}), IntervalEvent(12, 13, {"w": 2})]
+    with pytest.raises(UdmInvocationError, match=r"\[10, 20\)") as info:
+        evaluate(cht, TumblingWindow(10), members_in_order, value="v")
+    assert "no field 'v'" in str(info.value)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -314,3 +314,36 @@ def test_a_join_with_select_equals_batch(spark: Any, tmp_path: Path) -> None:
     ]
     with pytest.raises(TypeError, match="select= are not declared"):
         left.join(right, on="k", select=lambda a, b: {"total": 0.0}).to_stream(input="elements")
+
+
+#: a's third event starts at 3, after the second's 10: with remember 2 it
+#: is behind the Finalize's time 10 - 2 = 8 and dropped; the fourth (9) is not
+FINALIZED = [
+    [ins(0, 1, "a", 1.0, 5), ins(1, 10, "a", 2.0, 12), ins(2, 3, "a", 3.0, 4)],
+    [ins(3, 9, "a", 4.0, 11), cti(40)],
+]
+
+
+def test_a_bounded_finalize_equals_batch(spark: Any, tmp_path: Path) -> None:
+    """Found by tests/test_operators_streaming.py: typing the output of a
+    query with a bounded Finalize (finalize(m), the weak level) ran the
+    batch plan, whose bounded Finalize needs an in-memory physical stream,
+    so to_stream() refused every such query."""
+    from udm.host.spark.streaming import stream_counts
+
+    write(tmp_path / "in", FINALIZED)
+    levels: dict[str, Callable[[Stream], Stream]] = {
+        "finalize": lambda stream: stream.finalize(2 * S),
+        "weak": lambda stream: stream.with_consistency(("weak", 2 * S)),
+    }
+    for level, query in levels.items():
+        log = run(query(source(spark, tmp_path / "in")), tmp_path, name=level)
+        reference = query(Stream.from_events(physical(FINALIZED), key="k"))
+        got = streamed_cht(log)
+        assert got == as_dicts(reference.to_cht(engine="reference"), ["k", "v"]), level
+        assert sorted(rows(got["a"])) == [
+            (1 * S, 5 * S, {"k": "a", "v": 1.0}),
+            (9 * S, 11 * S, {"k": "a", "v": 4.0}),
+            (10 * S, 12 * S, {"k": "a", "v": 2.0}),
+        ], level
+        assert stream_counts(log)["late_dropped"] == 1, level

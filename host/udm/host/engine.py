@@ -58,11 +58,12 @@ class Host(GeneralPath, Snapshots):
         consistency: ``speculative`` (default) or ``conservative``.
         cti_policy: what to do with elements that violate the latest CTI.
         fast_path: use the grid path for hopping and tumbling windows of
-            time-insensitive aggregates with ``align`` or ``point_end``
-            output (same output, several times faster): states updated by
-            ``add``/``remove`` for invertible, order-insensitive incremental
-            aggregates, windows read as slices of each key's sorted events
-            for the others (docs/host.md); ``False`` forces the general one.
+            time-insensitive aggregates and operators with ``align`` or
+            ``point_end`` output (same output, several times faster): states
+            updated by ``add``/``remove`` for invertible, order-insensitive
+            incremental aggregates, windows read as slices of each key's
+            sorted events for the others (docs/host.md); ``False`` forces
+            the general one.
         retractions: ``False`` declares an insert-only input (an append-only
             event stream): a retraction is then refused, and the fast path
             keeps no per-event record for retractions to find, which saves
@@ -291,7 +292,7 @@ class Host(GeneralPath, Snapshots):
                 while True:
                     fast.current = None
                     try:
-                        applied, element = fast.run(rows, True, live, LiveEvent)
+                        applied, element = fast.run(rows, True, live, LiveEvent, out)
                     except Exception:
                         validator.position += fast.run_applied
                         b.position += fast.run_applied
@@ -358,7 +359,7 @@ class Host(GeneralPath, Snapshots):
                 while True:
                     fast.current = None  # no element object: built if an error names it
                     try:
-                        applied, row = fast.run(rows, False, live, LiveEvent)
+                        applied, row = fast.run(rows, False, live, LiveEvent, out)
                     except Exception:
                         validator.position += fast.run_applied
                         b.position += fast.run_applied

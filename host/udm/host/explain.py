@@ -28,7 +28,6 @@ from udm.host.strategy import (
     partial_is_open,
 )
 from udm.host.time import INFINITY
-from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent
 
 if TYPE_CHECKING:
@@ -97,7 +96,7 @@ def _strategy_lines(op: WindowOp, indent: str) -> list[str]:
             f"{indent}    sliced: {no}",
         ]
     lines = [f"{indent}  spark: " + describe_strategy(op, keys, choice)]
-    if op.partial is not None or (isinstance(op.window, HoppingWindow) and op.mergeable()):
+    if op.partial is not None or (op.window.is_grid and op.mergeable()):
         lines.append(f"{indent}    partial states: {choice.reason}")
     return lines
 

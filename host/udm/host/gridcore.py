@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
-from operator import attrgetter
 from typing import Any
 
+from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
 from udm.host.gridstate import (
     EMPTY,
@@ -18,19 +18,15 @@ from udm.host.gridstate import (
     same_value,
 )
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, key_failed
+from udm.host.invoke import detached, key_failed, stamp_result
 from udm.host.policies import OutputPolicy
-from udm.host.stream import Element, Insert, Retract, built_insert, built_retract
+from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
+from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["GridCore"]
-
-#: :func:`~udm.host.gridstate.key_order` as a C-level key (a CTI sorts the
-#: keys it visits by it)
-BY_ORDER = attrgetter("order")
 
 
 class GridCore:
@@ -68,6 +64,9 @@ class GridCore:
         self.slices = slices
         self.ops: Any = NoState() if slices else udm
         self.point_end = policy is OutputPolicy.POINT_END
+        self.policy = policy
+        #: an operator (the slice mode only): zero or more outputs a window
+        self.operator = udm.kind == "operator"
         self.conservative = conservative
         self.key_fn, self.value_fn = key_fn, value_fn
         # the payload fields key_fn and value_fn pick, if they do: read
@@ -193,6 +192,9 @@ class GridCore:
         """Emit the difference between window k's cached and current output
         (the window's list of emitted outputs, ``w[2]``, holds the output
         :class:`Insert` elements still live)."""
+        if self.operator:
+            self._refresh_items(ks, key, k, out)
+            return
         w = ks.wins.get(k)
         old = w[2] if w is not None else []
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
@@ -211,7 +213,7 @@ class GridCore:
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
         for o in old:
-            out.append(built_retract(o.id, o.start, o.end, o.start, o.payload))
+            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
         if w is None:
             return
         if new is EMPTY:  # the window has no events left
@@ -221,7 +223,7 @@ class GridCore:
             return
         # the window keeps the output element itself: its retraction needs
         # its id, lifetime and payload, and nothing else is built per output
-        emitted = built_insert(self.new_id(key), end - 1 if self.point_end else start, end, new)
+        emitted = insert_of(self.new_id(key), end - 1 if self.point_end else start, end, new)
         out.append(emitted)
         w[2] = [emitted]
 
@@ -236,19 +238,68 @@ class GridCore:
             self._undo.append((ks, k, [w[0], w[1], []]))
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
         end = start + self.size
-        emitted = built_insert(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
+        emitted = insert_of(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
         out.append(emitted)
         w[2] = [emitted]
+
+    def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
+        """:meth:`_refresh` for an operator (the slice mode): its outputs are
+        its result's items, all with the window's lifetime (or last tick),
+        so the cached ones are matched with the new ones by payload: the
+        unmatched old ones are retracted, the unmatched new ones inserted,
+        as the general path's output difference does."""
+        w = ks.wins.get(k)
+        old = w[2] if w is not None else []
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        items: list[IntervalEvent[Any]] = []
+        if w is not None and w[1] > 0 and ks.events is not None:
+            desc = WindowDescriptor(start, end)
+            try:
+                result = self._from_slice(ks.events.values(start, end))
+                if self.udm.incremental:  # a lazy result over the state, read now
+                    result = detached(result, operator=True)
+                items = stamp_result(self.udm, desc, result, self.policy)
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+        slots: dict[Any, list[int]] = {}
+        for i, e in enumerate(items):
+            slots.setdefault(freeze(e.payload), []).append(i)
+        kept: list[Insert] = []
+        gone: list[Insert] = []
+        for o in old:
+            found = slots.get(freeze(o.payload))
+            if found:
+                found.pop()
+                kept.append(o)
+            else:
+                gone.append(o)
+        fresh = [i for i_list in slots.values() for i in i_list]
+        if not gone and not fresh:
+            return
+        if self._undo is not None and w is not None:
+            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
+        for o in gone:
+            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
+        if w is None:
+            return
+        for i in sorted(fresh):  # in the result's order
+            e = items[i]
+            emitted = insert_of(self.new_id(key), e.start, e.end, e.payload)
+            out.append(emitted)
+            kept.append(emitted)
+        w[2] = kept
+        if not kept and w[1] == 0:
+            del ks.wins[k]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
         """The slice mode's ``add`` of one event to windows ``lo .. hi``."""
         for k in range(lo, hi + 1):
-            w = wins.get(k)
-            if w is None:
+            try:  # most exist already (free in 3.11 when they do)
+                wins[k][1] += 1
+            except KeyError:
                 wins[k] = [None, 1, []]
-            else:
-                w[1] += 1
 
     def _from_slice(self, values: list[Any]) -> Any:
         """A window's result from its members' values (canonical order)."""
@@ -511,23 +562,23 @@ class GridCore:
         if k_final is None:
             self._heap = []
             return list(self.keys.values())
-        visit: dict[int, GridKey] = {}
+        visit: dict[int, GridKey] = {}  # by order of arrival (unique per key)
         heap = self._heap
         keys = self.keys
         while heap and heap[0][0] <= c:
             due, _, ks = heappop(heap)
             if ks.due == due and keys.get(ks.key) is ks:
                 ks.due = NEVER
-                visit[id(ks)] = ks
+                visit[ks.order] = ks
         for key in list(self._long_keys):
             holder = keys.get(key)
             if holder is None or not holder.long:
                 self._long_keys.discard(key)
             else:
-                visit[id(holder)] = holder
+                visit[holder.order] = holder
         # in the keys' order of arrival, as a pass over all keys would: the
         # outputs' order (and ids) then survive a snapshot and restore
-        return sorted(visit.values(), key=BY_ORDER)
+        return [visit[order] for order in sorted(visit)]
 
     def _reschedule(self, ks: GridKey, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before
@@ -544,8 +595,8 @@ class GridCore:
                     if events.get(expired) is record:
                         del events[expired]
         if ks.wins:
-            k = min(ks.wins)
-            self._push(ks, self.window.end_of(k))
+            # HoppingWindow.end_of inlined: once per key a CTI visits
+            self._push(ks, min(ks.wins) * self.hop + self.offset + self.size)
         elif kev is not None and kev.records:
             end = kev.min_end()
             if end is not None and end < INFINITY:

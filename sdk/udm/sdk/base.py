@@ -348,7 +348,12 @@ class IncrementalAggregate(Udm, _IncrementalMixin):
     incremental: ClassVar[bool] = True
     _flavor_base = True
     _required: ClassVar[dict[str, int]] = {"initial_state": 0, "add": 2, "result": 1}
-    _optional: ClassVar[dict[str, int]] = {"remove": 2, "merge": 2, "add_many": 2}
+    _optional: ClassVar[dict[str, int]] = {
+        "remove": 2,
+        "merge": 2,
+        "add_many": 2,
+        "add_segments": 2,
+    }
 
     def add(self, state: Any, payload: Any) -> Any:
         """The state after adding one payload."""
@@ -364,6 +369,26 @@ class IncrementalAggregate(Udm, _IncrementalMixin):
         for payload in payloads:
             state = self.add(state, payload)
         return state
+
+    def add_segments(self, values: Any, bounds: Any) -> Sequence[Any]:
+        """The states of consecutive segments of ``values``, one per segment:
+        segment ``i`` is ``values[bounds[i]:bounds[i + 1]]`` (never empty),
+        and its state must equal ``add_many(initial_state(), segment)``.
+
+        An optional vectorized form of ``add_many`` over many windows at
+        once: ``values`` is a one-dimensional numpy array of numbers (the
+        payloads of a value column without nulls, in canonical order) and
+        ``bounds`` a numpy int64 array of ``len(states) + 1`` increasing
+        offsets, so numpy segment reductions (``np.add.reduceat(values,
+        bounds[:-1])``, ``np.diff(bounds)``) compute every window's state in
+        one call instead of one ``add_many`` call per window. Batch
+        execution on Spark calls it where windows do not overlap; the
+        fixture runner checks it agrees with ``add`` (docs/writing-udms.md,
+        "Adding many windows at once"). Unlike ``add_many`` it has no
+        default: an equivalent loop would need numpy in the SDK and would
+        gain nothing, so only a UDA that defines it is called this way.
+        """
+        raise NotImplementedError
 
     def remove(self, state: Any, payload: Any) -> Any:
         """The state after removing one payload that was added before."""

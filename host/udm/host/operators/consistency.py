@@ -26,6 +26,7 @@ from sortedcontainers import SortedDict, SortedList
 
 from udm.host.errors import OperatorError
 from udm.host.operators.base import Operator
+from udm.host.operators.ids import OutputIds
 from udm.host.stream import Cti, ExternalCti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -45,6 +46,7 @@ class AlignOperator(Operator):
         "retractions",
         "_by_start",
         "_seq",
+        "ids",
     )
 
     def __init__(self, blocking: int, name: str = "align") -> None:
@@ -64,6 +66,9 @@ class AlignOperator(Operator):
         self.retractions: dict[Any, list[Any]] = {}
         self._by_start = SortedList()  # (start, seq, id, is_insert)
         self._seq = 0
+        # the output CTI waits for held elements, so an id the input's CTI
+        # freed may still be live in the output: a later event is renamed
+        self.ids = OutputIds()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """As :meth:`Operator.set_state`; a state saved before held
@@ -126,10 +131,10 @@ class AlignOperator(Operator):
     def _release(self, ident: Any, insert: bool) -> None:
         if insert:
             s, e, p, _ = self.inserts.pop(ident)
-            self.emit(Insert(ident, s, e, p))
+            self.emit(Insert(self.ids.insert(ident, e), s, e, p))
         else:
             s, old, new, _ = self.retractions.pop(ident)
-            self.emit(Retract(ident, s, old, new))
+            self.emit(Retract(self.ids.retract(ident, s, new), s, old, new))
 
     def _unblock(self) -> None:
         if self.blocking >= INFINITY:
@@ -170,6 +175,7 @@ class AlignOperator(Operator):
         )
         if new_cti > self.last_cti:
             self.last_cti = new_cti
+            self.ids.advance(new_cti)
             self.emit(Cti(new_cti))
 
     def state_size(self) -> int:

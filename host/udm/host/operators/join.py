@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from udm.host.algebra import subtract_intervals
 from udm.host.operators.base import CtiTracker, Operator, PhysicalElement
 from udm.host.operators.batch import InsertBatch
+from udm.host.operators.ids import InputIds
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -71,13 +72,32 @@ class _Live:
         self.by_key: dict[Hashable, dict[Any, list[Any]]] = {}
         self._ends: list[tuple[int, int, Any]] = []
         self._seq = 0
+        self.ids = InputIds()
 
     def get_state(self) -> dict[str, Any]:
-        return {"events": self.events, "by_key": self.by_key, "ends": self._ends, "seq": self._seq}
+        return {
+            "events": self.events,
+            "by_key": self.by_key,
+            "ends": self._ends,
+            "seq": self._seq,
+            "reused": self.ids.newest,
+        }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.events, self.by_key = state["events"], state["by_key"]
         self._ends, self._seq = state["ends"], state["seq"]
+        self.ids.newest = state.get("reused", {})
+
+    def admit(self, ident: Any) -> Any:
+        """The key under which a new input event ``ident`` is held: its id,
+        or a :class:`~udm.host.operators.ids.Reused` one while an earlier
+        event under the id is still held (the input may reuse an id its
+        own CTI has freed, while the other side's CTI keeps it here)."""
+        return self.ids.admit(ident, self.events)
+
+    def key(self, ident: Any) -> Any:
+        """The key of input id ``ident``'s newest event (for retractions)."""
+        return self.ids.key(ident)
 
     def add(self, ident: Any, start: int, end: int, payload: Any) -> list[Any]:
         return self.add_keyed(ident, start, end, payload, self.key_fn(payload))
@@ -100,6 +120,7 @@ class _Live:
 
     def remove(self, ident: Any) -> None:
         record = self.events.pop(ident)
+        self.ids.forget(ident)
         group = self.by_key[record[3]]
         del group[ident]
         if not group:
@@ -237,6 +258,10 @@ class JoinOperator(Operator):
         from udm.host.operators.joinbatch import join_run
 
         cols = self._columnar()
+        if self._reuses(port, ids, cols[port].ids):
+            for row in zip(ids, starts, ends, payloads, strict=True):
+                self.on_insert(port, Insert(*row))
+            return
         out = join_run(
             cols[port],
             cols[1 - port],
@@ -257,8 +282,22 @@ class JoinOperator(Operator):
 
         made = [ColumnarSide.from_records(side.events) for side in self.sides]
         self.columns = (made[0], made[1])
-        self.sides = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))
+        fresh = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))
+        for new, old in zip(fresh, self.sides, strict=True):
+            new.ids = old.ids  # (which input ids name a Reused key)
+        self.sides = fresh
         return self.columns
+
+    def _reuses(self, port: int, ids: Sequence[Any], held: Any) -> bool:
+        """Whether a run reuses an id this side still holds (or has given a
+        Reused key): such a run takes the per-event path, which keys it."""
+        reused = self.sides[port].ids.newest
+        if reused and any(i in reused for i in ids):
+            return True
+        if not len(held):
+            return False
+        taken = set(held.tolist())
+        return any(i in taken for i in ids)
 
     def _per_event(self) -> None:
         """Move the live events back to the per-event form, if columnar."""
@@ -292,23 +331,25 @@ class JoinOperator(Operator):
         side, other = self.sides[port], self.sides[1 - port]
         key = side.key_fn(element.payload)
         s, e, p = element.start, element.end, element.payload
+        ident = side.admit(element.id)
         for oid, (os, oe, op, _) in other.overlapping(key, s, e):
             if self._matches(port, p, op):
                 self.emit(
                     Insert(
-                        self._pair(port, element.id, oid),
+                        self._pair(port, ident, oid),
                         max(s, os),
                         min(e, oe),
                         self._payload(port, p, op),
                     )
                 )
-        side.add(element.id, s, e, p)
+        side.add_keyed(ident, s, e, p, key)
 
     def on_retract(self, port: int, element: Retract) -> None:
         if self.columns is not None:
             self._per_event()
         side, other = self.sides[port], self.sides[1 - port]
-        record = side.events.get(element.id)
+        ident = side.key(element.id)
+        record = side.events.get(ident)
         if record is None:
             return  # never seen: nothing of it was output
         s, old, p, key = record
@@ -318,7 +359,7 @@ class JoinOperator(Operator):
                 continue
             start = max(s, os)
             old_end, new_end = min(old, oe), min(new, oe)
-            pair = self._pair(port, element.id, oid)
+            pair = self._pair(port, ident, oid)
             if old_end > start and new_end > start:
                 if new_end != old_end:
                     self.emit(Retract(pair, start, old_end, new_end))
@@ -327,9 +368,9 @@ class JoinOperator(Operator):
             elif new_end > start:
                 self.emit(Insert(pair, start, new_end, self._payload(port, p, op)))
         if element.is_full:
-            side.remove(element.id)
+            side.remove(ident)
         else:
-            side.set_end(element.id, new)
+            side.set_end(ident, new)
 
     def on_cti(self, port: int, time: int) -> None:
         low = self.ctis.advance(port, time, self.emit)
@@ -462,14 +503,15 @@ class AntiJoinOperator(Operator):
             self.pieces.pop(ident, None)
 
     def on_insert(self, port: int, element: Insert) -> None:
+        side = self.left if port == 0 else self.right
+        ident = side.admit(element.id)
+        record = side.add(ident, element.start, element.end, element.payload)
         if port == 0:
-            self.left.add(element.id, element.start, element.end, element.payload)
             if self.conservative:
-                self.decided[element.id] = element.start
+                self.decided[ident] = element.start
             else:
-                self._refresh(element.id, element.start, element.end)
+                self._refresh(ident, element.start, element.end)
             return
-        record = self.right.add(element.id, element.start, element.end, element.payload)
         self._touch(record[3], element.start, element.end)
 
     def _touch(self, key: Hashable, start: int, end: int) -> None:
@@ -480,23 +522,24 @@ class AntiJoinOperator(Operator):
 
     def on_retract(self, port: int, element: Retract) -> None:
         side = self.left if port == 0 else self.right
-        record = side.events.get(element.id)
+        ident = side.key(element.id)
+        record = side.events.get(ident)
         if record is None:
             return
         start, old = record[0], record[1]
         lo, hi = min(old, element.new_end), max(old, element.new_end)
         if element.is_full:
-            side.remove(element.id)
+            side.remove(ident)
             lo = start
         else:
-            side.set_end(element.id, element.new_end)
+            side.set_end(ident, element.new_end)
         if port == 1:
             self._touch(record[3], lo, hi)
         elif not self.conservative:
-            self._refresh(element.id, lo, hi)
+            self._refresh(ident, lo, hi)
         elif element.is_full:  # (it starts after the CTI: nothing was decided)
-            self.decided.pop(element.id, None)
-            self.pending.pop(element.id, None)
+            self.decided.pop(ident, None)
+            self.pending.pop(ident, None)
 
     def on_cti(self, port: int, time: int) -> None:
         before = min(self.ctis.latest)

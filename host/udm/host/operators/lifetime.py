@@ -25,6 +25,7 @@ from sortedcontainers import SortedDict
 from udm.host.algebra import check_duration, mapped_start, new_lifetime
 from udm.host.errors import OperatorError
 from udm.host.operators.base import Operator
+from udm.host.operators.ids import OutputIds
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -45,7 +46,7 @@ class AlterLifetimeOperator(Operator):
     """
 
     name = "alter_lifetime"
-    state_fields = ("emitted", "last_cti", "cti_mapped", "starts", "live", "ends")
+    state_fields = ("emitted", "last_cti", "cti_mapped", "starts", "live", "ends", "ids")
 
     def __init__(
         self,
@@ -66,6 +67,9 @@ class AlterLifetimeOperator(Operator):
         self.starts = SortedDict()  # start -> its mapping, since the latest CTI
         self.live: dict[Any, tuple[int, int]] = {}  # id -> (start, end)
         self.ends: list[tuple[int, Any]] = []  # (end, id), for cleanup
+        # a longer lifetime can keep an event live in the output after the
+        # input's CTI freed its id for reuse: the later event is renamed
+        self.ids = OutputIds()
 
     def _start(self, start: int, element: object) -> int:
         mapped = mapped_start(start, self.start_fn, self.name, element)
@@ -106,13 +110,13 @@ class AlterLifetimeOperator(Operator):
         if self.holds_ends:
             self.live[element.id] = (element.start, element.end)
             heapq.heappush(self.ends, (element.end, element.id))
-        self.emit(Insert(element.id, s, e, element.payload))
+        self.emit(Insert(self.ids.insert(element.id, e), s, e, element.payload))
 
     def on_retract(self, port: int, element: Retract) -> None:
         s, old_end = self._map(element.start, element.old_end, element)
         if element.is_full:
             self.live.pop(element.id, None)
-            self.emit(Retract(element.id, s, old_end, s))
+            self.emit(Retract(self.ids.retract(element.id, s, s), s, old_end, s))
             return
         _, new_end = self._map(element.start, element.new_end, element)
         shrinking = element.new_end < element.old_end
@@ -128,7 +132,7 @@ class AlterLifetimeOperator(Operator):
             self.live[element.id] = (element.start, element.new_end)
             heapq.heappush(self.ends, (element.new_end, element.id))
         if new_end != old_end:
-            self.emit(Retract(element.id, s, old_end, new_end))
+            self.emit(Retract(self.ids.retract(element.id, s, new_end), s, old_end, new_end))
 
     def _held(self, time: int) -> int:
         """The least output end a retraction after a CTI at ``time`` could
@@ -164,4 +168,5 @@ class AlterLifetimeOperator(Operator):
             mapped = min(mapped, self._held(time))
         if mapped > self.cti_mapped:
             self.cti_mapped = mapped
+            self.ids.advance(mapped)
             self.emit(Cti(mapped))

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from udm.host.operators.base import CtiTracker, Operator, PhysicalElement
+from udm.host.operators.ids import OutputIds
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY
 
@@ -87,27 +88,38 @@ class ProjectOperator(Operator):
 
 
 class UnionOperator(Operator):
-    """Bag union of several streams; payload columns an input lacks are null."""
+    """Bag union of several streams; payload columns an input lacks are null.
+
+    An output id is ``(port, id)``. The output CTI is the least of the
+    inputs', so an input may reuse an id (its own CTI passed the earlier
+    event's end) that is still live in the output: the later event is
+    then named :class:`~udm.host.operators.ids.Reused` ``((port, id), n)``.
+    """
 
     name = "union"
-    state_fields = ("emitted", "ctis")
+    state_fields = ("emitted", "ctis", "ids")
 
     def __init__(self, ports: int, columns: Sequence[str] | None = None) -> None:
         super().__init__(ports)
         self.columns = list(columns) if columns is not None else None
         self.ctis = CtiTracker(ports)
+        self.ids = OutputIds()
 
     def on_insert(self, port: int, element: Insert) -> None:
         payload = element.payload
         if self.columns is not None and isinstance(payload, Mapping):
             payload = {c: payload.get(c) for c in self.columns}
-        self.emit(Insert((port, element.id), element.start, element.end, payload))
+        name = self.ids.insert((port, element.id), element.end)
+        self.emit(Insert(name, element.start, element.end, payload))
 
     def on_retract(self, port: int, element: Retract) -> None:
-        self.emit(Retract((port, element.id), element.start, element.old_end, element.new_end))
+        name = self.ids.retract((port, element.id), element.start, element.new_end)
+        self.emit(Retract(name, element.start, element.old_end, element.new_end))
 
     def on_cti(self, port: int, time: int) -> None:
-        self.ctis.advance(port, time, self.emit)
+        low = self.ctis.advance(port, time, self.emit)
+        if low is not None:
+            self.ids.advance(low)
 
     def attach(self) -> int:
         port = super().attach()

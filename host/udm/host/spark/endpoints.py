@@ -34,11 +34,17 @@ from udm.host.spark.members import (
     sliced_windows,
     table_of,
 )
-from udm.host.windows import CountByEndWindow, CountByStartWindow, SnapshotWindow, WindowSpec
+from udm.host.windows import (
+    CountByEndWindow,
+    CountByStartWindow,
+    CountWindow,
+    SnapshotWindow,
+    WindowSpec,
+)
 
-__all__ = ["count_slices", "endpoint_results", "memberships", "window_ranges"]
+__all__ = ["SLICES", "count_slices", "endpoint_results", "memberships", "window_ranges"]
 
-EndpointWindow = SnapshotWindow | CountByStartWindow | CountByEndWindow
+EndpointWindow = SnapshotWindow | CountWindow
 
 
 def endpoint_results(
@@ -114,11 +120,9 @@ def _snapshot_ranges(w: SnapshotWindow, g: np.ndarray, s: np.ndarray, e: np.ndar
     return rank[:n], rank[n:] - 1, ut, np.append(ut[1:], ut[-1:])
 
 
-def _count_ranges(
-    w: CountByStartWindow | CountByEndWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray
-) -> Ranges:
+def _count_ranges(w: CountWindow, g: np.ndarray, s: np.ndarray, e: np.ndarray) -> Ranges:
     """Window j spans the group's distinct times j .. j + count - 1."""
-    by_end = isinstance(w, CountByEndWindow)  # one function for the mirrored pair
+    by_end = w.edge == "end"  # one function for the mirrored pair
     ug, ut, rank = _distinct(g, e if by_end else s)
     m, c = len(ut), w.count
     firsts = run_starts(ug)
@@ -191,6 +195,14 @@ def count_slices(w: CountByStartWindow, g: np.ndarray, s: np.ndarray, watermark:
     return Slices(order, tied, order[firsts], win_s, win_e, firsts, lasts)
 
 
+#: the kinds whose windows are runs of the events sorted by start
+#: (``members_by_start``), by spec class: their windows (ending by the
+#: watermark) as slices of that order, which beats listing memberships
+SLICES: dict[type[WindowSpec], Callable[[Any, np.ndarray, np.ndarray, int], Slices]] = {
+    CountByStartWindow: count_slices,
+}
+
+
 def _evaluate_fn(
     op: WindowOp, keys: list[str], payload: list[str], schema: pa.Schema
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -201,7 +213,7 @@ def _evaluate_fn(
     w: Any = op.window
     watermark = op.watermark
     # windows that are runs of the events sorted by start: read as slices
-    sliced = isinstance(w, CountByStartWindow)
+    slicer = next((SLICES[c] for c in type(w).__mro__ if c in SLICES), None)
     # a time-sensitive UDM or an operator reads (or places outputs by)
     # lifetimes, which a count window may clip: sliced over point events
     needs_points = op.kind == "operator" or any(c.udm.time_sensitive for c in op.calls)
@@ -213,8 +225,8 @@ def _evaluate_fn(
         s = table.column(S_COL).to_numpy()
         e = table.column(E_COL).to_numpy()
         g = _groups(table, keys)
-        if sliced and (not needs_points or bool((e == s + 1).all())):
-            got = count_slices(w, g, s, watermark)
+        if slicer is not None and (not needs_points or bool((e == s + 1).all())):
+            got = slicer(w, g, s, watermark)
             yield from sliced_windows(op, table, keys, payload, got, s, schema)
             return
         lo, hi, win_s, win_e = window_ranges(w, g, s, e)

@@ -39,11 +39,13 @@ from pyspark.sql import types as T
 from udm.host.engines.graph import LiveGraph
 from udm.host.plan import (
     AntiJoinNode,
+    FinalizeNode,
     GroupNode,
     JoinNode,
     PlanNode,
     Source,
     WindowOp,
+    rewrite_nodes,
     rewrite_sources,
     sources,
     walk,
@@ -74,6 +76,7 @@ from udm.host.spark.streamrows import (
     time_ticks,
 )
 from udm.host.spark.types import function_result_type
+from udm.host.time import INFINITY
 
 __all__ = ["partition_keys", "stream_query"]
 
@@ -225,13 +228,19 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
                 )
     srcs = sources(plan)
 
-    def empty(src: Source) -> PlanNode:
-        at = next(i for i, s in enumerate(srcs) if s is src)
-        names = {src.start, src.end, *payloads[at]}
-        schema = T.StructType([f for f in src.df.schema.fields if f.name in names])
-        return dataclasses.replace(src, df=spark.createDataFrame([], schema), latest=[])
+    def empty(node: PlanNode) -> PlanNode:
+        if isinstance(node, FinalizeNode):
+            # a Finalize changes no column, and the batch engines run a
+            # bounded one only over an in-memory physical stream
+            return dataclasses.replace(node, remember=INFINITY)
+        if not isinstance(node, Source):
+            return node
+        at = next(i for i, s in enumerate(srcs) if s is node)
+        names = {node.start, node.end, *payloads[at]}
+        schema = T.StructType([f for f in node.df.schema.fields if f.name in names])
+        return dataclasses.replace(node, df=spark.createDataFrame([], schema), latest=[])
 
-    table, _ = SparkEngine(spark).table(rewrite_sources(plan, empty))
+    table, _ = SparkEngine(spark).table(rewrite_nodes(plan, empty))
     frame = output(table.frame)
     fields = [f for f in frame.schema.fields if f.name not in ("start", "end")]
     untyped = [f.name for f in fields if isinstance(f.dataType, T.NullType | T.BinaryType)]

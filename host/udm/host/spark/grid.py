@@ -45,6 +45,7 @@ from udm.host.spark.members import (
     evaluate_runs,
     explode,
     key_codes,
+    lexsort,
     run_starts,
     sliced_windows,
 )
@@ -54,7 +55,6 @@ from udm.host.strategy import use_partial
 from udm.host.windows import HoppingWindow
 
 __all__ = ["BUCKET_COL", "grid_results"]
-
 
 
 # ------------------------------------------------------------ numpy helpers
@@ -90,8 +90,7 @@ def grid_results(
     """The window operation's result rows (lifetime, keys, one column per
     call), evaluated on the grid. ``points``: every event is ``[s, s + 1)``,
     so the workers derive the end (unless Spark needs it to find buckets)."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("the grid route")
     partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
     columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
@@ -130,8 +129,7 @@ def _evaluate_fn(
     groups of a partition from their events: over point events, each
     window's run of the events sorted by start (:func:`_slices`), else its
     memberships."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("the grid route")
     watermark = op.watermark
     n_bucket = spark_evaluate.BUCKET  # as planned on the driver
 
@@ -188,7 +186,7 @@ def _slices(
     keep = np.flatnonzero(k_min <= k_max)
     if not bool((e[keep] == s[keep] + 1).all()):
         return None
-    order = keep[np.lexsort((s[keep], *reversed([c[keep] for c in codes])))]
+    order = keep[lexsort((s[keep], *reversed([c[keep] for c in codes])))]
     ss, kmn, kmx = s[order], k_min[order], k_max[order]
     head = np.zeros(len(order), dtype=bool)
     head[0] = True

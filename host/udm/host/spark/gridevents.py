@@ -34,11 +34,11 @@ def window_range(
     """Per event, the inclusive range of window indexes holding it (as
     :func:`udm.host.spark.windows.hopping_range` computes it in Spark)."""
     # windows must end by the watermark, so an end beyond it counts as the
-    # watermark (which also keeps the int64 arithmetic from overflowing)
-    k_min, k_max = w.index_range(s, np.minimum(e, min(watermark, INFINITY - 2 * w.hop)))
-    if watermark < INFINITY:
-        k_max = np.minimum(k_max, w.last_index_before(watermark))
-    return k_min, k_max
+    # watermark (the index arithmetic itself cannot overflow int64)
+    if watermark >= INFINITY:
+        return w.index_range(s, e)
+    k_min, k_max = w.index_range(s, np.minimum(e, watermark))
+    return k_min, np.minimum(k_max, w.last_index_before(watermark))
 
 
 def check_ends(s: np.ndarray, e: np.ndarray, w: HoppingWindow, watermark: int) -> None:

@@ -28,7 +28,6 @@ from pyspark.sql import DataFrame
 
 from udm.host.plan import S_COL, GroupNode, PlanNode, SelectNode, Source, WhereNode, WindowOp
 from udm.host.strategy import HEAVY_KEY_SHARE, SAMPLE_ROWS, KeySample, sample_unit
-from udm.host.windows import HoppingWindow
 
 __all__ = ["head_of", "narrow_chain", "sample_frame", "summarize"]
 
@@ -92,8 +91,7 @@ def summarize(table: pa.Table, keys: tuple[str, ...], op: WindowOp) -> KeySample
     n = table.num_rows
     if n == 0:
         return KeySample(0, 0, 0.0, 0, 0.0)
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("sampling the partial fold's groups")
     slots = np.floor_divide(table.column(S_COL).to_numpy() - w.offset, sample_unit(op))
     if keys:
         values = [[_hashable(v) for v in table.column(k).to_pylist()] for k in keys]

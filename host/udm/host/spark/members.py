@@ -72,6 +72,34 @@ def key_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
         return np.array([seen.setdefault(repr(v), len(seen)) for v in column.to_pylist()])
 
 
+def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
+    """``np.lexsort(keys)`` (the last key primary, stable), faster for
+    signed integer keys whose ranges pack into one int64: each row's keys become
+    one number, sorted by quicksort when no two rows tie (then every sort
+    gives the same permutation) or stably when some do. ``np.lexsort``
+    sorts once per key with a merge sort; over a partition's 500,000
+    events by (key, start) that was half of a grid worker's time
+    (docs/performance.md, "Where a udm mean's time goes")."""
+    n = len(keys[0]) if len(keys) else 0
+    if n < 2 or not all(k.dtype.kind == "i" for k in keys):
+        return np.lexsort(keys)
+    packed = np.zeros(n, dtype=np.int64)
+    room = 1  # the packed range so far, as a Python int (no overflow)
+    for k in reversed(keys):
+        lo, hi = int(k.min()), int(k.max())
+        span = hi - lo + 1
+        room *= span
+        if room >= 2**63:
+            return np.lexsort(keys)
+        packed *= span
+        packed += k.astype(np.int64, copy=False) - lo
+    order = np.argsort(packed)
+    ranked = packed[order]
+    if bool((ranked[1:] == ranked[:-1]).any()):
+        return np.argsort(packed, kind="stable")
+    return order
+
+
 def run_starts(*sorted_cols: np.ndarray) -> np.ndarray:
     """Indexes where a run of equal tuples begins in sorted columns."""
     n = len(sorted_cols[0])
@@ -203,6 +231,60 @@ def fold_values(
     return out
 
 
+def vector_input(
+    op: WindowOp,
+    call: Any,
+    table: pa.Table,
+    picked: pa.Array,
+    a_list: list[int],
+    z_list: list[int],
+) -> np.ndarray | None:
+    """The values of ``call`` over consecutive windows ``[a_list[r],
+    z_list[r])`` (of ``table``'s rows ``picked``; only the call's column
+    is taken) as one numpy array for the UDA's
+    ``add_segments``, or None where it does not apply: a UDA without it,
+    a value function or whole rows, windows that overlap or leave rows
+    out, or a column that is not numbers without nulls (then ``add_many``
+    or ``add`` folds each window from Python values)."""
+    u = call.udm
+    if (
+        op.kind != "aggregate"
+        or not u.incremental
+        or u.time_sensitive
+        or not u.implements("add_segments")
+        or not isinstance(call.value, str)
+        or not a_list
+        or a_list[0] != 0
+        or a_list[1:] != z_list[:-1]
+    ):
+        return None
+    column = table.column(call.value)
+    kind = column.type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return None
+    taken = column.take(picked)
+    if taken.null_count:
+        return None
+    return cast(np.ndarray, taken.to_numpy())
+
+
+def segment_states(udm: Any, values: np.ndarray, bounds: list[int]) -> list[Any]:
+    """One state per run ``[bounds[r], bounds[r + 1])`` of ``values``, from
+    one ``add_segments`` call; a wrong number of states is the UDA's
+    error, reported as its failure on the first window."""
+    try:
+        states = list(udm.add_segments(values, np.asarray(bounds, dtype=np.int64)))
+    except Exception as exc:
+        raise RunFailed(0, exc) from exc
+    if len(states) != len(bounds) - 1:
+        problem = ValueError(
+            f"add_segments returned {len(states)} states for {len(bounds) - 1} segments "
+            "(one state per segment values[bounds[i]:bounds[i + 1]])"
+        )
+        raise RunFailed(0, problem)
+    return states
+
+
 # ------------------------------------------------------------ evaluation
 
 
@@ -320,6 +402,18 @@ def tie_runs(tied: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
 
 
+def sorted_ties(values: np.ndarray, ties: list[tuple[int, int]]) -> np.ndarray:
+    """``values`` with each run ``[a, z)`` of events starting together in
+    ascending order (a stable sort: the order ``payload_key`` gives numbers,
+    NaN last), as :func:`sliced_windows` orders Python values."""
+    if not ties:
+        return values
+    values = values.copy()
+    for a, z in ties:
+        values[a:z] = np.sort(values[a:z], kind="stable")
+    return values
+
+
 def sliced_windows(
     op: WindowOp,
     table: pa.Table,
@@ -341,7 +435,8 @@ def sliced_windows(
     while i < n:
         j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
         lo, hi = int(firsts[i]), int(lasts[j - 1])
-        cols = Columns(table.select(payload).take(pa.array(order[lo:hi], pa.int64())), payload)
+        picked = pa.array(order[lo:hi], pa.int64())
+        cols: Columns | None = None  # Python values, made for the calls that need them
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
@@ -351,10 +446,26 @@ def sliced_windows(
         row_windows: list[int] = []  # .. and the window of each row
         for call in op.calls:
             u: Any = call.udm
-            values, fn = cols.values(call)
             got: list[Any] = []
             applied: list[Any] | None = None
             r = 0
+            vector = vector_input(op, call, table, picked, a_list, z_list)
+            if vector is not None:
+                try:
+                    result = u.result
+                    for st in segment_states(u, sorted_ties(vector, ties), [*a_list, z_list[-1]]):
+                        got.append(normalize_value(result(st)))
+                except Exception as exc:
+                    cause = exc.cause if isinstance(exc, RunFailed) else exc
+                    r = exc.run if isinstance(exc, RunFailed) else len(got)
+                    kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
+                    window = WindowDescriptor(ws_list[r], we_list[r])
+                    raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
+                results.append(got)
+                continue
+            if cols is None:
+                cols = Columns(table.select(payload).take(picked), payload)
+            values, fn = cols.values(call)
             try:
                 if fn is not None:
                     applied = []

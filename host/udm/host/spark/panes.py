@@ -83,13 +83,12 @@ def fold_fn(
     """The mapInArrow function folding a partition's events into partial
     states per (key, window), or per (key, pane) for point events, each
     tagged with the buckets of windows that need it."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    size, hop, off = w.size, w.hop, w.offset
+    w = op.window.require_grid("partial states of grid windows")
+    off = w.offset
     watermark = op.watermark
     k_last = w.last_index_before(watermark) if watermark < INFINITY else None
     panes = uses_panes(op)
-    p = math.gcd(size, hop)
+    p = w.pane
     n_bucket = spark_evaluate.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
     sensitive = [u.time_sensitive for u in udms]
@@ -104,7 +103,7 @@ def fold_fn(
         point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)
         w_rows, w_idx = explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
         p_rows = np.flatnonzero(point & (k_min <= k_max))
-        p_idx = (s[p_rows] - off) // p
+        p_idx = w.pane_index.at(s[p_rows])
         rows = np.concatenate([p_rows, w_rows])
         kind = np.concatenate([np.ones(len(p_rows), bool), np.zeros(len(w_rows), bool)])
         idx = np.concatenate([p_idx, w_idx])
@@ -145,9 +144,8 @@ def fold_fn(
             b_lo = np.where(run_kind, 0, run_idx // n_bucket)
             b_hi = b_lo.copy()
             if panes and run_kind.any():
-                ps = run_idx * p + off
-                first_k = -((off + size - p - ps) // hop)
-                last_k = (ps - off) // hop
+                ps = run_idx * p + off  # int64 wraps back within the tick range
+                first_k, last_k = w.index_range(ps, ps + p)  # the windows holding the pane
                 if k_last is not None:
                     last_k = np.minimum(last_k, k_last)
                 b_lo = np.where(run_kind, first_k // n_bucket, b_lo)
@@ -191,10 +189,9 @@ def merge_fn(
     """The mapInArrow function computing each (key, bucket) group's windows
     from partial states: a window merges its panes in time order, then its
     own per-window states."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
-    size, hop, off = w.size, w.hop, w.offset
-    p = math.gcd(size, hop)
+    w = op.window.require_grid("partial states of grid windows")
+    off = w.offset
+    p = w.pane
     k_last = w.last_index_before(op.watermark) if op.watermark < INFINITY else None
     n_bucket = spark_evaluate.BUCKET  # as planned on the driver
     udms: list[Any] = [c.udm for c in op.calls]
@@ -222,9 +219,9 @@ def merge_fn(
         n_own = np.fromiter((len(ow[0]) for _, ow in parts), np.int64, len(parts))
         pane_g = np.repeat(np.arange(len(parts)), n_panes)
         ps = np.fromiter(itertools.chain.from_iterable(pn[0] for pn, _ in parts), np.int64)
-        ps = ps * p + off
-        first_k = np.maximum(-((off + size - p - ps) // hop), lo[pane_g])
-        rows, held = explode(first_k, np.minimum((ps - off) // hop, hi[pane_g]))
+        ps = ps * p + off  # int64 wraps back within the tick range
+        first_k, last_k = w.index_range(ps, ps + p)  # the windows holding each pane
+        rows, held = explode(np.maximum(first_k, lo[pane_g]), np.minimum(last_k, hi[pane_g]))
         own_k = np.fromiter(itertools.chain.from_iterable(ow[0] for _, ow in parts), np.int64)
         win_g = np.concatenate([pane_g[rows], np.repeat(np.arange(len(parts)), n_own)])
         win_k = np.concatenate([held, own_k])
@@ -400,7 +397,6 @@ def grid_batch(
     schema: pa.Schema,
 ) -> pa.RecordBatch:
     """Output rows of aggregates over grid windows ``ks``."""
-    w = op.window
-    assert isinstance(w, HoppingWindow)
+    w = op.window.require_grid("partial states of grid windows")
     starts = w.start_of(np.asarray(ks, dtype=np.int64))
     return aggregate_batch(op, starts, starts + w.size, key_columns, results, schema)

@@ -53,11 +53,6 @@ _TN = "__udm_tn"
 _I = "__udm_i"
 
 
-def _floordiv(a: str, b: int) -> str:
-    """Exact floor division of a BIGINT expression by a positive constant."""
-    return f"((({a}) - pmod(({a}), {b}L)) div {b}L)"
-
-
 def _key_cols(keys: tuple[str, ...], prefix: str) -> list[Column]:
     return [F.col(quoted(k)).alias(f"{prefix}{i}") for i, k in enumerate(keys)]
 
@@ -74,8 +69,9 @@ def assign_windows(
     emit_empty: bool = False,
 ) -> DataFrame:
     """Rows of ``df`` (an event table) paired with each window they belong to."""
-    if isinstance(window, HoppingWindow):  # the grid: assigned with the watermark
-        return _hopping(df, keys, window, watermark, emit_empty)
+    grid = window.grid
+    if grid is not None:  # assigned with the watermark
+        return _hopping(df, keys, grid, watermark, emit_empty)
     if emit_empty:
         raise ValueError(f"emit_empty applies to hopping and tumbling windows, not {window!r}")
     assign = next((ASSIGNERS[c] for c in type(window).__mro__ if c in ASSIGNERS), None)
@@ -109,8 +105,9 @@ def never_ends_message(w: HoppingWindow) -> tuple[str, str]:
 
 def hopping_range(w: HoppingWindow, watermark: int) -> tuple[Column, Column]:
     """The inclusive range of window indexes ``k`` holding each event; an
-    event that never ends fails the query unless the watermark is finite."""
-    size, hop, offset = w.size, w.hop, w.offset
+    event that never ends fails the query unless the watermark is finite.
+    The index formulas are the grid's own (:meth:`HoppingWindow.index_range_sql`,
+    which :meth:`HoppingWindow.index_range` shares)."""
     # an event outside the grid's time bounds fails the query (as it does in
     # the host) before its window arithmetic could overflow int64
     min_start, max_end = w.time_bounds
@@ -123,17 +120,17 @@ def hopping_range(w: HoppingWindow, watermark: int) -> tuple[Column, Column]:
         f"concat({sql_string(a)}, {start_text}, {sql_string(b)}, {end_text}, {sql_string(c)})"
         for a, b, c in texts
     ]
+    # windows must end by the watermark, so an end beyond it counts as the
+    # watermark (the index arithmetic itself cannot overflow)
+    end = f"least({E_COL}, {watermark}L)" if watermark < INFINITY else E_COL
+    first, last = w.index_range_sql(S_COL, end)
     k_min = F.expr(
         f"CASE WHEN {S_COL} < {min_start}L OR ({E_COL} < {INFINITY}L AND {E_COL} > {max_end}L) "
         f"THEN raise_error(CASE WHEN {S_COL} <= {MIN_TIME}L THEN {messages[0]} "
         f"ELSE {messages[1]} END) "
-        f"ELSE {_floordiv(f'{S_COL} - {size}L - {offset}L', hop)} + 1 END"
+        f"ELSE {first} END"
     )
-    # windows must end by the watermark, so an end beyond it counts as the
-    # watermark (which also keeps the int64 arithmetic from overflowing)
-    cap = min(watermark, INFINITY - 2 * hop)
-    end = f"least({E_COL}, {cap}L)"
-    k_max = F.expr(f"-{_floordiv(f'{offset}L - {end}', hop)} - 1")
+    k_max = F.expr(last)
     if watermark < INFINITY:
         return k_min, F.least(k_max, F.lit(w.last_index_before(watermark)))
     before, after = never_ends_message(w)
