@@ -177,7 +177,7 @@ def test_join_refuses_suffixes_that_collide_on_spark(spark: Any) -> None:
         (
             [Insert("a", 3, 20, "x"), ExternalCti(3, 4, 1), Insert("b", 7, 20, "y")],
             ExternalCti(0, 9, 2),
-            ExternalCti(3, 4, 1),  # completed (CTI 4 issued) before [0, 9] arrives
+            ExternalCti(3, 4, 1),  # completed (its CTI waiting for [0, 2]) before [0, 9] arrives
         ),
         (
             [Insert("a", 3, 20, "x"), ExternalCti(0, 9, 2)],

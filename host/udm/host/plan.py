@@ -227,6 +227,9 @@ class Source(PlanNode):
     dropped: tuple[tuple[str, int], ...] = ()  # in-memory rows dropped, by reason
     elements: tuple[Element | ExternalCti, ...] | None = None  # the physical stream, if given
     cti_policy: str = "raise"  # for ``elements``
+    # the payload columns ``elements``' inserts name, retracted ones too: a
+    # column every event of which was retracted is still the stream's (null)
+    columns: tuple[str, ...] = ()
     # the metrics of the latest run of any query on this source (one entry)
     latest: list[QueryMetrics] = field(default_factory=list, compare=False, repr=False)
 

@@ -139,9 +139,22 @@ def elements_source(
         base,
         elements=given,
         cti_policy=policy.value,
+        columns=_insert_columns(valid),
         scalar=_scalar_elements(valid),
         dropped=tuple(counted.items()),
     )
+
+
+def _insert_columns(elements: Iterable[Element]) -> tuple[str, ...]:
+    """The payload columns of every insert, in first-seen order: the
+    stream's columns even where retractions left no event with them (the
+    host engine's operators see these inserts, the CHT may not)."""
+    seen: dict[str, None] = {}
+    for el in elements:
+        payload = getattr(el, "payload", None)
+        if type(el).__name__ == "Insert" and isinstance(payload, Mapping):
+            seen.update(dict.fromkeys(str(k) for k in payload))
+    return tuple(seen)
 
 
 def _scalar_elements(elements: Iterable[Element]) -> bool:

@@ -151,7 +151,7 @@ class ReferenceEngine:
         assert node.rows is not None
         self._count(dict(node.dropped))
         rows = list(node.rows)
-        columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+        columns = list(dict.fromkeys([*node.columns, *(c for _, _, p in rows for c in p)]))
         if any(len(p) != len(columns) for _, _, p in rows):
             # dict payloads are rows of a table: a field some lack is null
             # there, as in a DataFrame

@@ -15,7 +15,12 @@ chains that arrive out of order or before their insert.
 
 udm's retractions name events by id, so the paper's payload-matched
 structures become dictionaries by id; the algorithms are otherwise the
-paper's.
+paper's, but for one choice where the paper is silent: an ExternalCTI
+says nothing about the time before its start, so Finalize issues a CTI
+over a completed ExternalCTI only once completed ExternalCTIs (or earlier
+CTIs) cover every time from :data:`ORIGIN` up to it, without a gap.
+The paper's ``CTILifetimes.First()`` check alone would issue a CTI at 9
+after ``[5, 9]`` completes while ``[0, 4]`` has not even arrived.
 """
 
 from __future__ import annotations
@@ -30,7 +35,12 @@ from udm.host.operators.ids import OutputIds
 from udm.host.stream import Cti, ExternalCti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 
-__all__ = ["AlignOperator", "FinalizeOperator", "repaired"]
+__all__ = ["ORIGIN", "AlignOperator", "FinalizeOperator", "repaired"]
+
+#: where Finalize takes the time ExternalCTIs cover to begin (tick 0, as in
+#: the paper's example): its first CTI from ExternalCTIs needs completed
+#: ones covering every time from here (or from an earlier start) to its end
+ORIGIN = 0
 
 
 class AlignOperator(Operator):
@@ -197,6 +207,8 @@ class FinalizeOperator(Operator):
         "intervals",
         "seen",
         "cti_cause",
+        "complete",
+        "known",
     )
 
     def __init__(self, remember: int, name: str = "finalize") -> None:
@@ -216,12 +228,24 @@ class FinalizeOperator(Operator):
         self.seen = SortedDict()
         # what issued last_cti, for the message of an element that arrives behind it
         self.cti_cause = ""
+        # completed ExternalCTIs (start -> end) a gap still separates from
+        # ``known``: their CTI waits until the time before them is complete
+        self.complete = SortedDict()
+        # every sync time before this is complete (ExternalCTIs or CTIs)
+        self.known = ORIGIN
 
     def set_state(self, state: dict[str, Any]) -> None:
         """As :meth:`Operator.set_state`; a state saved before ``seen`` and
         ``cti_cause`` existed gets them empty (earlier ExternalCTIs are then
-        not checked for overlap)."""
-        super().set_state({"seen": SortedDict(), "cti_cause": "", **state})
+        not checked for overlap), one saved before ``known`` existed takes
+        it from its last CTI (everything up to a CTI from an ExternalCTI's
+        end is complete, only what is before a received CTI)."""
+        last = state.get("last_cti", MIN_TIME)
+        known = ORIGIN if last == MIN_TIME else last
+        if state.get("cti_cause", "") not in ("", "it received") and last != MIN_TIME:
+            known = last + 1
+        defaults = {"seen": SortedDict(), "cti_cause": "", "complete": SortedDict()}
+        super().set_state({**defaults, "known": max(known, ORIGIN), **state})
 
     # -------------------------------------------------------------- CTIs
 
@@ -230,11 +254,14 @@ class FinalizeOperator(Operator):
             return
         self.last_cti = time
         self.cti_cause = cause
+        self.known = max(self.known, time)
         self.emit(Cti(time))
         # forget what the CTI made final
         del self.received[: self.received.bisect_left(time)]
         while self.intervals and self.intervals.peekitem(0)[1][0] < time:
             self.intervals.popitem(0)
+        while self.complete and self.complete.peekitem(0)[1] < time:
+            self.complete.popitem(0)
         for ident, (_, end) in list(self.live.items()):
             if end < time:
                 del self.live[ident]
@@ -246,12 +273,25 @@ class FinalizeOperator(Operator):
             if not links:
                 del self.links[ident]
 
-    def _check_intervals(self) -> None:
-        while self.intervals:
-            start, (end, expected, got) = self.intervals.peekitem(0)
-            if got < expected:
-                return
-            self.intervals.popitem(0)
+    def _check_interval(self, start: int) -> None:
+        """Move the ExternalCTI at ``start`` to ``complete`` once all it
+        counted arrived, and issue the CTIs that completes."""
+        end, expected, got = self.intervals[start]
+        if got < expected:
+            return
+        del self.intervals[start]
+        self.complete[start] = end
+        self._advance()
+
+    def _advance(self) -> None:
+        """A CTI at the end of each completed ExternalCTI that no gap
+        separates from ``known`` (the paper is silent on gaps: a CTI over
+        time no ExternalCTI covers yet would turn away its elements)."""
+        start = None
+        while self.complete and self.complete.peekitem(0)[0] <= self.known:
+            start, end = self.complete.popitem(0)
+            self.known = max(self.known, end + 1)
+        if start is not None:  # one CTI, at the end of the last one it covers
             done = self.seen.get(start)
             self._update_cti(
                 end,
@@ -260,26 +300,39 @@ class FinalizeOperator(Operator):
                 else "from its ExternalCTIs",
             )
 
+    def _count(self, sync: int) -> None:
+        """Count an element in the ExternalCTI holding its sync time, if any
+        (one already complete, waiting for the time before it, has no room)."""
+        at = self.intervals.bisect_right(sync) - 1
+        if at >= 0 and sync <= self.intervals.peekitem(at)[1][0]:
+            start, entry = self.intervals.peekitem(at)
+            entry[2] += 1
+            end, expected, got = entry
+        else:
+            at = self.complete.bisect_right(sync) - 1
+            if at < 0 or sync > self.complete.peekitem(at)[1]:
+                return
+            start, end = self.complete.peekitem(at)
+            expected = self.seen[start].count
+            got = expected + 1
+        if got > expected:
+            raise OperatorError(
+                self.name,
+                f"more elements arrived with sync times in [{start}, {end}] than "
+                f"its ExternalCti counted ({expected})",
+            )
+        self._check_interval(start)
+
     def _receive(self, sync: int) -> None:
         self.received.add(sync)
         self.latest_sync = max(self.latest_sync, sync)
-        at = self.intervals.bisect_right(sync) - 1
-        if at >= 0:
-            start, entry = self.intervals.peekitem(at)
-            if start <= sync <= entry[0]:
-                entry[2] += 1
-                if entry[2] > entry[1]:
-                    raise OperatorError(
-                        self.name,
-                        f"more elements arrived with sync times in [{start}, {entry[0]}] than "
-                        f"its ExternalCti counted ({entry[1]})",
-                    )
-        self._check_intervals()
+        self._count(sync)
         if self.remember < INFINITY:
             self._update_cti(
                 self.latest_sync - self.remember,
                 f"{self.remember} behind the latest sync time {self.latest_sync} (remember=)",
             )
+            self._advance()
 
     def on_external_cti(self, port: int, element: ExternalCti) -> None:
         s, e = element.start, element.end
@@ -307,10 +360,11 @@ class FinalizeOperator(Operator):
                 element,
             )
         self.intervals[s] = [e, element.count, got]
-        self._check_intervals()
+        self._check_interval(s)
 
     def on_cti(self, port: int, time: int) -> None:
         self._update_cti(time, "it received")
+        self._advance()
 
     # ----------------------------------------------------------- elements
 
@@ -324,6 +378,13 @@ class FinalizeOperator(Operator):
             why = (
                 f"it arrives after a CTI at {self.last_cti} in its input (a late element): "
                 "elements must not arrive behind a CTI"
+            )
+        elif sync < ORIGIN:
+            why = (
+                f"it arrives after the CTI at {self.last_cti} that Finalize issued "
+                f"{self.cti_cause}, and its sync time ({sync}) is before time {ORIGIN}, "
+                "where Finalize takes ExternalCTIs to begin: an ExternalCTI starting "
+                "at or before its sync time must count it"
             )
         else:
             why = (

@@ -51,6 +51,8 @@ from udm.host.plan import (
 from udm.host.rows import Layout
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, quoted, sql_string
 from udm.host.spark.join_select import select_pairs
+from udm.host.spark.mixedtypes import check_join_keys, check_union_columns
+from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
 from udm.host.time import INFINITY
@@ -81,6 +83,8 @@ def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
             f"the streams' times are of different kinds {sorted(kinds)}; convert one "
             "(timestamps or ticks) before the union",
         )
+    columns = list(dict.fromkeys(c for t in tables for c in t.frame.columns))
+    check_union_columns([t.frame.df for t in tables], columns)  # before Spark coerces them
     df: DataFrame = tables[0].frame.df
     for t in tables[1:]:
         df = df.unionByName(t.frame.df, allowMissingColumns=True)
@@ -237,6 +241,7 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
             f"{right.frame.time}; convert one (timestamps or ticks) before the join",
         )
     on = node.on
+    check_join_keys(node.describe(), on, left.frame.df, right.frame.df)
     lcols = [c for c in left.frame.columns if c not in on]
     rcols = [c for c in right.frame.columns if c not in on]
     clash = set(lcols) & set(rcols)
@@ -348,6 +353,7 @@ def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     for side, table in (("left", left), ("right", right)):
         _check_on(node.describe(), node.on, side, table)
     on = node.on
+    check_join_keys(node.describe(), on, left.frame.df, right.frame.df)
     where = None if node.where is None else pair_udf(node.where, "where", node.describe())
     lcols, rcols = left.frame.columns, right.frame.columns
     lscalar, rscalar = left.scalar, right.scalar
@@ -377,6 +383,7 @@ def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     if not on:
         lg, rg = lg.withColumn("__udm_g", F.lit(0)), rg.withColumn("__udm_g", F.lit(0))
     by = list(on) or ["__udm_g"]
+    share_driver_python(lg.sparkSession)  # PySpark reads the workers' interpreter here
     df = lg.groupBy(*by).cogroup(rg.groupBy(*by)).applyInArrow(per_key, schema)
     frame = EventFrame(df, left.frame.time, False)
     return SparkTable(frame, left.keys, left.layout, left.scalar)

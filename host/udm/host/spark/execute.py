@@ -44,6 +44,7 @@ from udm.host.spark.decode import decode_pickled
 from udm.host.spark.errors import running, udm_errors, udm_frame
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize, output, quoted
 from udm.host.spark.keysample import head_of, narrow_chain, sample_frame, summarize
+from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkTable
 from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
 from udm.host.spark.windowop import evaluate_op
@@ -76,6 +77,13 @@ def _session(spark: SparkSession | None) -> SparkSession:
     return active
 
 
+def _active_of(plan: PlanNode) -> SparkSession | None:
+    """The session a plan runs in: its first DataFrame source's, else the
+    active one (None before any session exists)."""
+    df = next((s.df for s in sources(plan) if s.df is not None), None)
+    return df.sparkSession if df is not None else SparkSession.getActiveSession()
+
+
 def source_frame(
     source: Source,
     pushed: list[PlanNode] | None = None,
@@ -88,7 +96,7 @@ def source_frame(
         frame, metrics = normalize(source, quiet)
     else:
         assert source.rows is not None
-        frame = from_rows(_session(spark), list(source.rows), source.timestamps)
+        frame = from_rows(_session(spark), list(source.rows), source.timestamps, source.columns)
         metrics = QueryMetrics(dict(source.dropped))
     keys: tuple[str, ...] = ()
     for node in pushed or []:
@@ -157,6 +165,12 @@ class SparkEngine:
         self._memo.clear()
         self.choices.clear()
         self._metrics = []
+        # every engine="spark" run (to_cht, to_dataframe, explain) starts here:
+        # a local session's Python workers get the driver's interpreter before
+        # any node wraps a Python function, whichever node that is
+        session = self.spark or _active_of(plan)
+        if session is not None:
+            share_driver_python(session)
         out = self.run(plan)
         return out, _combined(self._metrics)
 

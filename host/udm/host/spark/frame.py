@@ -15,7 +15,7 @@ dropped and counted by an ``Observation`` (``on_invalid="drop"``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -263,13 +263,20 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
     return EventFrame(out, checks.kind, points=source.end is None), metrics
 
 
-def from_rows(spark: SparkSession, rows: list[Row], timestamps: bool) -> EventFrame:
-    """An event table from in-memory rows (Arrow infers payload types)."""
+def from_rows(
+    spark: SparkSession, rows: list[Row], timestamps: bool, columns: Sequence[str] = ()
+) -> EventFrame:
+    """An event table from in-memory rows (Arrow infers payload types);
+    ``columns`` the source knows beyond the rows' (its inserts were all
+    retracted) are null columns, as the in-process engines have them."""
     records = [{S_COL: s, E_COL: e, **p} for s, e, p in rows]
     if records:
         table = pa.Table.from_pylist(records)
     else:
         table = pa.table({S_COL: pa.array([], pa.int64()), E_COL: pa.array([], pa.int64())})
+    for c in columns:
+        if c not in table.column_names:
+            table = table.append_column(c, pa.nulls(table.num_rows))
     df = spark.createDataFrame(table)
     return EventFrame(df, "timestamp" if timestamps else "long")
 
