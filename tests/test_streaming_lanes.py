@@ -260,7 +260,8 @@ def test_generated_ctis_equal_the_per_event_rule(
         c = p._generate(one, s)
         if c is not None:
             expected.append((i, c))
-    assert p._generated(meta, np.array(starts, dtype=np.int64)) == expected
+    assert p.ctis is not None
+    assert p.ctis.batch(meta, np.array(starts, dtype=np.int64)) == expected
     assert meta == one
 
 

@@ -43,17 +43,23 @@ def template_dir() -> Path:
 
 
 def make_console(err: bool = False) -> Console:
+    """The CLI's rich console (``err``: on stderr), without highlighting or
+    hard wraps so output can be piped and compared."""
     return Console(stderr=err, highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
     # messages quote user text (file names, YAML keys, ids) that may look
     # like rich markup ("[min, max]", "[/oops]"): escape it
+    """Print ``message`` as an error and return the exit to raise, so every
+    command fails the same way (user text escaped, not read as markup)."""
     make_console(err=True).print(f"[red]error:[/red] {escape(message)}", markup=True)
     return typer.Exit(code)
 
 
 def load_registry() -> Any:
+    """The UDM registry with every installed library loaded, failures left for
+    the command to report; duplicate names end the command with their error."""
     import warnings
 
     from udm.host.registry import UdmPluginWarning, get_registry

@@ -151,6 +151,10 @@ class QuerySpec(BaseModel):
         return named
 
     def stream(self, spark: Any, base: Path, where: Callable[[str], str] | None = None) -> Any:
+        """The query of this spec as a :class:`~udm.host.query.Stream` over
+        its source read with ``spark`` (paths relative to ``base``);
+        ``where`` turns a field name into its place in the query file, so
+        missing fields are reported at their lines."""
         from udm.host.query import Stream
 
         src = self.source

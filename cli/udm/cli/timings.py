@@ -64,6 +64,8 @@ class SparkWork:
     python_code: float = 0.0
 
     def describe(self) -> str:
+        """The Spark work in one line: executions, jobs, stages, tasks and the
+        Python workers' time."""
         text = (
             f"{self.executions} SQL executions, {self.jobs} jobs, "
             f"{self.stages} stages, {self.tasks} tasks"
@@ -118,6 +120,7 @@ class QueryTimes:
     work: dict[str, SparkWork] = field(default_factory=dict)
 
     def total(self) -> float:
+        """The query's seconds over all its phases."""
         return sum(self.seconds.values())
 
 

@@ -138,6 +138,9 @@ def cell(value: Any) -> tuple[str, bool]:
 
 
 def preview(console: Console, title: str, df: Any, n: int) -> None:
+    """Print the first ``n`` rows of ``df`` as a table, ordered by time, with
+    times as exact text in the session's time zone (as the output files have
+    them)."""
     from pyspark.sql import types as T
 
     from udm.host.spark.frame import quoted

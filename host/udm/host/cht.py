@@ -68,6 +68,8 @@ class Cht(Sequence[IntervalEvent[Any]]):
     def from_stream(
         cls, stream: Iterable[Element], cti_policy: CtiPolicy | str = CtiPolicy.RAISE
     ) -> Cht:
+        """The CHT a physical stream stands for (retractions applied, CTIs
+        checked by ``cti_policy``): what a stream's consumers must agree on."""
         return derive_cht(stream, cti_policy=cti_policy)[0]
 
     @overload
@@ -88,6 +90,8 @@ class Cht(Sequence[IntervalEvent[Any]]):
         return sorted(self._events, key=_sort_key)
 
     def counter(self) -> Counter[tuple[int, int, Any]]:
+        """The events as a multiset of ``(start, end, payload)`` with payloads
+        made hashable: CHTs compare equal when these are, whatever the order."""
         return Counter((e.start, e.end, freeze(e.payload)) for e in self._events)
 
     def __eq__(self, other: object) -> bool:

@@ -53,6 +53,8 @@ class KeyEvents:
         return len(self.records)
 
     def add(self, record: list[Any], ident: Hashable, payload: Any) -> None:
+        """Keep an event (its ``record``, id and payload) in start order; an
+        event arriving in order is an append, a late one is inserted."""
         start = record[0]
         starts = self.starts
         if not starts or start > starts[-1]:
@@ -144,4 +146,6 @@ class KeyEvents:
         ]
 
     def min_end(self) -> int | None:
+        """The earliest end of the key's kept events (None without any): until
+        then nothing of them can be dropped."""
         return min((r[1] for r in self.records), default=None)

@@ -37,6 +37,8 @@ class Consistency(StrEnum):
 
     @classmethod
     def parse(cls, value: Consistency | str) -> Consistency:
+        """The level named by ``value``, or a ValueError listing the valid
+        names (options arrive as strings from users and fixtures)."""
         try:
             return cls(value)
         except ValueError:
@@ -88,6 +90,8 @@ class Journal:
         self.key_of: list[tuple[Hashable, bool, Hashable]] = []
 
     def touch(self, ks: KeyState, start: int) -> None:
+        """Save window ``start`` of ``ks`` as it is now, once per transaction,
+        so a rollback can restore it after a UDM error."""
         slot = (id(ks), start)
         if slot in self.wins:
             return
@@ -96,5 +100,7 @@ class Journal:
         self.wins[slot] = (ks, saved)
 
     def touch_key(self, ks: KeyState) -> None:
+        """Save the key's watermarks as they are now, once per transaction, so
+        a rollback can restore them."""
         if id(ks) not in self.keys:
             self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)

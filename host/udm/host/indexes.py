@@ -36,6 +36,8 @@ class IndexedEvent:
     seq: int
 
     def event(self) -> IntervalEvent[Any]:
+        """The event as UDMs receive it: lifetime and payload, without the
+        index's bookkeeping."""
         return IntervalEvent(self.start, self.end, self.payload)
 
 
@@ -79,6 +81,8 @@ class EventIndex:
             del self.by_id[ev.id]
 
     def add(self, ev: IndexedEvent) -> None:
+        """Index a live event by id, start, end and endpoint, so window members
+        and snapshot boundaries are found without a scan."""
         self.by_id[ev.id] = ev
         self.by_end.add(ev)
         self.by_start.add(ev)
@@ -88,6 +92,8 @@ class EventIndex:
         _bump(self.ends, ev.end, 1)
 
     def remove(self, ev: IndexedEvent) -> None:
+        """Forget a live event in every index (a retraction, or the event
+        expired)."""
         self._unlink(ev)
         self.by_end.remove(ev)
         self.by_start.remove(ev)

@@ -92,6 +92,8 @@ def detached(result: Any, operator: bool = False) -> Any:
 
 
 def canonical_key(e: IntervalEvent[Any]) -> tuple[Any, ...]:
+    """The sort key of the canonical order (start, end, payload), so a UDM sees
+    the same input order whatever the arrival order."""
     return (e.start, e.end, payload_key(e.payload))
 
 
@@ -128,6 +130,7 @@ def instantiate(udm: Udm | type[Udm], args: dict[str, Any] | None = None) -> Udm
 
 
 def udm_label(udm: Udm) -> str:
+    """How errors name a UDM: its registered name, else its class."""
     return udm.name or type(udm).__qualname__
 
 
@@ -158,6 +161,8 @@ def make_value_fn(value: str | Callable[[Any], Any] | None, argument: str = "val
 
 
 def map_payload(event: IntervalEvent[Any], value_fn: ValueFn) -> IntervalEvent[Any]:
+    """``event`` with the payload the UDM reads (``value_fn`` of the payload;
+    the event itself without one)."""
     if value_fn is None:
         return event
     return IntervalEvent(event.start, event.end, value_fn(event.payload))

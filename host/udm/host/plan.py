@@ -23,16 +23,17 @@ consistency level without changing what it computes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from udm.host.invoke import ValueFn, make_value_fn
+# the UDM calls and consistency levels are parts of a plan with modules of
+# their own; importing them from here keeps working
+from udm.host.calls import AggSpec, UdmCall, ValueArg, agg, describe_expr, is_column
+from udm.host.levels import consistency_levels, non_negative_duration
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import INFINITY, format_time, iso_time
 from udm.host.windows import WindowSpec
-from udm.sdk.base import Udm
-from udm.sdk.decorators import Function
 
 if TYPE_CHECKING:
     from udm.host.metrics import QueryMetrics
@@ -85,104 +86,8 @@ SCALAR_COL = "value"
 Shape = Literal["point", "interval", "edge"]
 OnInvalid = Literal["raise", "drop"]
 OnNullKey = Literal["raise", "drop", "keep"]
-ValueArg = str | Sequence[str] | Callable[[Any], Any] | None
 #: An event as engines pass it between nodes: (start, end, payload columns).
 Row = tuple[int, int, dict[str, Any]]
-
-
-# ------------------------------------------------------------- UDM calls
-
-
-@dataclass(frozen=True)
-class AggSpec:
-    """One aggregate of a multi-aggregate call (see :func:`agg`)."""
-
-    udm: Any
-    value: ValueArg = None
-    returns: Any = None
-    args: Mapping[str, Any] = field(default_factory=dict)
-
-
-def agg(udm: Any, value: ValueArg = None, *, returns: Any = None, **args: Any) -> AggSpec:
-    """An aggregate for ``aggregate(name=agg(...), ...)``: the UDM (name,
-    class or instance), its ``value`` mapping, result type and arguments."""
-    return AggSpec(udm, value, returns, dict(args))
-
-
-def _pick(columns: Sequence[str]) -> Callable[[Any], Any]:
-    cols = list(columns)
-
-    def pick(payload: Any) -> Any:
-        try:
-            return {c: payload[c] for c in cols}
-        except KeyError as exc:
-            raise KeyError(f"payload {payload!r} has no field {exc.args[0]!r}") from None
-
-    return pick
-
-
-@dataclass(frozen=True)
-class UdmCall:
-    """A resolved UDM invocation: output name, instance, input mapping."""
-
-    name: str
-    udm: Udm
-    value: ValueArg
-    returns: Any = None
-
-    @property
-    def value_fn(self) -> ValueFn:
-        """What the UDM receives per event, as a function of the payload."""
-        if self.value is None or isinstance(self.value, str) or callable(self.value):
-            return make_value_fn(self.value)
-        return _pick(self.value)
-
-    def columns(self) -> list[str] | None:
-        """Input columns the UDM reads (``None``: the whole payload)."""
-        if isinstance(self.value, str):
-            return [self.value]
-        if self.value is None or callable(self.value):
-            return None
-        return list(self.value)
-
-    def describe(self) -> str:
-        """``median('temp', q=0.5) [flavor]``, for ``explain``."""
-        if self.value is None:
-            v = "payload"
-        elif isinstance(self.value, str):
-            v = repr(self.value)
-        elif callable(self.value):
-            v = getattr(self.value, "__name__", "fn")
-        else:
-            v = repr(list(self.value))
-        args = _udm_arguments(self.udm)
-        shown = "".join(f", {k}={a!r}" for k, a in args.items())
-        return f"{self.udm.name}({v}{shown}) [{self.udm.flavor()}]"
-
-
-def _udm_arguments(udm: Udm) -> dict[str, Any]:
-    """The arguments a UDM was created with, for ``explain``: a decorated
-    function's ``args``, else the instance's public attributes."""
-    state = vars(udm) if hasattr(udm, "__dict__") else {}
-    if isinstance(state.get("args"), dict):
-        return dict(state["args"])
-    return {k: a for k, a in state.items() if not k.startswith("_") and not callable(a)}
-
-
-def describe_expr(expr: Any) -> str:
-    """A UDF, Spark Column or SQL string as ``explain`` shows it."""
-    if isinstance(expr, str):
-        return expr
-    if isinstance(expr, Function):
-        return f"udf {expr.name}"
-    if callable(expr) and not is_column(expr):
-        return f"udf {getattr(expr, '__name__', type(expr).__name__)}"
-    return str(expr)
-
-
-def is_column(expr: Any) -> bool:
-    """Whether ``expr`` is a Spark Column (checked by name: no pyspark import)."""
-    return type(expr).__name__ == "Column" and type(expr).__module__.startswith("pyspark")
 
 
 # ----------------------------------------------------------------- nodes
@@ -623,52 +528,6 @@ def detached(op: WindowOp) -> WindowOp:
     import dataclasses
 
     return dataclasses.replace(op, input=Source(rows=()))
-
-
-def non_negative_duration(value: Any, where: str) -> int:
-    """Ticks of a duration that may be unbounded (``None``, ``inf`` or
-    :data:`INFINITY`); a negative one is refused, naming ``where``."""
-    from udm.host.errors import OperatorError
-    from udm.host.time import to_duration_ticks
-
-    if value is None or (isinstance(value, int | float) and value == float("inf")):
-        return INFINITY
-    d = INFINITY if value == INFINITY else to_duration_ticks(value)
-    if d < 0:
-        raise OperatorError(where, f"a duration cannot be negative, got {value!r}")
-    return d
-
-
-def consistency_levels(level: Any) -> tuple[int, int]:
-    """``(blocking, remember)`` in ticks for a consistency level (see
-    :meth:`udm.host.query.Stream.with_consistency`): ``"strong"``, ``"middle"``,
-    ``("weak", remember)`` or ``(blocking, remember)`` durations
-    (``INFINITY`` for unbounded)."""
-    if level == "strong":
-        return INFINITY, INFINITY
-    if level == "middle":
-        return 0, INFINITY
-    if level == "weak":
-        raise ValueError(
-            'consistency "weak" bounds memory: say how much, ("weak", remember) with remember '
-            "a duration such as timedelta(minutes=5)"
-        )
-    if isinstance(level, tuple) and len(level) == 2:
-        first, second = level
-        if first == "weak":
-            return 0, non_negative_duration(second, "consistency remember")
-        blocking = non_negative_duration(first, "consistency blocking")
-        remember = non_negative_duration(second, "consistency remember")
-        if blocking > remember:
-            raise ValueError(
-                f"consistency (blocking={first!r}, remember={second!r}): blocking longer than "
-                "remembering makes no sense (the triangle of consistency levels)"
-            )
-        return blocking, remember
-    raise ValueError(
-        f'unknown consistency {level!r}; use "strong", "middle", ("weak", remember) or '
-        "(blocking, remember) durations"
-    )
 
 
 def with_consistency(plan: PlanNode, blocking: int, remember: int) -> PlanNode:

@@ -26,6 +26,8 @@ class InputClipping(StrEnum):
 
     @classmethod
     def parse(cls, value: InputClipping | str) -> InputClipping:
+        """The clipping named by ``value``, or a ValueError listing the valid
+        names (options arrive as strings from users and fixtures)."""
         try:
             return cls(value)
         except ValueError:
@@ -35,10 +37,13 @@ class InputClipping(StrEnum):
 
     @property
     def clips_right(self) -> bool:
+        """Whether events are cut at the window's end (``right`` and ``full``)."""
         return self in (InputClipping.RIGHT, InputClipping.FULL)
 
     @property
     def clips_left(self) -> bool:
+        """Whether events are cut at the window's start (``left`` and
+        ``full``)."""
         return self in (InputClipping.LEFT, InputClipping.FULL)
 
     def clip(self, event: IntervalEvent[Any], window: WindowDescriptor) -> IntervalEvent[Any]:
@@ -118,6 +123,8 @@ class OutputPolicy(StrEnum):
 
     @classmethod
     def parse(cls, value: OutputPolicy | str) -> OutputPolicy:
+        """The policy named by ``value``, or a ValueError listing the valid
+        names (options arrive as strings from users and fixtures)."""
         try:
             return cls(value)
         except ValueError:
@@ -128,6 +135,8 @@ class OutputPolicy(StrEnum):
 
     @property
     def uses_udm_timestamps(self) -> bool:
+        """Whether output lifetimes come from the UDM's events (``clip``,
+        ``keep``, ``time_bound``) rather than from the window."""
         return self in (OutputPolicy.CLIP, OutputPolicy.KEEP, OutputPolicy.TIME_BOUND)
 
     def window_lifetime(self, w_start: Any, w_end: Any) -> tuple[Any, Any]:

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import inspect
 import re
 import threading
 import traceback
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 import pluggy
 
 from udm.host import hookspecs
+
+# entries are what the registry holds; importing them from here keeps working
+from udm.host.entries import LibraryFailure, UdmEntry, defining_object
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
 from udm.sdk.errors import UdmDefinitionError
@@ -68,129 +69,6 @@ class UnknownUdmError(KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
-
-
-@dataclass(frozen=True)
-class UdmEntry:
-    """One registered UDM: its qualified name and where it came from."""
-
-    name: str
-    library: str
-    udm: Any
-    distribution: str | None = None
-    version: str | None = None
-
-    @property
-    def short_name(self) -> str:
-        return self.name.split(".", 1)[1]
-
-    @property
-    def kind(self) -> str:
-        return str(self.udm.kind)
-
-    @property
-    def flavor(self) -> str:
-        return str(self.udm.flavor())
-
-    @property
-    def properties(self) -> list[str]:
-        """Names of the properties that hold (``deterministic``, ...)."""
-        return list(self.udm.properties.enabled())
-
-    @property
-    def doc(self) -> str:
-        target = _target(self.udm)
-        return inspect.getdoc(target) or ""
-
-    @property
-    def signature(self) -> str:
-        """How to call it: UDM arguments for UDAs/UDOs, parameters for UDFs."""
-        return f"{self.name}{_signature(self.udm)}"
-
-    def required_arguments(self) -> list[str]:
-        """The arguments a UDA/UDO class cannot be created without (none
-        for an instance, already created, or a UDF)."""
-        if not isinstance(self.udm, type):
-            return []
-        try:
-            params = _argument_params(self.udm)
-        except (TypeError, ValueError):
-            return []
-        named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        return [p.name for p in params if p.kind in named and p.default is p.empty]
-
-    @property
-    def source(self) -> str:
-        target = _target(self.udm)
-        return f"{getattr(target, '__module__', '?')}:{getattr(target, '__qualname__', '?')}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "flavor": self.flavor,
-            "properties": self.properties,
-            "library": self.library,
-            "distribution": self.distribution,
-            "version": self.version,
-            "source": self.source,
-        }
-
-
-@dataclass(frozen=True)
-class LibraryFailure:
-    """A library that did not load: the error and its formatted traceback."""
-
-    library: str
-    error: str
-    traceback: str
-    distribution: str | None = None
-    version: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "library": self.library,
-            "distribution": self.distribution,
-            "version": self.version,
-            "error": self.error,
-            "traceback": self.traceback,
-        }
-
-
-def _target(udm: Any) -> Any:
-    """What documents a UDM: the wrapped function of decorator UDMs and
-    UDFs, the class of an instance, else the class itself."""
-    if isinstance(udm, Function):
-        return udm.fn
-    cls = udm if isinstance(udm, type) else type(udm)
-    return getattr(cls, "__wrapped__", cls)
-
-
-def _sig(obj: Any) -> inspect.Signature:
-    try:  # show `int`, not the string annotation of `from __future__ import annotations`
-        return inspect.signature(obj, eval_str=True)
-    except Exception:
-        return inspect.signature(obj)
-
-
-def _argument_params(udm: Any) -> list[inspect.Parameter]:
-    """The parameters a query writer binds when creating a UDA/UDO: a
-    decorated function's beyond its data parameters, else the class's."""
-    cls: Any = udm if isinstance(udm, type) else type(udm)
-    wrapped = getattr(cls, "__wrapped__", None)
-    if wrapped is not None:
-        params = list(_sig(wrapped).parameters.values())
-        return params[2 if cls.time_sensitive else 1 :]
-    return list(_sig(cls).parameters.values())
-
-
-def _signature(udm: Any) -> str:
-    try:
-        if isinstance(udm, Function):
-            return str(_sig(udm.fn))
-        return str(inspect.Signature(_argument_params(udm)))
-    except (TypeError, ValueError):
-        return "(...)"
 
 
 def validate_udm(udm: Any, where: str) -> None:
@@ -444,6 +322,8 @@ class Registry:
         return [self._failures[k] for k in sorted(self._failures)]
 
     def names(self) -> list[str]:
+        """The qualified names of every registered UDM, sorted: for listings
+        and "did you mean" hints."""
         return [e.name for e in self.entries]
 
     def __contains__(self, name: object) -> bool:
@@ -473,7 +353,7 @@ class Registry:
             return name_or_udm
         name = name_or_udm
         udm = _import_udm(name) if ":" in name else self.entry(name).udm
-        module = getattr(_target(udm), "__module__", None)
+        module = getattr(defining_object(udm), "__module__", None)
         if isinstance(module, str):
             self._resolved_modules[module] = None
         return udm

@@ -59,6 +59,8 @@ class Layout:
     fields: tuple[tuple[str, str], ...]
 
     def payload(self, row: Mapping[str, Any]) -> Any:
+        """The payload of an output row as users get it: the scalar itself for
+        a scalar stream, else a dict under the user's column names."""
         if self.scalar is not None:
             return row[self.scalar]
         return {name: row[col] for name, col in self.fields}
@@ -121,14 +123,20 @@ def adapt_op(op: WindowOp, scalar: bool) -> WindowOp:
 
 
 def reason_null(col: str) -> str:
+    """Why a row is invalid when time column ``col`` is null; one wording on
+    every engine, so fixtures can compare messages."""
     return f"{col!r} is null"
 
 
 def reason_unparsable(col: str) -> str:
+    """Why a row is invalid when time column ``col`` cannot be read as a time
+    (same wording on every engine)."""
     return f"{col!r} is not a valid time"
 
 
 def reason_end_of_time(col: str) -> str:
+    """Why a point event starting at the end of time is invalid (same wording
+    on every engine)."""
     return f"{col!r} is the end of time (a point event cannot start there)"
 
 
@@ -138,10 +146,14 @@ OPEN_IN_MEMORY = "an event that has not ended ends at INFINITY, 'inf'"
 
 
 def reason_no_end(col: str, open_end: str = OPEN_BY_SHAPE) -> str:
+    """Why a row without an end is invalid, with how the query could have said
+    the event is open (``open_end``)."""
     return f"{col!r} is null ({open_end})"
 
 
 def reason_order(start: str, end: str) -> str:
+    """Why a row whose end is not after its start is invalid (same wording on
+    every engine)."""
     return f"{end!r} is not after {start!r}"
 
 
@@ -180,6 +192,8 @@ def check_row(
 
 
 def start_of(event: Any) -> Any:
+    """The start of an in-memory event (an IntervalEvent or a tuple), or None
+    for a malformed one, which ``from_cht`` then reports."""
     if isinstance(event, IntervalEvent):
         return event.start
     try:
@@ -215,6 +229,8 @@ def why_not_a_time(*times: Any) -> str:
 
 
 def invalid_event(reason: str, row: Any) -> InvalidEventError:
+    """The error for an invalid event, showing the row and how to drop such
+    rows instead."""
     return InvalidEventError(
         f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
         "to drop such rows and count them (stream.metrics.invalid_rows())"
@@ -326,6 +342,8 @@ def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
 def rows_to_cht(
     rows: Iterable[Row], keys: Sequence[str], layout: Layout
 ) -> Cht | dict[Hashable, Cht]:
+    """Engine output rows as users get them from ``to_cht``: one Cht, or
+    ``{key: Cht}`` with the key's value (a tuple for several key columns)."""
     if not keys:
         return Cht(IntervalEvent(s, e, layout.payload(p)) for s, e, p in rows)
     groups: dict[Hashable, list[IntervalEvent[Any]]] = {}

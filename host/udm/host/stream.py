@@ -83,6 +83,8 @@ class Retract:
 
     @property
     def is_full(self) -> bool:
+        """Whether it removes the event altogether (new end at its start)
+        rather than shortening it."""
         return self.new_end == self.start
 
     def __repr__(self) -> str:
@@ -103,6 +105,7 @@ class Cti:
 
     @property
     def sync_time(self) -> int:
+        """The application time this element is at: a CTI is at its own time."""
         return self.time
 
     def __repr__(self) -> str:
@@ -138,6 +141,8 @@ class ExternalCti:
 
     @property
     def sync_time(self) -> int:
+        """The application time this element is at: an ExternalCTI is at its
+        start."""
         return self.start
 
     def __repr__(self) -> str:

@@ -26,6 +26,7 @@ from udm.host.time import INFINITY, from_ticks
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
+    from udm.host.running import RunnableStream
 
 __all__ = ["SHOWN", "from_table", "time_columns", "to_arrow"]
 
@@ -182,7 +183,7 @@ def _element(ann: Any) -> Any:
     return ann
 
 
-def time_columns(stream: Stream) -> set[str]:
+def time_columns(stream: RunnableStream) -> set[str]:
     """Output columns a UDM declares as times (``udm.sdk.Ticks``), shown as
     the stream shows its times, as on Spark (``frame.output``)."""
     import dataclasses
@@ -216,7 +217,7 @@ def time_columns(stream: Stream) -> set[str]:
     return found
 
 
-def to_arrow(stream: Stream) -> Any:
+def to_arrow(stream: RunnableStream) -> Any:
     """The output of ``stream`` computed in-process, as a pyarrow Table:
     ``start``, ``end`` (UTC timestamps when the input times were datetimes,
     an end at the end of time null; else int64 ticks), then the payload

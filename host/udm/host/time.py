@@ -87,34 +87,9 @@ def to_ticks(value: Any) -> int:
             )
         return value
     if isinstance(value, float):
-        if value == float("inf"):
-            return INFINITY
-        if value == float("-inf"):
-            return MIN_TIME
-        if value.is_integer():
-            return to_ticks(int(value))
-        raise TimeConversionError(
-            f"{value!r} is not a whole number of ticks; round it to an int (1 tick = 1 microsecond)"
-        )
+        return _float_ticks(value)
     if isinstance(value, str):
-        word = value.strip().lower()
-        if word in ("inf", "infinity", "+inf", "+infinity"):
-            return INFINITY
-        if word in ("-inf", "-infinity"):
-            return MIN_TIME
-        fraction = _SUB_MICROS.search(value)
-        if fraction and fraction.group(1)[6:].strip("0"):
-            # fromisoformat would drop the digits beyond microseconds
-            raise TimeConversionError(
-                f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
-                "Round the value to microseconds first (at most 6 fraction digits)."
-            )
-        try:
-            return to_ticks(_dt.datetime.fromisoformat(value))
-        except ValueError:
-            raise TimeConversionError(
-                f"{value!r} is neither an ISO 8601 datetime nor 'inf'"
-            ) from None
+        return _text_ticks(value)
     if type(value).__name__ == "NaTType":  # pandas.NaT, a datetime whose fields are NaN
         raise TimeConversionError(_NAT_TIME)
     # pandas.Timestamp is a datetime subclass but carries nanoseconds.
@@ -141,20 +116,58 @@ def to_ticks(value: Any) -> int:
         if isinstance(value, np.integer):
             return to_ticks(int(value))
     if type_name.startswith("pyarrow."):
-        py = value.as_py()
-        if py is None:
-            raise TimeConversionError(
-                "a null Arrow timestamp cannot be converted to ticks; "
-                "drop or fill missing times first"
-            )
-        unit = getattr(getattr(value, "type", None), "unit", None)
-        if unit == "ns":
-            return _from_nanos(int(value.value), value)
-        return to_ticks(py)
+        return _arrow_ticks(value)
     raise TimeConversionError(
         f"cannot convert {value!r} ({type(value).__name__}) to ticks; "
         "use int ticks, datetime, pandas.Timestamp, numpy.datetime64 or an Arrow timestamp"
     )
+
+
+def _float_ticks(value: float) -> int:
+    """:func:`to_ticks` of a float: infinities, or a whole number of ticks."""
+    if value == float("inf"):
+        return INFINITY
+    if value == float("-inf"):
+        return MIN_TIME
+    if value.is_integer():
+        return to_ticks(int(value))
+    raise TimeConversionError(
+        f"{value!r} is not a whole number of ticks; round it to an int (1 tick = 1 microsecond)"
+    )
+
+
+def _text_ticks(value: str) -> int:
+    """:func:`to_ticks` of a string: ``inf``/``-inf`` or an ISO 8601 datetime."""
+    word = value.strip().lower()
+    if word in ("inf", "infinity", "+inf", "+infinity"):
+        return INFINITY
+    if word in ("-inf", "-infinity"):
+        return MIN_TIME
+    fraction = _SUB_MICROS.search(value)
+    if fraction and fraction.group(1)[6:].strip("0"):
+        # fromisoformat would drop the digits beyond microseconds
+        raise TimeConversionError(
+            f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
+            "Round the value to microseconds first (at most 6 fraction digits)."
+        )
+    try:
+        return to_ticks(_dt.datetime.fromisoformat(value))
+    except ValueError:
+        raise TimeConversionError(f"{value!r} is neither an ISO 8601 datetime nor 'inf'") from None
+
+
+def _arrow_ticks(value: Any) -> int:
+    """:func:`to_ticks` of an Arrow timestamp scalar (nanoseconds kept
+    exact until the check for sub-microsecond parts)."""
+    py = value.as_py()
+    if py is None:
+        raise TimeConversionError(
+            "a null Arrow timestamp cannot be converted to ticks; drop or fill missing times first"
+        )
+    unit = getattr(getattr(value, "type", None), "unit", None)
+    if unit == "ns":
+        return _from_nanos(int(value.value), value)
+    return to_ticks(py)
 
 
 def to_duration_ticks(value: Any) -> int:

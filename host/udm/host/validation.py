@@ -39,6 +39,8 @@ class CtiPolicy(StrEnum):
 
     @classmethod
     def parse(cls, value: CtiPolicy | str) -> CtiPolicy:
+        """The policy named by ``value``, or a ValueError listing the valid
+        names (options arrive as strings from users and fixtures)."""
         try:
             return cls(value)
         except ValueError:
@@ -59,13 +61,17 @@ class ValidationStats:
 
     @property
     def dropped(self) -> int:
+        """Elements dropped in all (inserts, retractions and CTIs), as a
+        streaming stats row reports them."""
         return self.dropped_inserts + self.dropped_retractions + self.dropped_ctis
 
     @property
     def adjusted(self) -> int:
+        """Elements adjusted in all (inserts and retractions moved to the CTI)."""
         return self.adjusted_inserts + self.adjusted_retractions
 
     def as_tuple(self) -> tuple[int, int, int, int, int]:
+        """The five counters in a fixed order, compact for pickled state."""
         return (
             self.dropped_inserts,
             self.dropped_retractions,
@@ -75,6 +81,7 @@ class ValidationStats:
         )
 
     def as_dict(self) -> dict[str, int]:
+        """The counters by name, for reports and JSON output."""
         return {
             "dropped_inserts": self.dropped_inserts,
             "dropped_retractions": self.dropped_retractions,
@@ -134,6 +141,9 @@ class StreamValidator:
         self._pruned_size = len(live)
 
     def check(self, element: Element) -> Element | None:
+        """Check one element against the stream so far: the element to pass on
+        (adjusted under ``adjust``), None when the policy drops it; raises
+        under ``raise``."""
         position = self.position
         if isinstance(element, Insert):
             result = self._insert(element, position)

@@ -178,6 +178,9 @@ class WindowedStream:
 def make_call(
     alias: str | None, udm: Any, value: ValueArg, returns: Any, args: Mapping[str, Any]
 ) -> UdmCall:
+    """The :class:`UdmCall` of one aggregate or operator: the UDM resolved by
+    name and created with ``args``, its result column named ``alias`` (default:
+    the UDM's name); a UDF is refused with a hint."""
     resolved = resolve_udm(udm)
     if isinstance(resolved, Function):
         raise TypeError(
@@ -202,6 +205,8 @@ def make_call(
 
 
 def multi_call(name: str, spec: Any) -> UdmCall:
+    """The call of one ``name=...`` of a multi-aggregate: an :func:`agg`, a
+    ``(uda, value, args)`` tuple, or a UDM alone."""
     if isinstance(spec, AggSpec):
         return make_call(name, spec.udm, spec.value, spec.returns, spec.args)
     if isinstance(spec, tuple):

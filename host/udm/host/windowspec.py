@@ -183,6 +183,7 @@ class WindowSpec(ABC):
     def members(
         self, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]
     ) -> list[IntervalEvent[Any]]:
+        """The events that :meth:`belongs` puts in ``window``."""
         return [e for e in events if self.belongs(e, window)]
 
     def describe(self, durations: bool = False) -> str:

@@ -429,15 +429,23 @@ class TimeSensitiveIncrementalAggregate(Udm, _IncrementalMixin):
     _optional: ClassVar[dict[str, int]] = {"remove": 3, "merge": 2}
 
     def add(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        """The state after adding one ``event`` (its lifetime clipped as the query says) of
+        ``window``: the lifetime is there to weigh the payload by time."""
         raise NotImplementedError
 
     def remove(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        """The state after removing an ``event`` that :meth:`add` added to ``window`` before (with
+        the same lifetime): what makes the aggregate invertible."""
         raise NotImplementedError
 
     def merge(self, a: Any, b: Any) -> Any:
+        """A state equivalent to adding everything in ``a`` and ``b`` (as
+        :meth:`IncrementalAggregate.merge`): what lets engines aggregate parts apart."""
         raise NotImplementedError
 
     def result(self, state: Any, window: WindowDescriptor) -> Any:
+        """The aggregate value of a (non-empty) state of ``window``: the window's bounds are there
+        for results that depend on its duration."""
         raise NotImplementedError
 
 
@@ -458,6 +466,8 @@ class Operator(Udm):
     _required: ClassVar[dict[str, int]] = {"compute_result": 1}
 
     def compute_result(self, payloads: Sequence[Any]) -> Iterable[Any]:
+        """The output payloads of one window, from all its payloads: each becomes an event with the
+        window's lifetime (none: the window has no output)."""
         raise NotImplementedError
 
 
@@ -484,6 +494,8 @@ class TimeSensitiveOperator(Udm):
     def compute_result(
         self, events: Sequence[IntervalEvent[Any]], window: WindowDescriptor
     ) -> Iterable[IntervalEvent[Any]]:
+        """The output events of one window, from its events (lifetimes clipped as the query says)
+        and the window: the operator chooses the lifetimes."""
         raise NotImplementedError
 
 
@@ -498,6 +510,7 @@ class IncrementalOperator(Udm, _IncrementalMixin):
     _optional: ClassVar[dict[str, int]] = {"remove": 2, "merge": 2, "add_many": 2}
 
     def add(self, state: Any, payload: Any) -> Any:
+        """The state after adding one payload (as :meth:`IncrementalAggregate.add`)."""
         raise NotImplementedError
 
     def add_many(self, state: Any, payloads: Sequence[Any]) -> Any:
@@ -507,12 +520,18 @@ class IncrementalOperator(Udm, _IncrementalMixin):
         return state
 
     def remove(self, state: Any, payload: Any) -> Any:
+        """The state after removing one payload added before: what lets a window's output be
+        updated instead of recomputed when an event leaves."""
         raise NotImplementedError
 
     def merge(self, a: Any, b: Any) -> Any:
+        """A state equivalent to adding everything in ``a`` and ``b`` (as
+        :meth:`IncrementalAggregate.merge`)."""
         raise NotImplementedError
 
     def result(self, state: Any) -> Iterable[Any]:
+        """The output payloads of a window's state, each becoming an event with the window's
+        lifetime."""
         raise NotImplementedError
 
 
@@ -528,13 +547,19 @@ class TimeSensitiveIncrementalOperator(Udm, _IncrementalMixin):
     _optional: ClassVar[dict[str, int]] = {"remove": 3, "merge": 2}
 
     def add(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        """The state after adding one ``event`` of ``window`` (its lifetime clipped as the query
+        says)."""
         raise NotImplementedError
 
     def remove(self, state: Any, event: IntervalEvent[Any], window: WindowDescriptor) -> Any:
+        """The state after removing an ``event`` that :meth:`add` added to ``window`` before."""
         raise NotImplementedError
 
     def merge(self, a: Any, b: Any) -> Any:
+        """A state equivalent to adding everything in ``a`` and ``b`` (as
+        :meth:`IncrementalAggregate.merge`)."""
         raise NotImplementedError
 
     def result(self, state: Any, window: WindowDescriptor) -> Iterable[IntervalEvent[Any]]:
+        """The output events of ``window`` from its state, with lifetimes the operator chooses."""
         raise NotImplementedError

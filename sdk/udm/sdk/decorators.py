@@ -256,6 +256,8 @@ class Function:
 
     @classmethod
     def flavor(cls) -> str:
+        """Always ``function``: a UDF runs per event, so listings and
+        ``explain`` show no window flavor for it."""
         return "function"
 
     def __repr__(self) -> str:

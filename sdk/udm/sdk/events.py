@@ -74,6 +74,8 @@ class IntervalEvent(Generic[P]):
         return INFINITY if self.end == INFINITY else self.end - self.start
 
     def with_lifetime(self, start: int, end: int) -> IntervalEvent[P]:
+        """The same payload over ``[start, end)``: how clipping and lifetime
+        changes make a new event without touching the payload."""
         return IntervalEvent(start, end, self.payload)
 
     def _order(self) -> tuple[Any, ...]:
@@ -110,6 +112,8 @@ class WindowDescriptor:
 
     @property
     def duration(self) -> int:
+        """``end - start`` in ticks (``INFINITY`` for a window that never
+        ends), for UDMs that weigh by time."""
         return INFINITY if self.end == INFINITY else self.end - self.start
 
     def overlaps(self, start: int, end: int) -> bool:

@@ -51,6 +51,7 @@ class Properties:
         return replace(self, **updates)
 
     def as_dict(self) -> dict[str, Any]:
+        """Every property by name, for listings and JSON output."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def enabled(self) -> list[str]:

@@ -126,12 +126,18 @@ class Operator:
             raise OperatorError(self.name, f"not a stream element: {element!r}")
 
     def on_insert(self, port: int, element: Insert) -> None:
+        """Consume an insert arriving on ``port``; every operator says what an insert does to its
+        state and output (:meth:`push` dispatches here)."""
         raise NotImplementedError
 
     def on_retract(self, port: int, element: Retract) -> None:
+        """Consume a retraction (a shortened or removed lifetime) arriving on ``port``: speculative
+        output computed from the old lifetime must be corrected."""
         raise NotImplementedError
 
     def on_cti(self, port: int, time: int) -> None:
+        """Consume a CTI at ``time`` on ``port``: nothing earlier changes on that input any more,
+        so state before it may be finalized and dropped."""
         raise NotImplementedError
 
     def on_external_cti(self, port: int, element: ExternalCti) -> None:

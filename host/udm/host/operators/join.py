@@ -21,7 +21,6 @@ and no retraction on either side can change an output it is part of.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from udm.host.algebra import subtract_intervals
 from udm.host.operators.base import CtiTracker, Operator, PhysicalElement
 from udm.host.operators.batch import InsertBatch
-from udm.host.operators.ids import InputIds
+from udm.host.operators.liveevents import KeyFn, LiveEvents
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -40,7 +39,6 @@ __all__ = ["AntiJoinOperator", "JoinOperator"]
 
 Predicate = Callable[[Any, Any], Any]
 Combine = Callable[[Mapping[str, Any], Mapping[str, Any]], Any]
-KeyFn = Callable[[Mapping[str, Any]], Hashable]
 
 #: numpy is not one of udm's own dependencies (it comes with ``udm[spark]``):
 #: without it every run takes the per-event path; with it, the batched path
@@ -54,97 +52,6 @@ BATCH_MIN = 64
 #: between its per-event and columnar forms, and each run's numpy work, are
 #: O(live): so they stay O(1) per event)
 BATCH_RATIO = 4
-
-
-class _Live:
-    """One side's live events: by id, by key, and by end for cleanup.
-
-    Each key's events are a small dict scanned in full for overlaps: the
-    CTIs bound what a key holds (events still live or retractable), and a
-    scan of a handful of entries is cheaper in Python than any tree. A
-    workload with thousands of live events per key would want an interval
-    index here (CEDR's "multidimensional structure").
-    """
-
-    def __init__(self, key_fn: KeyFn) -> None:
-        self.key_fn = key_fn
-        self.events: dict[Any, list[Any]] = {}  # id -> [start, end, payload, key]
-        self.by_key: dict[Hashable, dict[Any, list[Any]]] = {}
-        self._ends: list[tuple[int, int, Any]] = []
-        self._seq = 0
-        self.ids = InputIds()
-
-    def get_state(self) -> dict[str, Any]:
-        return {
-            "events": self.events,
-            "by_key": self.by_key,
-            "ends": self._ends,
-            "seq": self._seq,
-            "reused": self.ids.newest,
-        }
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self.events, self.by_key = state["events"], state["by_key"]
-        self._ends, self._seq = state["ends"], state["seq"]
-        self.ids.newest = state.get("reused", {})
-
-    def admit(self, ident: Any) -> Any:
-        """The key under which a new input event ``ident`` is held: its id,
-        or a :class:`~udm.host.operators.ids.Reused` one while an earlier
-        event under the id is still held (the input may reuse an id its
-        own CTI has freed, while the other side's CTI keeps it here)."""
-        return self.ids.admit(ident, self.events)
-
-    def key(self, ident: Any) -> Any:
-        """The key of input id ``ident``'s newest event (for retractions)."""
-        return self.ids.key(ident)
-
-    def add(self, ident: Any, start: int, end: int, payload: Any) -> list[Any]:
-        return self.add_keyed(ident, start, end, payload, self.key_fn(payload))
-
-    def add_keyed(self, ident: Any, start: int, end: int, payload: Any, key: Hashable) -> list[Any]:
-        record = [start, end, payload, key]
-        self.events[ident] = record
-        group = self.by_key.get(key)
-        if group is None:
-            group = self.by_key[key] = {}
-        group[ident] = record
-        self._seq += 1
-        heapq.heappush(self._ends, (end, self._seq, ident))
-        return record
-
-    def set_end(self, ident: Any, end: int) -> None:
-        self.events[ident][1] = end
-        self._seq += 1
-        heapq.heappush(self._ends, (end, self._seq, ident))
-
-    def remove(self, ident: Any) -> None:
-        record = self.events.pop(ident)
-        self.ids.forget(ident)
-        group = self.by_key[record[3]]
-        del group[ident]
-        if not group:
-            del self.by_key[record[3]]
-
-    def overlapping(self, key: Hashable, start: int, end: int) -> list[tuple[Any, list[Any]]]:
-        """Live events of ``key`` whose lifetimes overlap ``[start, end)``."""
-        group = self.by_key.get(key)
-        if not group:
-            return []
-        return [(i, r) for i, r in group.items() if r[0] < end and r[1] > start]
-
-    def expire(self, time: int) -> list[Any]:
-        """Forget the events that ended before ``time``; returns their ids."""
-        gone = []
-        ends = self._ends
-        events = self.events
-        while ends and ends[0][0] < time:
-            end, _, ident = heapq.heappop(ends)
-            record = events.get(ident)
-            if record is not None and record[1] == end:
-                self.remove(ident)
-                gone.append(ident)
-        return gone
 
 
 class JoinOperator(Operator):
@@ -175,7 +82,7 @@ class JoinOperator(Operator):
     ) -> None:
         super().__init__(2)
         self.key_fns = (key_left, key_right)
-        self.sides = (_Live(key_left), _Live(key_right))
+        self.sides = (LiveEvents(key_left), LiveEvents(key_right))
         self.combine = combine
         self.predicate = predicate
         self.name = name
@@ -282,7 +189,7 @@ class JoinOperator(Operator):
 
         made = [ColumnarSide.from_records(side.events) for side in self.sides]
         self.columns = (made[0], made[1])
-        fresh = (_Live(self.key_fns[0]), _Live(self.key_fns[1]))
+        fresh = (LiveEvents(self.key_fns[0]), LiveEvents(self.key_fns[1]))
         for new, old in zip(fresh, self.sides, strict=True):
             new.ids = old.ids  # (which input ids name a Reused key)
         self.sides = fresh
@@ -408,8 +315,8 @@ class AntiJoinOperator(Operator):
         name: str = "left_anti_join",
     ) -> None:
         super().__init__(2)
-        self.left = _Live(key_left)
-        self.right = _Live(key_right)
+        self.left = LiveEvents(key_left)
+        self.right = LiveEvents(key_right)
         self.predicate = predicate
         self.conservative = conservative
         self.name = name

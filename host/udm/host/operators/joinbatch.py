@@ -96,7 +96,7 @@ class ColumnarSide:
         self.keys = np.concatenate((self.keys, keys))
 
     def expire(self, time: int) -> None:
-        """Forget the events that ended before ``time`` (as ``_Live.expire``)."""
+        """Forget the events that ended before ``time`` (as ``LiveEvents.expire``)."""
         if not len(self):
             return
         keep = self.ends >= time

@@ -140,12 +140,16 @@ class Columns:
         self._rows: list[dict[str, Any]] | None = None
 
     def col(self, name: str) -> list[Any]:
+        """A column as a Python list, converted once however many UDM calls
+        read it."""
         got = self._cache.get(name)
         if got is None:
             got = self._cache[name] = self.table.column(name).to_pylist()
         return got
 
     def rows(self) -> list[dict[str, Any]]:
+        """The payload columns as one dict per row, converted once, for UDMs
+        that read the whole payload."""
         if self._rows is None:
             self._rows = self.table.select(self.payload).to_pylist()
         return self._rows
@@ -159,6 +163,8 @@ class Columns:
 
 
 def column_label(what: Callable[[int, int], str], j: int) -> Callable[[int], str]:
+    """``what`` bound to output column ``j``: how an error names a value of
+    that column by its row."""
     return lambda i: what(j, i)
 
 

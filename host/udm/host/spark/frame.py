@@ -149,6 +149,8 @@ class Checks:
 
 
 def reason_null_key(col: str) -> str:
+    """Why a row with a null key column ``col`` is invalid (as ``on_null_key``
+    reports it)."""
     return f"key {col!r} is null"
 
 

@@ -11,23 +11,19 @@ rows.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
+from udm.host.spark.advance import CtiGenerator
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.statebucket import BucketState
+from udm.host.spark.statebucket import BucketProcessor
 from udm.host.spark.streamoptions import AdvanceTime
 from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
@@ -42,6 +38,7 @@ from udm.host.spark.streamrows import (
     python_id,
     row_problem,
     show_row,
+    stats_row,
 )
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
@@ -53,9 +50,11 @@ __all__ = ["E_COL", "ID_COL", "KIND_COL", "NE_COL", "SRC_COL", "S_COL", "GraphPr
 SRC_COL = "udm__src"
 
 
-class GraphProcessor(StatefulProcessor):
+class GraphProcessor(BucketProcessor):
     """The operator graphs of one bucket of keys (one per key), kept as
     one pickled state value with the bucket's event-time timer."""
+
+    state_name = "graphs"
 
     def __init__(
         self,
@@ -82,24 +81,21 @@ class GraphProcessor(StatefulProcessor):
         self.consistency = consistency
         self.policy = policy
         self.advance = advance
+        self.ctis = CtiGenerator.of(advance) if advance is not None else None
         self.on_invalid = on_invalid
         self.shapes = shapes
         self.events = events
         self.buckets = buckets
         self.integer_fields = integer_fields
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = BucketState(handle, "graphs", self.buckets)
-
     # -------------------------------------------------------- state blob
 
-    def _load(self) -> dict[str, Any]:
+    def load_bucket(self) -> dict[str, Any]:
         return self.state.load(
             lambda: {"keys": {}, "timer": None, "buckets": self.buckets, "broadcast": {}}
         )
 
-    def _save(self, bucket: dict[str, Any]) -> None:
+    def save_bucket(self, bucket: dict[str, Any]) -> None:
         wanted = None
         if not self.events:  # broadcast CTIs reach idle keys through a timer
             wanted = min(
@@ -131,36 +127,8 @@ class GraphProcessor(StatefulProcessor):
 
     # ---------------------------------------------------------- handlers
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
-    ) -> Iterator[Any]:
-        collecting = gc.isenabled()
-        gc.disable()  # many short-lived objects, no cycles (as the host's loops)
-        try:
-            yield from self._input(rows, timerValues)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load()
-        bucket["timer"] = None  # a fired timer is gone
-        out = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
-        self._save(bucket)
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
-
-    def close(self) -> None:
-        pass
-
-    def _input(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load()
+    def batch_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> list[dict[str, Any]]:
+        bucket = self.load_bucket()
         wm_ms = timerValues.getCurrentWatermarkInMs()
         wm = wm_ms * 1000 if wm_ms > 0 else None
         by_key: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
@@ -178,9 +146,11 @@ class GraphProcessor(StatefulProcessor):
             out.append(self._stats([None] * len(self.keys), (late, 0, 0), 0))
         if wm is not None:
             out += self._advance(bucket, wm, set(by_key))
-        self._save(bucket)
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+        self.save_bucket(bucket)
+        return out
+
+    def timer_rows(self, bucket: dict[str, Any], wm: int) -> list[dict[str, Any]]:
+        return self._advance(bucket, wm, set())
 
     def _rows(self, frames: Iterator[Any]) -> Iterator[tuple[int, dict[str, Any]]]:
         """The micro-batch's rows, source by source, each in its order
@@ -308,20 +278,14 @@ class GraphProcessor(StatefulProcessor):
     def _generate(self, gen: list[Any], start: int) -> int | None:
         """The CTI ``advance`` issues after an event starting at ``start``
         (``gen``: the source's count, latest start and latest CTI)."""
-        adv = self.advance
-        assert adv is not None
+        assert self.ctis is not None
         gen[0] += 1
         if gen[1] is None or start > gen[1]:
             gen[1] = start
-        candidate = gen[1] - adv.delay_ticks
-        due = adv.every_events is not None and gen[0] % adv.every_events == 0
-        step = adv.every_ticks
-        if step is not None and (gen[2] is None or candidate >= gen[2] + step):
-            due = True
-        if due and (gen[2] is None or candidate > gen[2]):
-            gen[2] = candidate
-            return int(candidate)
-        return None
+        cti = self.ctis.due(gen[0], gen[1], gen[2])
+        if cti is not None:
+            gen[2] = cti
+        return cti
 
     # ----------------------------------------------------------- output
 
@@ -389,15 +353,7 @@ class GraphProcessor(StatefulProcessor):
     def _stats(
         self, key_values: list[Any], counts: tuple[int, int, int], seq: int
     ) -> dict[str, Any]:
-        row: dict[str, Any] = {
-            "kind": "stats",
-            "id": None,
-            S_COL: None,
-            E_COL: None,
-            NE_COL: None,
-            "seq": seq,
-        }
-        row.update(zip(COUNT_COLUMNS, counts, strict=True))
+        row = stats_row(counts, seq)
         return self._complete(row, key_values)
 
 

@@ -11,8 +11,6 @@ hosts' output as changelog rows.
 
 from __future__ import annotations
 
-import bisect
-import gc
 import itertools
 from collections.abc import Iterator
 from typing import Any, cast
@@ -20,21 +18,18 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.streaming.stateful_processor import (
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
+from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from udm.host.engine import Host
 from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.invoke import udm_label
 from udm.host.plan import UdmCall
 from udm.host.rows import normalize_value
+from udm.host.spark.advance import CtiGenerator, applied_ctis
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.members import key_codes, key_values, run_starts
 from udm.host.spark.replay import output_id
-from udm.host.spark.statebucket import BucketState
+from udm.host.spark.statebucket import BucketProcessor
 from udm.host.spark.streamoptions import AdvanceTime
 from udm.host.spark.streamrows import (
     COUNT_COLUMNS,
@@ -47,6 +42,7 @@ from udm.host.spark.streamrows import (
     python_id,
     row_problem,
     show_row,
+    stats_row,
     unpack_rows,
 )
 from udm.host.stream import Cti, Element, Insert, Retract
@@ -54,10 +50,11 @@ from udm.host.time import INFINITY, format_time
 from udm.host.validation import CtiPolicy
 from udm.host.windows import WindowSpec, of_key
 
+# applied_ctis lived here before it joined the rest of CTI generation
 __all__ = ["HostProcessor", "applied_ctis"]
 
 
-class HostProcessor(StatefulProcessor):
+class HostProcessor(BucketProcessor):
     """The incremental hosts of one bucket of keys.
 
     The state API costs a round trip to the JVM per call, so keys are
@@ -66,6 +63,8 @@ class HostProcessor(StatefulProcessor):
     one event-time timer: a few calls per bucket and micro-batch, whatever
     the number of keys and rows. Only the hosts of keys with rows (or that a
     new watermark reaches) are restored."""
+
+    state_name = "hosts"
 
     def __init__(
         self,
@@ -111,16 +110,11 @@ class HostProcessor(StatefulProcessor):
         self.timers = timers
         self.events = events
         self.bare = events and isinstance(call.value, str)
-        self._delay = advance.delay_ticks if advance is not None else 0
-        self._step = advance.every_ticks if advance is not None else None
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = BucketState(handle, "hosts", self.buckets)
+        self.ctis = CtiGenerator.of(advance) if advance is not None else None
 
     # -------------------------------------------------------- state blob
 
-    def _load_bucket(self) -> dict[str, Any]:
+    def load_bucket(self) -> dict[str, Any]:
         return self.state.load(lambda: {"keys": {}, "timer": None, "buckets": self.buckets})
 
     def _host(self, entry: dict[str, Any] | None) -> tuple[Host, dict[str, Any]]:
@@ -147,7 +141,7 @@ class HostProcessor(StatefulProcessor):
             "open": bool(live or open_windows),
         }
 
-    def _save_bucket(self, bucket: dict[str, Any]) -> None:
+    def save_bucket(self, bucket: dict[str, Any]) -> None:
         # one event-time timer per bucket, at the next millisecond after the
         # lowest CTI of its keys that have windows a later CTI could finish
         wanted = None
@@ -164,21 +158,8 @@ class HostProcessor(StatefulProcessor):
 
     # ---------------------------------------------------------- handlers
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[Any], timerValues: TimerValues
-    ) -> Iterator[Any]:
-        collecting = gc.isenabled()
-        gc.disable()  # as in Host.process_many: no cycles, many short-lived objects
-        try:
-            yield from self._input_rows(rows, timerValues)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _input_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load_bucket()
+    def batch_rows(self, rows: Iterator[Any], timerValues: TimerValues) -> list[dict[str, Any]]:
+        bucket = self.load_bucket()
         table = unpack_rows(rows)
         names = table.column_names
         if SEQ_COL in names and table.column(SEQ_COL).null_count < table.num_rows:
@@ -191,26 +172,11 @@ class HostProcessor(StatefulProcessor):
         frames, seen = lane if lane is not None else self._row_lane(bucket, table, wm_ticks)
         if wm_ticks is not None:
             frames += self._advance(bucket, wm_ticks, skip=seen)
-        self._save_bucket(bucket)
-        out = [row for f in frames for row in f]
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
+        self.save_bucket(bucket)
+        return [row for f in frames for row in f]
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: Any
-    ) -> Iterator[Any]:
-        import pandas as pd
-
-        bucket = self._load_bucket()
-        bucket["timer"] = None  # a fired timer is gone
-        frames = self._advance(bucket, timerValues.getCurrentWatermarkInMs() * 1000, set())
-        self._save_bucket(bucket)
-        out = [row for f in frames for row in f]
-        if out:
-            yield pd.DataFrame(out, columns=self.columns, dtype=object)
-
-    def close(self) -> None:
-        pass
+    def timer_rows(self, bucket: dict[str, Any], wm: int) -> list[dict[str, Any]]:
+        return [row for f in self._advance(bucket, wm, set()) for row in f]
 
     # ----------------------------------------------------------- helpers
 
@@ -352,7 +318,8 @@ class HostProcessor(StatefulProcessor):
         meta["n"] += len(s)
         ids = list(range(n0, n0 + len(s)))
         lo = 0
-        for at, c in applied_ctis(starts, self._generated(meta, starts)):
+        generated = self.ctis.batch(meta, starts) if self.ctis is not None else []
+        for at, c in applied_ctis(starts, generated):
             outputs += host.process_inserts(ids[lo:at], s[lo:at], e[lo:at], p[lo:at])
             outputs += host.process(Cti(c))
             lo = at
@@ -361,41 +328,6 @@ class HostProcessor(StatefulProcessor):
         counts = (host.stats.dropped - before[0], host.stats.adjusted - before[1], 0)
         self._store(bucket, kt, host, meta)
         return self._frame(outputs, list(kt), counts)
-
-    def _generated(self, meta: dict[str, Any], starts: np.ndarray) -> list[tuple[int, int]]:
-        """:meth:`_generate` over a key's events at once: the positions and
-        times of the CTIs it would issue after them (meta updated alike).
-        Between two CTIs nothing changes the rules, so each next one is
-        found by a search on the running maximum start."""
-        adv = self.advance
-        m = len(starts)
-        if adv is None or not m:
-            return []
-        count0, every, step = meta["count"], adv.every_events, self._step
-        runmax = np.maximum.accumulate(starts)
-        if meta["max_start"] is not None:
-            runmax = np.maximum(runmax, meta["max_start"])
-        cand = (runmax - self._delay).tolist()
-        gen = meta["gen"]
-        out: list[tuple[int, int]] = []
-        j = 0
-        while j < m:
-            due = m
-            if every is not None:
-                due = min(due, -(-(count0 + j + 1) // every) * every - count0 - 1)
-            if step is not None:
-                due = j if gen is None else min(due, bisect.bisect_left(cand, gen + step, j))
-            if due >= m:
-                break
-            c = cand[due]
-            if gen is None or c > gen:
-                gen = c
-                out.append((due, c))
-            j = due + 1
-        meta["count"] = count0 + m
-        meta["max_start"] = int(runmax[-1])
-        meta["gen"] = gen
-        return out
 
     def _rows(
         self,
@@ -505,24 +437,16 @@ class HostProcessor(StatefulProcessor):
 
     def _generate(self, meta: dict[str, Any], start: int) -> int | None:
         """The time of the CTI the advance-time settings issue after an
-        event starting at ``start``, if any."""
-        adv = self.advance
-        if adv is None:
+        event starting at ``start``, if any (``meta`` counts the event)."""
+        if self.ctis is None:
             return None
         meta["count"] += 1
         if meta["max_start"] is None or start > meta["max_start"]:
             meta["max_start"] = start
-        candidate = meta["max_start"] - self._delay
-        due = False
-        if adv.every_events is not None and meta["count"] % adv.every_events == 0:
-            due = True
-        step = self._step
-        if step is not None and (meta["gen"] is None or candidate >= meta["gen"] + step):
-            due = True
-        if due and (meta["gen"] is None or candidate > meta["gen"]):
-            meta["gen"] = candidate
-            return int(candidate)
-        return None
+        cti = self.ctis.due(meta["count"], meta["max_start"], meta["gen"])
+        if cti is not None:
+            meta["gen"] = cti
+        return cti
 
     def _frame(
         self, outputs: list[Element], key_values: list[Any], counts: tuple[int, int, int]
@@ -555,15 +479,7 @@ class HostProcessor(StatefulProcessor):
             row["seq"] = n
             rows.append(self._finish(row, result, key_values))
         if any(counts):
-            row = {
-                "kind": "stats",
-                "id": None,
-                S_COL: None,
-                E_COL: None,
-                NE_COL: None,
-                "seq": len(rows),
-            }
-            row.update(zip(COUNT_COLUMNS, counts, strict=True))
+            row = stats_row(counts, len(rows))
             rows.append(self._finish(row, None, key_values))
         return rows
 
@@ -585,33 +501,3 @@ class HostProcessor(StatefulProcessor):
     def _result_label(self, row: dict[str, Any], key_values: list[Any]) -> str:
         window = f"[{format_time(row[S_COL])}, {format_time(row[E_COL])})"
         return f"UDM {udm_label(self.call.udm)!r} on window {window}{of_key(key_values)}"
-
-
-def applied_ctis(starts: np.ndarray, ctis: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where a key's generated CTIs ``(position, time)`` are applied, as
-    ``(index, time)``, by the row lane's rule: a CTI waits; it is applied
-    just before the first event after it, up to the next CTI's event, that
-    starts before it (that event is late), else the next CTI supersedes it;
-    the last one is applied at the end of the batch. One ``reduceat`` gives
-    each CTI's minimum start in its range; only late ones are searched."""
-    if not ctis:
-        return []
-    n = len(starts)
-    first = np.array([pos + 1 for pos, _ in ctis], dtype=np.int64)
-    times = [c for _, c in ctis]
-    # reduceat's last range runs to the end, which is right for the CTI
-    # before the last when the last was generated by the batch's last event
-    if first[-1] < n:
-        mins = np.minimum.reduceat(starts, first).tolist()
-    else:
-        mins = (
-            [*np.minimum.reduceat(starts, first[:-1]).tolist(), None] if len(first) > 1 else [None]
-        )
-    out: list[tuple[int, int]] = []
-    for j, c in enumerate(times):
-        if mins[j] is not None and mins[j] < c:
-            lo = int(first[j])  # its range holds a late event: the first one is it
-            out.append((lo + int(np.argmax(starts[lo:] < c)), c))
-        elif j + 1 == len(times):
-            out.append((n, c))
-    return out

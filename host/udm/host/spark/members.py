@@ -414,6 +414,34 @@ def sorted_ties(values: np.ndarray, ties: list[tuple[int, int]]) -> np.ndarray:
     return values
 
 
+def segment_results(
+    op: WindowOp,
+    u: Any,
+    vector: Any,
+    a_list: list[int],
+    z_list: list[int],
+    source: tuple[pa.Table, list[str]],
+    windows: tuple[np.ndarray, list[int], list[int]],
+) -> list[Any]:
+    """The results of windows ``[a, z)`` of a chunk by the UDA's vectorized
+    fold (``add_segments``) over ``vector``; a failure names the window
+    (its key row, start and end in ``windows``)."""
+    got: list[Any] = []
+    try:
+        result = u.result
+        for st in segment_states(u, vector, [*a_list, z_list[-1]]):
+            got.append(normalize_value(result(st)))
+    except Exception as exc:
+        cause = exc.cause if isinstance(exc, RunFailed) else exc
+        r = exc.run if isinstance(exc, RunFailed) else len(got)
+        table, keys = source
+        rows, ws_list, we_list = windows
+        kv = [c[0] for c in key_values(table, keys, rows[r : r + 1])]
+        window = WindowDescriptor(ws_list[r], we_list[r])
+        raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
+    return got
+
+
 def sliced_windows(
     op: WindowOp,
     table: pa.Table,
@@ -451,17 +479,17 @@ def sliced_windows(
             r = 0
             vector = vector_input(op, call, table, picked, a_list, z_list)
             if vector is not None:
-                try:
-                    result = u.result
-                    for st in segment_states(u, sorted_ties(vector, ties), [*a_list, z_list[-1]]):
-                        got.append(normalize_value(result(st)))
-                except Exception as exc:
-                    cause = exc.cause if isinstance(exc, RunFailed) else exc
-                    r = exc.run if isinstance(exc, RunFailed) else len(got)
-                    kv = [c[0] for c in key_values(table, keys, win_row[i + r : i + r + 1])]
-                    window = WindowDescriptor(ws_list[r], we_list[r])
-                    raise udm_failure(u, window, kv, cause, value_column(op, u)) from cause
-                results.append(got)
+                results.append(
+                    segment_results(
+                        op,
+                        u,
+                        sorted_ties(vector, ties),
+                        a_list,
+                        z_list,
+                        (table, keys),
+                        (win_row[i:j], ws_list, we_list),
+                    )
+                )
                 continue
             if cols is None:
                 cols = Columns(table.select(payload).take(picked), payload)

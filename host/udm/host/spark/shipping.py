@@ -73,6 +73,8 @@ class Shipment:
     skipped: dict[str, str] = field(default_factory=dict)  # module -> why
 
     def merge(self, other: Shipment) -> None:
+        """Add what ``other`` ships to this shipment, so the files of several
+        UDMs' modules go in one upload."""
         self.files += other.files
         self.modules += other.modules
         self.skipped |= other.skipped

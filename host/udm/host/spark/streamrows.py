@@ -52,6 +52,7 @@ __all__ = [
     "show_row",
     "state_buckets_of",
     "stateful_changelog",
+    "stats_row",
     "time_ticks",
     "unpack_rows",
 ]
@@ -72,6 +73,9 @@ OWN_COLUMNS = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 
 
 def time_ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
+    """Column ``name`` as int64 ticks and the kind of time it held: a streaming
+    source takes timestamps or integer ticks and the output gives the same kind
+    back."""
     dtype = df.schema[name].dataType
     c = F.col(quoted(name))
     if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
@@ -90,6 +94,8 @@ MIN_BROADCAST = 1000
 
 
 def early_broadcast(ticks: int, seq: Any) -> str:
+    """The error for a broadcast CTI before the first millisecond after the
+    epoch, which Spark's watermark cannot carry."""
     where = f" (seq {seq})" if seq is not None else ""
     return (
         f"broadcast CTI at {ticks} ticks{where}: broadcast CTIs travel as Spark's watermark, "
@@ -154,6 +160,8 @@ def pack_rows(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def ipc_bytes(table: pa.Table) -> bytes:
+    """``table`` in Arrow's IPC stream format: how packed rows travel in one
+    binary column."""
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -174,6 +182,8 @@ def unpack_rows(frames: Iterator[Any]) -> pa.Table:
 
 
 def python_value(v: Any) -> Any:
+    """A value from pandas or numpy as plain Python (NaN as None), for messages
+    and state that must not depend on pandas' types."""
     item = getattr(v, "item", None)
     if item is not None and callable(item):
         try:
@@ -221,6 +231,23 @@ def show_row(row: dict[str, Any], names: dict[str, str]) -> str:
         elif k in names:
             shown[names[k]] = python_value(v)
     return repr(shown)
+
+
+def stats_row(counts: tuple[int, int, int], seq: int) -> dict[str, Any]:
+    """A changelog row of kind ``stats``: what a key dropped or adjusted
+    in a micro-batch (:data:`COUNT_COLUMNS`), so a streaming query reports
+    what it did not show; both processors write it, the key columns and
+    the result columns are theirs to fill."""
+    row: dict[str, Any] = {
+        "kind": "stats",
+        "id": None,
+        S_COL: None,
+        E_COL: None,
+        NE_COL: None,
+        "seq": seq,
+    }
+    row.update(zip(COUNT_COLUMNS, counts, strict=True))
+    return row
 
 
 # ------------------------------------------------- the query around a processor

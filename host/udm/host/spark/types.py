@@ -55,6 +55,8 @@ def dumps(value: Any) -> bytes:
 
 
 def type_name(t: T.DataType) -> str:
+    """A Spark type as users write it (``bigint``, ``struct<a:int>``), for
+    messages."""
     return str(t.simpleString())
 
 
@@ -146,6 +148,8 @@ def concrete(t: T.DataType | None) -> T.DataType:
 
 
 def infer_column(values: Iterable[Any]) -> T.DataType | None:
+    """The Spark type of a column of Python values: the unified type of every
+    value, None when all are None."""
     out: T.DataType | None = None
     for v in values:
         out = unify(out, infer_type(v))
