@@ -7,8 +7,8 @@ from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
 
-from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
+from udm.host.gridoperator import OperatorWindows
 from udm.host.gridstate import (
     EMPTY,
     NEVER,
@@ -18,18 +18,18 @@ from udm.host.gridstate import (
     same_value,
 )
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, key_failed, stamp_result
+from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.events import IntervalEvent
 
 __all__ = ["GridCore"]
 
 
-class GridCore:
+class GridCore(OperatorWindows):
     """Window states for one grid query, grouped by key: each element's
     effect on them (see :class:`~udm.host.gridpath.GridPath` for batches,
     undo and persistence)."""
@@ -241,56 +241,6 @@ class GridCore:
         emitted = insert_of(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
         out.append(emitted)
         w[2] = [emitted]
-
-    def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """:meth:`_refresh` for an operator (the slice mode): its outputs are
-        its result's items, all with the window's lifetime (or last tick),
-        so the cached ones are matched with the new ones by payload: the
-        unmatched old ones are retracted, the unmatched new ones inserted,
-        as the general path's output difference does."""
-        w = ks.wins.get(k)
-        old = w[2] if w is not None else []
-        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
-        end = start + self.size
-        items: list[IntervalEvent[Any]] = []
-        if w is not None and w[1] > 0 and ks.events is not None:
-            desc = WindowDescriptor(start, end)
-            try:
-                result = self._from_slice(ks.events.values(start, end))
-                if self.udm.incremental:  # a lazy result over the state, read now
-                    result = detached(result, operator=True)
-                items = stamp_result(self.udm, desc, result, self.policy)
-            except Exception as exc:
-                raise self._fail(k, exc, ks) from exc
-        slots: dict[Any, list[int]] = {}
-        for i, e in enumerate(items):
-            slots.setdefault(freeze(e.payload), []).append(i)
-        kept: list[Insert] = []
-        gone: list[Insert] = []
-        for o in old:
-            found = slots.get(freeze(o.payload))
-            if found:
-                found.pop()
-                kept.append(o)
-            else:
-                gone.append(o)
-        fresh = [i for i_list in slots.values() for i in i_list]
-        if not gone and not fresh:
-            return
-        if self._undo is not None and w is not None:
-            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for o in gone:
-            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
-        if w is None:
-            return
-        for i in sorted(fresh):  # in the result's order
-            e = items[i]
-            emitted = insert_of(self.new_id(key), e.start, e.end, e.payload)
-            out.append(emitted)
-            kept.append(emitted)
-        w[2] = kept
-        if not kept and w[1] == 0:
-            del ks.wins[k]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
@@ -525,7 +475,23 @@ class GridCore:
             for ks in visit:  # still due: the rollback restores their windows
                 self._push(ks, MIN_TIME)
             raise
-        # forget final windows (no UDM calls from here on)
+        bound = self._forget_final(visit, c, k_final)
+        # retire events that end before the first open window (amortized)
+        # and before the CTI: a retraction may still extend an event that
+        # ends at or after the CTI into a later window (one past a gap
+        # between windows, hop > size)
+        if len(self.events) > 2 * self._swept + 64:
+            self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
+            self._swept = len(self.events)
+        if self.point_end or k_final is None:  # at the end of time nothing can follow
+            return c
+        return min(c, self.window.first_open_start(c))
+
+    def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
+        """After CTI ``c`` visited ``visit``: forget their final windows (no
+        UDM calls from here on) and reschedule them; return the time before
+        which events may be retired."""
+        size, hop, off = self.size, self.hop, self.offset
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
         for ks in visit:
@@ -540,16 +506,7 @@ class GridCore:
                     self._push(ks, min(wins) * hop + off + size)
             else:
                 self._reschedule(ks, bound)
-        # retire events that end before the first open window (amortized)
-        # and before the CTI: a retraction may still extend an event that
-        # ends at or after the CTI into a later window (one past a gap
-        # between windows, hop > size)
-        if len(self.events) > 2 * self._swept + 64:
-            self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
-            self._swept = len(self.events)
-        if self.point_end or k_final is None:  # at the end of time nothing can follow
-            return c
-        return min(c, self.window.first_open_start(c))
+        return bound
 
     def _due_keys(self, c: int, k_final: int | None) -> list[GridKey]:
         """The keys CTI ``c`` has work for: those with a window ending at or
