@@ -176,9 +176,11 @@ class Host(GeneralPath, Snapshots):
             )
 
     def _new_id(self, key: Hashable) -> OutputId:
-        oid = OutputId(key, self._next_out)
-        self._next_out += 1
-        return oid
+        n = self._next_out
+        self._next_out = n + 1
+        # OutputId(key, n) without the NamedTuple's Python-level __new__:
+        # the grid path asks for one per output
+        return tuple.__new__(OutputId, (key, n))
 
     # ------------------------------------------------------------------ API
 
@@ -286,25 +288,43 @@ class Host(GeneralPath, Snapshots):
             validator = self.validator
             live = validator.live
             rows = iter(elements)
-            while True:
-                fast.current = None
-                try:
-                    applied, element = fast.run(rows, True, live, LiveEvent, out)
-                except Exception:
-                    validator.position += fast.run_applied
-                    b.position += fast.run_applied
-                    raise
-                validator.position += applied
-                b.position += applied
-                if element is DONE:
-                    return out
-                if not (
-                    type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out)
-                ):
-                    out.extend(self.process(element))
-                else:
-                    validator.position += 1
-                b.position += 1
+            try:
+                while True:
+                    fast.current = None
+                    try:
+                        applied, element = fast.run(rows, True, live, LiveEvent, out)
+                    except Exception:
+                        validator.position += fast.run_applied
+                        b.position += fast.run_applied
+                        raise
+                    validator.position += applied
+                    b.position += applied
+                    if element is DONE:
+                        return out
+                    if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
+                        validator.position += 1
+                    elif type(element) is Cti:
+                        self._cti_after_run(element, out)
+                    else:
+                        fast.settle(live, LiveEvent)
+                        out.extend(self.process(element))
+                    b.position += 1
+            finally:
+                fast.settle(live, LiveEvent)
+
+    def _cti_after_run(self, element: Cti, out: list[Element]) -> None:
+        """A CTI in a batch: the events the grid path's run left out of the
+        validator's index go in first, but for those ending before the CTI
+        (the validator may forget them once it is accepted), unless it fails."""
+        fast = self._fast
+        assert fast is not None
+        live = self.validator.live
+        skipped = fast.settle(live, LiveEvent, max(element.time, self.validator.cti))
+        try:
+            out.extend(self.process(element))
+        except BaseException:
+            fast.register(skipped, live, LiveEvent)
+            raise
 
     def process_inserts(
         self,
@@ -352,10 +372,12 @@ class Host(GeneralPath, Snapshots):
                     if raw(ident, start, end, payload, live, LiveEvent, out):
                         validator.position += 1
                     else:
+                        fast.settle(live, LiveEvent)
                         out.extend(self.process(Insert(ident, start, end, payload)))
                     b.position += 1
             finally:
                 fast.current = None
+                fast.settle(live, LiveEvent)
 
     def flush(self) -> list[Element]:
         """End of stream: a CTI at the end of time finalizes every window."""

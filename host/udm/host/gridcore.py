@@ -7,8 +7,8 @@ from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
 
-from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
+from udm.host.gridoperator import OperatorWindows
 from udm.host.gridstate import (
     EMPTY,
     NEVER,
@@ -18,18 +18,18 @@ from udm.host.gridstate import (
     same_value,
 )
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, event_of, key_failed, stamp_result
+from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent, WindowDescriptor
+from udm.sdk.events import IntervalEvent
 
 __all__ = ["GridCore"]
 
 
-class GridCore:
+class GridCore(OperatorWindows):
     """Window states for one grid query, grouped by key: each element's
     effect on them (see :class:`~udm.host.gridpath.GridPath` for batches,
     undo and persistence)."""
@@ -88,6 +88,10 @@ class GridCore:
         self._saved_record: list[Any] | None = None
         self._inserted: tuple[GridKey, list[Any]] | None = None
         self._removed: tuple[Any] | None = None  # the payload a full retraction took out
+        #: rows :meth:`GridPath.run` applied, not yet in the validator's
+        #: index of live events (see :meth:`GridPath.settle`)
+        self.pending_rows: list[Any] = []
+        self.pending = self.pending_rows.append
         #: inserts :meth:`run` applied before the one it failed on
         self.run_applied = 0
         self._undo: list[tuple[GridKey, int, list[Any] | None]] | None = None
@@ -142,7 +146,9 @@ class GridCore:
         saves = self._key_saves
         if saves is None or key in saves:
             return
-        saves[key] = None if ks is None else (ks.max_start, ks.emitted_k, dict(ks.long))
+        # (no copy of an empty dict of long events: most keys have none)
+        long = dict(ks.long) if ks is not None and ks.long else None
+        saves[key] = None if ks is None else (ks.max_start, ks.emitted_k, long)
 
     def _win(self, ks: GridKey, k: int) -> list[Any]:
         w = ks.wins.get(k)
@@ -183,7 +189,9 @@ class GridCore:
             w[1] -= 1
 
     def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """Emit the difference between window k's cached and current output."""
+        """Emit the difference between window k's cached and current output
+        (the window's list of emitted outputs, ``w[2]``, holds the output
+        :class:`Insert` elements still live)."""
         if self.operator:
             self._refresh_items(ks, key, k, out)
             return
@@ -200,12 +208,12 @@ class GridCore:
                     new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
-        if old and new is not EMPTY and same_value(old[0][1].payload, new):
+        if old and new is not EMPTY and same_value(old[0].payload, new):
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for oid, ev in old:
-            out.append(retract_of(oid, ev.start, ev.end, ev.start, ev.payload))
+        for o in old:
+            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
         if w is None:
             return
         if new is EMPTY:  # the window has no events left
@@ -213,63 +221,26 @@ class GridCore:
             if w[1] == 0:
                 del ks.wins[k]
             return
-        oid = self.new_id(key)
-        if self.point_end:
-            start = end - 1
-        # both built by their slots (times are ints here): per output, the
-        # classes' constructors would cost more than a Python median
-        out.append(insert_of(oid, start, end, new))
-        w[2] = [(oid, event_of(start, end, new))]
+        # the window keeps the output element itself: its retraction needs
+        # its id, lifetime and payload, and nothing else is built per output
+        emitted = insert_of(self.new_id(key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
 
-    def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """:meth:`_refresh` for an operator (the slice mode): its outputs are
-        its result's items, all with the window's lifetime (or last tick),
-        so the cached ones are matched with the new ones by payload: the
-        unmatched old ones are retracted, the unmatched new ones inserted,
-        as the general path's output difference does."""
-        w = ks.wins.get(k)
-        old = w[2] if w is not None else []
+    def _emit_first(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
+        """:meth:`_refresh` of a window with events, from its state, that has
+        emitted nothing yet: a CTI emits one per key at many keys."""
+        try:
+            new = detached(self.udm.result(w[0]))
+        except Exception as exc:
+            raise self._fail(k, exc, ks) from exc
+        if self._undo is not None:
+            self._undo.append((ks, k, [w[0], w[1], []]))
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
         end = start + self.size
-        items: list[IntervalEvent[Any]] = []
-        if w is not None and w[1] > 0 and ks.events is not None:
-            desc = WindowDescriptor(start, end)
-            try:
-                result = self._from_slice(ks.events.values(start, end))
-                if self.udm.incremental:  # a lazy result over the state, read now
-                    result = detached(result, operator=True)
-                items = stamp_result(self.udm, desc, result, self.policy)
-            except Exception as exc:
-                raise self._fail(k, exc, ks) from exc
-        slots: dict[Any, list[int]] = {}
-        for i, e in enumerate(items):
-            slots.setdefault(freeze(e.payload), []).append(i)
-        kept: list[tuple[OutputId, IntervalEvent[Any]]] = []
-        gone: list[tuple[OutputId, IntervalEvent[Any]]] = []
-        for oid, ev in old:
-            found = slots.get(freeze(ev.payload))
-            if found:
-                found.pop()
-                kept.append((oid, ev))
-            else:
-                gone.append((oid, ev))
-        fresh = [i for i_list in slots.values() for i in i_list]
-        if not gone and not fresh:
-            return
-        if self._undo is not None and w is not None:
-            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for oid, ev in gone:
-            out.append(retract_of(oid, ev.start, ev.end, ev.start, ev.payload))
-        if w is None:
-            return
-        for i in sorted(fresh):  # in the result's order
-            e = items[i]
-            oid = self.new_id(key)
-            out.append(insert_of(oid, e.start, e.end, e.payload))
-            kept.append((oid, e))
-        w[2] = kept
-        if not kept and w[1] == 0:
-            del ks.wins[k]
+        emitted = insert_of(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
 
     @staticmethod
     def _count(wins: dict[int, list[Any]], lo: int, hi: int) -> None:
@@ -464,18 +435,32 @@ class GridCore:
         k_final = self.window.last_index_before(c) if c < INFINITY else None
         visit = self._due_keys(c, k_final)
         size, hop, off = self.size, self.hop, self.offset
+        plain = not self.conservative and c < INFINITY
+        refresh = self._refresh
         try:
             for ks in visit:
                 m_new = c if c > ks.max_start else ks.max_start
                 emitted = ks.emitted_k
-                if (
-                    not self.conservative
-                    and not ks.long
-                    and emitted is not None
-                    and m_new < INFINITY
-                    and emitted >= (m_new - size - off) // hop
-                ):
-                    continue  # its final windows were emitted: only forgotten below
+                if plain and not ks.long and emitted is not None:
+                    # _advance's common case inline: the windows up to the
+                    # watermark's last one are emitted, in index order
+                    last = (m_new - size - off) // hop
+                    if emitted >= last:
+                        continue  # its final windows were emitted: only forgotten below
+                    if m_new > (previous if previous > ks.max_start else ks.max_start):
+                        self._save_key(ks.key, ks)
+                        ready = [k for k in ks.wins if emitted < k <= last]
+                        if len(ready) > 1:
+                            ready.sort()
+                        wins = ks.wins
+                        for k in ready:
+                            w = wins[k]
+                            if w[2] or w[1] <= 0 or ks.events is not None:
+                                refresh(ks, ks.key, k, out)
+                            else:
+                                self._emit_first(ks, k, w, out)
+                        ks.emitted_k = last
+                    continue
                 key = ks.key
                 self._save_key(key, ks)
                 m_old = max(previous, ks.max_start)
@@ -490,16 +475,7 @@ class GridCore:
             for ks in visit:  # still due: the rollback restores their windows
                 self._push(ks, MIN_TIME)
             raise
-        # forget final windows (no UDM calls from here on)
-        lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
-        bound = min(lowest, c)
-        for ks in visit:
-            if k_final is None:
-                ks.wins.clear()
-            else:
-                for k in [k for k in ks.wins if k <= k_final]:
-                    del ks.wins[k]
-            self._reschedule(ks, bound)
+        bound = self._forget_final(visit, c, k_final)
         # retire events that end before the first open window (amortized)
         # and before the CTI: a retraction may still extend an event that
         # ends at or after the CTI into a later window (one past a gap
@@ -510,6 +486,27 @@ class GridCore:
         if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
         return min(c, self.window.first_open_start(c))
+
+    def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
+        """After CTI ``c`` visited ``visit``: forget their final windows (no
+        UDM calls from here on) and reschedule them; return the time before
+        which events may be retired."""
+        size, hop, off = self.size, self.hop, self.offset
+        lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
+        bound = min(lowest, c)
+        for ks in visit:
+            wins = ks.wins
+            if k_final is None:
+                wins.clear()
+            else:
+                for k in [k for k in wins if k <= k_final]:
+                    del wins[k]
+            if ks.events is None:  # _reschedule's case without sorted events, inline
+                if wins:
+                    self._push(ks, min(wins) * hop + off + size)
+            else:
+                self._reschedule(ks, bound)
+        return bound
 
     def _due_keys(self, c: int, k_final: int | None) -> list[GridKey]:
         """The keys CTI ``c`` has work for: those with a window ending at or
@@ -566,7 +563,12 @@ class GridCore:
 
     def live_outputs(self) -> list[IntervalEvent[Any]]:
         """The outputs of the windows still open."""
-        return [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w[2]]
+        return [
+            IntervalEvent(o.start, o.end, o.payload)
+            for ks in self.keys.values()
+            for w in ks.wins.values()
+            for o in w[2]
+        ]
 
     def memory_size(self) -> tuple[int, int]:
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

@@ -34,11 +34,10 @@ from udm.host.gridstate import (
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.stream import Cti, Element, Insert, Retract
-from udm.host.time import INFINITY
+from udm.host.stream import Cti, Element, Insert, Retract, insert_of
+from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
 
 __all__ = ["DONE", "GridPath", "eligible", "grid_path", "slice_eligible"]
 
@@ -198,7 +197,7 @@ class GridPath(GridCore):
             ks.max_start = start
         if keep:
             self.events[ident] = record
-            live[ident] = make_live(start, end, payload, start)
+            self.pending((ident, start, end, payload))  # see settle()
         return True
 
     def run(
@@ -210,9 +209,11 @@ class GridPath(GridCore):
         out: list[Element] | None = None,
     ) -> tuple[int, Any]:
         """Apply inserts from ``rows`` while each is the plainest case: a
-        key that exists without long events, at or after the CTI, a fresh
-        id, and no output due (it neither reaches an emitted window nor
-        moves its key's watermark past an unemitted window's end). Rows are
+        key without long events (or a new key's first event that opens no
+        window the watermark passed), at or after the CTI, a fresh id, and
+        no output due (it neither reaches an emitted window nor moves its
+        key's watermark past an unemitted window's end; past none, the
+        key's emitted index just moves up). Rows are
         elements (``as_elements``) or (id, start, end, payload) tuples.
 
         Returns how many it applied and the row that stopped it (taken from
@@ -235,6 +236,7 @@ class GridPath(GridCore):
         add, initial = self.ops.add, self.ops.initial_state
         slices = self.slices
         keys, events = self.keys, self.events
+        pending = self.pending
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
         applied = 0
@@ -265,28 +267,52 @@ class GridPath(GridCore):
                 value = payload[value_field] if value_field is not None else payload
             except Exception:
                 return applied, row  # the slower paths name the element
-            if ks is None or ks.long:
-                return applied, row
-            emitted = ks.emitted_k
-            if emitted is None:
-                return applied, row
-            m = ks.max_start if ks.max_start > cti else cti
-            # windows become due when the insert moves the watermark past
-            # unemitted windows' ends (as insert_raw: a stale emitted index
-            # alone, the watermark unmoved, is left as it is)
-            due = start > m and (m := start) - size - off >= (emitted + 1) * hop
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
-            if hi > (m - off) // hop or (due and not emit_here):
-                return applied, row  # reaches an unbegun window, or windows become due
-            if lo <= emitted and not conservative:
-                return applied, row  # changes an emitted window's output
+            due = False
+            if ks is None:
+                # a new key's first event: what insert() does when it opens
+                # no window that has begun to end (speculative, after the CTI)
+                if conservative or key_fn is None or start <= cti:
+                    return applied, row
+                m = start
+                last = (m - size - off) // hop
+                if hi > (m - off) // hop or lo <= last:
+                    return applied, row
+                moved = True
+            else:
+                if ks.long:
+                    return applied, row
+                emitted = ks.emitted_k
+                if emitted is None:
+                    return applied, row
+                m = ks.max_start if ks.max_start > cti else cti
+                # as insert_raw: windows become due only when the insert
+                # moves the watermark (a stale emitted index alone, the
+                # watermark unmoved, is left as it is)
+                moved = start > m
+                if moved:
+                    m = start
+                last = (m - size - off) // hop
+                if hi > (m - off) // hop:
+                    return applied, row  # reaches an unbegun window
+                if moved and last > emitted and (ks.wins or lo <= last):
+                    if not emit_here:
+                        return applied, row  # windows become due: insert_raw emits them
+                    due = True  # the slice mode emits them below (emit_due)
+                if lo <= emitted and not conservative:
+                    return applied, row  # changes an emitted window's output
             if value_fn is not None and value_field is None:
                 try:
                     value = value_fn(payload)
                 except Exception as exc:
+                    if ks is None:
+                        return applied, row  # the slower path names it, for a new key too
                     self.run_applied = applied
                     raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+            fresh = ks is None
+            if ks is None:
+                ks = self._new_key(key)
             wins = ks.wins
             k = lo
             try:
@@ -297,6 +323,14 @@ class GridPath(GridCore):
                         except KeyError:
                             wins[k] = [None, 1, []]
                     k = hi + 1
+                elif k == hi:  # one window (tumbling): no loop
+                    w = wins.get(k)
+                    if w is None:
+                        wins[k] = [add(initial(), value), 1, []]
+                    else:
+                        w[0] = add(w[0], value)
+                        w[1] += 1
+                    k += 1
                 while k <= hi:
                     w = wins.get(k)
                     if w is None:
@@ -306,13 +340,16 @@ class GridPath(GridCore):
                     k += 1
             except Exception as exc:
                 self.run_applied = applied
-                raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
+                error = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
+                if fresh:  # as the rollback of insert() would
+                    del keys[key]
+                    self._created -= 1
+                raise error from exc
             record = [start, end, value, key]
             if ks.events is not None:
                 ks.events.add(record, ident, payload)
             if due:  # emit_here: the slices hold the event already
-                assert out is not None
-                last = (m - size - off) // hop
+                assert out is not None and emitted is not None
                 # named if the UDM fails
                 self.current = row if as_elements else Insert(ident, start, end, payload)
                 try:
@@ -323,16 +360,56 @@ class GridPath(GridCore):
                     ks.events.remove(record)  # type: ignore[union-attr]
                     raise
                 self.current = None
-                ks.emitted_k = last
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
+            if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
+                # emitted above (due), or nothing to emit in between: the key
+                # has no window, and the event's own windows end after the
+                # watermark
+                ks.emitted_k = last
             if start > ks.max_start:
                 ks.max_start = start
             if keep:
                 events[ident] = record
-                live[ident] = make_live(start, end, payload, start)
+                pending(row)  # into the validator's index at settle()
             applied += 1
         return applied, DONE
+
+    def settle(
+        self, live: dict[Hashable, Any], make_live: Any, cti: int | None = None
+    ) -> list[Any]:
+        """Register the events :meth:`run` applied in the validator's index
+        of live events (``live``), which it leaves to this call: building
+        each one's record there costs a fifth of a plain insert, and most
+        are never needed. The host settles before any element the
+        validator checks and at the end of each batch; before a CTI at
+        ``cti`` the events ending before it are skipped, as the validator
+        may forget them once the CTI is accepted (its prune): they are
+        returned (with the others), for :meth:`register` if the CTI fails.
+        (Duplicate ids in a run are found in the grid's own index, which
+        holds them all.)"""
+        rows = self.pending_rows
+        if not rows:
+            return []
+        self.pending_rows = []
+        self.pending = self.pending_rows.append
+        bound = MIN_TIME if cti is None else cti
+        for row in rows:
+            if type(row) is Insert:
+                if row.end >= bound:
+                    live[row.id] = make_live(row.start, row.end, row.payload, row.start)
+            else:
+                ident, start, end, payload = row
+                if end >= bound:
+                    live[ident] = make_live(start, end, payload, start)
+        return rows
+
+    def register(self, rows: list[Any], live: dict[Hashable, Any], make_live: Any) -> None:
+        """Register the rows :meth:`settle` returned before a CTI that failed
+        (those it registered are registered again, unchanged)."""
+        self.pending_rows = rows + self.pending_rows
+        self.pending = self.pending_rows.append
+        self.settle(live, make_live)
 
     def emit_due(
         self,
@@ -390,7 +467,8 @@ class GridPath(GridCore):
                 self.keys.pop(key, None)
             else:
                 ks = self.keys[key]
-                ks.max_start, ks.emitted_k, ks.long = saved_key
+                ks.max_start, ks.emitted_k, long = saved_key
+                ks.long = {} if long is None else long  # None: saved empty
                 if ks.long:
                     self._long_keys.add(key)
         ident = getattr(element, "id", None)
@@ -465,7 +543,7 @@ class GridPath(GridCore):
                     ks.emitted_k,
                     list(ks.long),
                     [
-                        (k, w[0], w[1], [(tuple(o), e.start, e.end, e.payload) for o, e in w[2]])
+                        (k, w[0], w[1], [(tuple(o.id), o.start, o.end, o.payload) for o in w[2]])
                         for k, w in ks.wins.items()
                     ],
                 )
@@ -489,7 +567,7 @@ class GridPath(GridCore):
                 ks.wins[k] = [
                     state,
                     n,
-                    [(OutputId(*o), IntervalEvent(s, e, p)) for o, s, e, p in outputs],
+                    [insert_of(OutputId(*o), s, e, p) for o, s, e, p in outputs],
                 ]
             if ks.wins:
                 self._push(ks, self.window.end_of(min(ks.wins)))

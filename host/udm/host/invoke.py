@@ -27,30 +27,12 @@ __all__ = [
     "canonical_order",
     "compute_window",
     "detached",
-    "event_of",
     "instantiate",
     "make_value_fn",
     "udm_label",
 ]
 
 ValueFn = Callable[[Any], Any] | None
-
-_EVENT_FIELDS = tuple(getattr(IntervalEvent, f).__set__ for f in ("start", "end", "payload"))
-_new = object.__new__
-
-
-def event_of(start: int, end: int, payload: Any) -> IntervalEvent[Any]:
-    """``IntervalEvent(start, end, payload)`` built by its slot descriptors,
-    without the frozen dataclass's ``object.__setattr__`` per field: the
-    grid path keeps one per window output, which would otherwise cost more
-    than a Python median of the window."""
-    e: IntervalEvent[Any] = _new(IntervalEvent)
-    set_start, set_end, set_payload = _EVENT_FIELDS
-    set_start(e, start)
-    set_end(e, end)
-    set_payload(e, payload)
-    return e
-
 
 #: types whose values cannot change: an output may share them with a
 #: state, and they are already plain Python results

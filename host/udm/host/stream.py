@@ -177,10 +177,13 @@ def insert_of(ident: Hashable, start: int, end: int, payload: Any) -> Insert:
 
 def retract_of(ident: Hashable, start: int, old_end: int, new_end: int, payload: Any) -> Retract:
     """``Retract(...)`` for ``int`` tick times, as :func:`insert_of`."""
-    r = _new(Retract)
-    fields = (ident, start, old_end, new_end, payload)
-    for setter, value in zip(_RETRACT_FIELDS, fields, strict=True):
-        setter(r, value)
+    r: Retract = _new(Retract)
+    set_id, set_start, set_old, set_new, set_payload = _RETRACT_FIELDS
+    set_id(r, ident)
+    set_start(r, start)
+    set_old(r, old_end)
+    set_new(r, new_end)
+    set_payload(r, payload)
     return r
 
 

@@ -1,0 +1,86 @@
+"""The grid path's windows of a time-insensitive operator (the slice
+mode): zero or more outputs a window, all with its lifetime, kept by the
+window and matched with its new result's items by payload."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any
+
+from udm.host.cht import freeze
+from udm.host.errors import UdmInvocationError
+from udm.host.gridstate import GridKey
+from udm.host.hoststate import OutputId
+from udm.host.invoke import detached, stamp_result
+from udm.host.policies import OutputPolicy
+from udm.host.stream import Element, Insert, insert_of, retract_of
+from udm.sdk.base import Udm
+from udm.sdk.events import IntervalEvent, WindowDescriptor
+
+__all__ = ["OperatorWindows"]
+
+
+class OperatorWindows:
+    """The operator half of :class:`~udm.host.gridcore.GridCore`'s window
+    refresh, a base class of it: the window arithmetic, UDM and undo log
+    are the core's (declared here for the type checker)."""
+
+    size: int
+    hop: int
+    offset: int
+    udm: Udm
+    policy: OutputPolicy
+    new_id: Callable[[Hashable], OutputId]
+    _undo: list[tuple[GridKey, int, list[Any] | None]] | None
+    _from_slice: Callable[[list[Any]], Any]
+    _fail: Callable[..., UdmInvocationError]
+
+    def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
+        """:meth:`_refresh` for an operator (the slice mode): its outputs are
+        its result's items, all with the window's lifetime (or last tick),
+        so the cached ones are matched with the new ones by payload: the
+        unmatched old ones are retracted, the unmatched new ones inserted,
+        as the general path's output difference does."""
+        w = ks.wins.get(k)
+        old = w[2] if w is not None else []
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        items: list[IntervalEvent[Any]] = []
+        if w is not None and w[1] > 0 and ks.events is not None:
+            desc = WindowDescriptor(start, end)
+            try:
+                result = self._from_slice(ks.events.values(start, end))
+                if self.udm.incremental:  # a lazy result over the state, read now
+                    result = detached(result, operator=True)
+                items = stamp_result(self.udm, desc, result, self.policy)
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+        slots: dict[Any, list[int]] = {}
+        for i, e in enumerate(items):
+            slots.setdefault(freeze(e.payload), []).append(i)
+        kept: list[Insert] = []
+        gone: list[Insert] = []
+        for o in old:
+            found = slots.get(freeze(o.payload))
+            if found:
+                found.pop()
+                kept.append(o)
+            else:
+                gone.append(o)
+        fresh = [i for i_list in slots.values() for i in i_list]
+        if not gone and not fresh:
+            return
+        if self._undo is not None and w is not None:
+            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
+        for o in gone:
+            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
+        if w is None:
+            return
+        for i in sorted(fresh):  # in the result's order
+            e = items[i]
+            emitted = insert_of(self.new_id(key), e.start, e.end, e.payload)
+            out.append(emitted)
+            kept.append(emitted)
+        w[2] = kept
+        if not kept and w[1] == 0:
+            del ks.wins[k]
