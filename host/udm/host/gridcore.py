@@ -301,6 +301,8 @@ class GridCore(OperatorWindows):
                 del ks.wins[k]
 
     def insert(self, e: Insert, out: list[Element]) -> None:
+        """Apply one validated insert: count or fold it into every window it
+        belongs to, re-emitting the emitted windows it changes into ``out``."""
         payload = e.payload
         try:
             key = self.key_fn(payload) if self.key_fn is not None else None
@@ -347,6 +349,8 @@ class GridCore(OperatorWindows):
             self._long_keys.add(key)
 
     def retract(self, r: Retract, out: list[Element]) -> None:
+        """Apply one validated retraction to the windows the old and new
+        lifetimes touch (a retired event can no longer reach an open window)."""
         record = self.events.get(r.id)
         if record is None:
             return  # retired: it can no longer touch an open window
@@ -571,4 +575,5 @@ class GridCore(OperatorWindows):
         ]
 
     def memory_size(self) -> tuple[int, int]:
+        """(events held, windows held): what a long run keeps in memory."""
         return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

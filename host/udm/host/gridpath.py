@@ -438,6 +438,8 @@ class GridPath(GridCore):
             raise
 
     def begin(self, element: Element) -> None:
+        """Start applying ``element``: from here on every change is journalled,
+        so :meth:`rollback` can put the state back if the UDM fails."""
         self._undo = []
         self._key_saves = {}
         self._saved_cti = self.cti
@@ -448,10 +450,13 @@ class GridPath(GridCore):
         self._removed = None
 
     def commit(self) -> None:
+        """``element`` applied: drop the journal."""
         self._undo = None
         self._key_saves = None
 
     def rollback(self, element: Element) -> None:
+        """Undo what the journal holds since :meth:`begin` (a UDM failed):
+        the path is as if ``element`` never arrived."""
         undo = self._undo or []
         self._undo = None
         touched: dict[tuple[int, int], tuple[GridKey, int]] = {}
@@ -514,6 +519,7 @@ class GridPath(GridCore):
             w[0], w[1] = state, n
 
     def dump(self) -> dict[str, Any]:
+        """The path's state as plain data, for :meth:`Host.snapshot`."""
         slices = None
         if self.slices:
             # a record the id index holds is saved once, as its position there
@@ -552,6 +558,7 @@ class GridPath(GridCore):
         }
 
     def load(self, data: dict[str, Any]) -> None:
+        """Put back a :meth:`dump` (replacing this path's state)."""
         self._set_cti(data["cti"])
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}

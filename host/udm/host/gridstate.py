@@ -70,12 +70,15 @@ class NoState:
     counts (for emptiness) and outputs; results come from the slices."""
 
     def initial_state(self) -> None:
+        """No state: a window's result is computed from its slice."""
         return None
 
     def add(self, state: None, value: Any) -> None:
+        """Nothing to fold (counts are kept beside)."""
         return None
 
     def remove(self, state: None, value: Any) -> None:
+        """Nothing to unfold."""
         return None
 
 

@@ -257,6 +257,9 @@ class _CountKind(WindowKind[C]):
 
 
 class CountByStartKind(_CountKind[CountByStartWindow]):
+    """Count-by-start windows: a window's members are the events starting
+    in it, found and retired by start in the event index."""
+
     by_start = True
 
     def members(self, index: EventIndex, start: int, end: int) -> list[IndexedEvent]:
@@ -267,6 +270,9 @@ class CountByStartKind(_CountKind[CountByStartWindow]):
 
 
 class CountByEndKind(_CountKind[CountByEndWindow]):
+    """Count-by-end windows: a window's members are the events ending in
+    it, found by end in the event index."""
+
     by_start = False
 
     def members(self, index: EventIndex, start: int, end: int) -> list[IndexedEvent]:
