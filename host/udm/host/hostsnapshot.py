@@ -14,12 +14,10 @@ from typing import Any
 from sortedcontainers import SortedDict
 
 from udm.host.gridpath import GridPath
-from udm.host.hoststate import Consistency, KeyState, OutputId, WindowState
+from udm.host.hoststate import HostAttributes, KeyState, OutputId, WindowState
 from udm.host.indexes import EventIndex, IndexedEvent
-from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
+from udm.host.validation import CtiPolicy, LiveEvent, ValidationStats
 from udm.host.versioned import dump_versioned, load_versioned
-from udm.host.windows import WindowSpec
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshots", "udm_arguments"]
@@ -28,25 +26,14 @@ SNAPSHOT_FORMAT = "udm-host-snapshot"
 SNAPSHOT_VERSION = 2
 
 
-class Snapshots:
+class Snapshots(HostAttributes):
     """:class:`~udm.host.engine.Host`'s snapshot and restore, over the
-    attributes the host sets up (declared here for the type checker)."""
+    attributes the host sets up (declared here and in
+    :class:`~udm.host.hoststate.HostAttributes` for the type checker)."""
 
-    window: WindowSpec
-    clipping: InputClipping
-    policy: OutputPolicy
-    consistency: Consistency
-    validator: StreamValidator
-    keys: dict[Hashable, KeyState]
-    cti: int
-    output_cti: int
     retractions: bool
     key_option: Any
     value_option: Any
-    _key_of: dict[Hashable, Hashable]
-    _label: str
-    _seq: int
-    _next_out: int
     _arguments: str
     _fast: GridPath | None
 
