@@ -36,7 +36,7 @@ from udm.host.spark.types import (
     declared_time_result,
     expected_value_type,
 )
-from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
+from udm.host.spark.windows import MARK, WINDOW_END, WINDOW_ORDINAL, WINDOW_START, assign_windows
 from udm.host.strategy import spark_route, use_partial
 
 __all__ = ["evaluate_op"]
@@ -58,17 +58,22 @@ def _assigned_results(
     has_mark = op.emit_empty
     extra = [MARK] if has_mark else []
     assigned = assigned.selectExpr(
-        *[quoted(c) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
+        *[
+            quoted(c)
+            for c in dict.fromkeys(
+                [*keys, WINDOW_START, WINDOW_END, WINDOW_ORDINAL, S_COL, E_COL, *extra, *needed]
+            )
+        ]
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
-    bucket = F.expr(f"{WO} div {spark_evaluate.BUCKET}").alias("__udm_bucket")
+    bucket = F.expr(f"{WINDOW_ORDINAL} div {spark_evaluate.BUCKET}").alias("__udm_bucket")
     if use_partial(op):
         part_schema = T.StructType(
             [
                 *key_fields,
-                T.StructField(WS, T.LongType(), False),
-                T.StructField(WE, T.LongType(), False),
-                T.StructField(WO, T.LongType(), False),
+                T.StructField(WINDOW_START, T.LongType(), False),
+                T.StructField(WINDOW_END, T.LongType(), False),
+                T.StructField(WINDOW_ORDINAL, T.LongType(), False),
                 T.StructField(STATE, T.BinaryType(), False),
             ]
         )
