@@ -316,17 +316,20 @@ def window_results(
         got = merge(init(), x)
         return deepcopy(x) if got is x else got
 
+    def finished(st: Any, k: int) -> Any:
+        """Window ``k``'s result from its merged state (``None``: no
+        events, the initial state)."""
+        if st is None:
+            st = init()
+        return normalize_value(result(st, w.window_at(k)) if sensitive else result(st))
+
     if not panes:  # tumbling windows, or interval events: nothing to merge
         done: list[Any] = []
         k = 0
         get = own.get
         try:
             for k in ks:
-                st = get(k)
-                if st is None:
-                    st = init()
-                r = result(st, w.window_at(k)) if sensitive else result(st)
-                done.append(normalize_value(r))
+                done.append(finished(get(k), k))
         except Exception as exc:
             raise udm_failure(u, w.window_at(k), kv, exc) from exc
         return done
@@ -380,10 +383,7 @@ def window_results(
                         st = copied(st)
                     got = merge(st, x)
                     st = deepcopy(x) if got is x else got
-            if st is None:
-                st = init()
-            r = result(st, w.window_at(k)) if sensitive else result(st)
-            out.append(normalize_value(r))
+            out.append(finished(st, k))
     except Exception as exc:
         raise udm_failure(u, w.window_at(k), kv, exc) from exc
     return out

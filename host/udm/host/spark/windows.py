@@ -209,21 +209,9 @@ def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     spanned = with_end.select(
         *cols, F.explode(F.sequence(F.col("__udm_is"), F.col("__udm_ie") - 1)).alias(_RANK)
     )
-    wins = points.where(F.col(_LATER_TIME).isNotNull()).select(
-        *[F.col(f"{kp}{i}").alias(f"__udm_wk{i}") for i in range(len(keys))],
-        F.col(_RANK).alias("__udm_wi"),
-        F.col(_TIME).alias(WINDOW_START),
-        F.col(_LATER_TIME).alias(WINDOW_END),
-    )
-    joined = spanned.join(
-        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_RANK] == wins["__udm_wi"]]
-    )
-    return joined.select(
-        *[spanned[quoted(c)] for c in df.columns],
-        wins[WINDOW_START],
-        wins[WINDOW_END],
-        spanned[_RANK].alias(WINDOW_ORDINAL),
-    )
+    key_names = [f"{kp}{i}" for i in range(len(keys))]
+    start, end = F.col(_TIME), F.col(_LATER_TIME)
+    return _with_windows(df, keys, spanned, points, key_names, start, end)
 
 
 def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: bool) -> DataFrame:
@@ -247,11 +235,28 @@ def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: 
         ws, we = F.col(_TIME) - F.lit(1), F.col(_LATER_TIME)
     else:
         ws, we = F.col(_TIME), F.col(_LATER_TIME) + F.lit(1)
+    return _with_windows(df, keys, spanned, ranked, key_names, ws, we)
+
+
+def _with_windows(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    spanned: DataFrame,
+    ranked: DataFrame,
+    key_names: list[str],
+    start: Column,
+    end: Column,
+) -> DataFrame:
+    """The rows of ``spanned`` (each event row of ``df`` once per window
+    rank it belongs to, in column _RANK) with their window's start, end
+    and ordinal. ``ranked`` has one row per distinct time of a key (key
+    columns ``key_names``, _RANK, _LATER_TIME): a window opens there
+    unless _LATER_TIME is null; ``start`` and ``end`` are its bounds."""
     wins = ranked.where(F.col(_LATER_TIME).isNotNull()).select(
         *[F.col(k).alias(f"__udm_wk{i}") for i, k in enumerate(key_names)],
         F.col(_RANK).alias("__udm_wi"),
-        ws.alias(WINDOW_START),
-        we.alias(WINDOW_END),
+        start.alias(WINDOW_START),
+        end.alias(WINDOW_END),
     )
     joined = spanned.join(
         wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_RANK] == wins["__udm_wi"]]
