@@ -25,6 +25,7 @@ from pyspark.sql import DataFrame
 from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.spark.frame import WindowJob, map_in_arrow, quoted
 from udm.host.spark.members import (
+    Memberships,
     Slices,
     evaluate_runs,
     explode,
@@ -233,8 +234,7 @@ def _evaluate_fn(
             rows, wid = rows[order], wid[order]
             runs = run_starts(wid)
             first = wid[runs]
-            yield from evaluate_runs(
-                op, table, keys, payload, s, e, rows, runs, win_s[first], win_e[first], schema
-            )
+            members = Memberships(table, keys, payload, s, e, rows, runs)
+            yield from evaluate_runs(op, members, win_s[first], win_e[first], schema)
 
     return evaluate

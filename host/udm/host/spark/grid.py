@@ -41,6 +41,7 @@ from udm.host.spark.arrowio import STATE
 from udm.host.spark.frame import WindowJob, map_in_arrow, quoted
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
+    Memberships,
     Slices,
     evaluate_runs,
     explode,
@@ -147,9 +148,8 @@ def _evaluate_fn(
         codes = [c[order] for c in codes]
         runs = run_starts(k, *codes)
         win_s = w.start_of(k[runs])
-        yield from evaluate_runs(
-            op, table, keys, payload, s, e, rows, runs, win_s, win_s + w.size, schema
-        )
+        members = Memberships(table, keys, payload, s, e, rows, runs)
+        yield from evaluate_runs(op, members, win_s, win_s + w.size, schema)
 
     return evaluate
 

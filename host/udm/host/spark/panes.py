@@ -30,6 +30,7 @@ from udm.host.spark import (
 from udm.host.spark.arrowio import STATE, udm_failure
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
+    Memberships,
     RunFailed,
     aggregate_batch,
     chunks,
@@ -112,7 +113,8 @@ def fold_fn(
         rows, kind, idx = rows[order], kind[order], idx[order]
         codes = [c[order] for c in codes]
         runs = run_starts(idx, kind, *codes)
-        for chunk in chunks(op, table, keys, payload, s, e, rows, runs, times=any(sensitive)):
+        members = Memberships(table, keys, payload, s, e, rows, runs)
+        for chunk in chunks(op, members, times=any(sensitive)):
             i, j = chunk.i, chunk.j
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
