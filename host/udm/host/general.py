@@ -27,41 +27,26 @@ from typing import Any
 
 from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
-from udm.host.hoststate import Consistency, Journal, KeyState, OutputId, WindowState
+from udm.host.hoststate import Consistency, HostAttributes, Journal, KeyState, OutputId, WindowState
 from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
 from udm.host.kinds import WindowKind
-from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
-from udm.host.validation import StreamValidator
-from udm.host.windows import WindowSpec
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["GeneralPath"]
 
 
-class GeneralPath:
+class GeneralPath(HostAttributes):
     """The general algorithm's methods, over the attributes
-    :class:`~udm.host.engine.Host` sets up (declared here for the type
-    checker)."""
+    :class:`~udm.host.engine.Host` sets up (declared here and in
+    :class:`~udm.host.hoststate.HostAttributes` for the type checker)."""
 
-    window: WindowSpec
     kind: WindowKind[Any]
     udm: Any
-    clipping: InputClipping
-    policy: OutputPolicy
-    consistency: Consistency
-    validator: StreamValidator
-    keys: dict[Hashable, KeyState]
-    cti: int
-    output_cti: int
-    _key_of: dict[Hashable, Hashable]
     _key_fn: Callable[[Any], Hashable] | None
     _value_fn: Callable[[Any], Any] | None
-    _label: str
-    _seq: int
-    _next_out: int
     _current: Element | None
     _incremental: bool
     _ts: bool

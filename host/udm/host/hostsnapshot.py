@@ -8,18 +8,16 @@ query and options, which then resumes with identical output.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Hashable
 from typing import Any
 
 from sortedcontainers import SortedDict
 
 from udm.host.gridpath import GridPath
-from udm.host.hoststate import Consistency, KeyState, OutputId, WindowState
+from udm.host.hoststate import HostAttributes, KeyState, OutputId, WindowState
 from udm.host.indexes import EventIndex, IndexedEvent
-from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
-from udm.host.windows import WindowSpec
+from udm.host.validation import CtiPolicy, LiveEvent, ValidationStats
+from udm.host.versioned import dump_versioned, load_versioned
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_VERSION", "Snapshots", "udm_arguments"]
@@ -28,25 +26,14 @@ SNAPSHOT_FORMAT = "udm-host-snapshot"
 SNAPSHOT_VERSION = 2
 
 
-class Snapshots:
+class Snapshots(HostAttributes):
     """:class:`~udm.host.engine.Host`'s snapshot and restore, over the
-    attributes the host sets up (declared here for the type checker)."""
+    attributes the host sets up (declared here and in
+    :class:`~udm.host.hoststate.HostAttributes` for the type checker)."""
 
-    window: WindowSpec
-    clipping: InputClipping
-    policy: OutputPolicy
-    consistency: Consistency
-    validator: StreamValidator
-    keys: dict[Hashable, KeyState]
-    cti: int
-    output_cti: int
     retractions: bool
     key_option: Any
     value_option: Any
-    _key_of: dict[Hashable, Hashable]
-    _label: str
-    _seq: int
-    _next_out: int
     _arguments: str
     _fast: GridPath | None
 
@@ -58,8 +45,6 @@ class Snapshots:
         v = self.validator
         v.prune(force=True)  # what cleanup may forget need not be saved
         data = {
-            "format": SNAPSHOT_FORMAT,
-            "version": SNAPSHOT_VERSION,
             "udm": self._label,
             "window": repr(self.window),
             "options": self._options(),
@@ -100,7 +85,7 @@ class Snapshots:
                 for key, ks in self.keys.items()
             ],
         }
-        return pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        return dump_versioned(SNAPSHOT_FORMAT, SNAPSHOT_VERSION, data)
 
     def _options(self) -> dict[str, str]:
         """The query options a snapshot's state depends on, as text: a
@@ -128,14 +113,7 @@ class Snapshots:
     def restore(self, blob: bytes) -> None:
         """Load a :meth:`snapshot` into this host (created with the same
         query), replacing its state."""
-        data = pickle.loads(blob)
-        if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError("not a udm host snapshot")
-        if data.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(
-                f"host snapshot version {data.get('version')} is not supported "
-                f"(this udm reads version {SNAPSHOT_VERSION})"
-            )
+        data = load_versioned(blob, SNAPSHOT_FORMAT, SNAPSHOT_VERSION, "host snapshot")
         if data["udm"] != self._label or data["window"] != repr(self.window):
             raise ValueError(
                 f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "

@@ -16,10 +16,13 @@ from typing import Any, NamedTuple
 from sortedcontainers import SortedDict
 
 from udm.host.indexes import EventIndex, IndexedEvent
+from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import MIN_TIME
+from udm.host.validation import StreamValidator
+from udm.host.windows import WindowSpec
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["Consistency", "Journal", "KeyState", "OutputId", "WindowState"]
+__all__ = ["Consistency", "HostAttributes", "Journal", "KeyState", "OutputId", "WindowState"]
 
 
 class Consistency(StrEnum):
@@ -104,3 +107,23 @@ class Journal:
         a rollback can restore them."""
         if id(ks) not in self.keys:
             self.keys[id(ks)] = (ks, ks.max_start, ks.final_upto)
+
+
+class HostAttributes:
+    """The attributes :class:`~udm.host.engine.Host` sets up that both its
+    parts read (the general path, :class:`~udm.host.general.GeneralPath`,
+    and snapshots, :class:`~udm.host.hostsnapshot.Snapshots`), declared
+    once for the type checker."""
+
+    window: WindowSpec
+    clipping: InputClipping
+    policy: OutputPolicy
+    consistency: Consistency
+    validator: StreamValidator
+    keys: dict[Hashable, KeyState]
+    cti: int
+    output_cti: int
+    _key_of: dict[Hashable, Hashable]
+    _label: str
+    _seq: int
+    _next_out: int

@@ -70,15 +70,16 @@ def _shape(shape: Shape | None, end: str | None) -> Shape:
 def from_table(
     cls: type[Stream],
     data: Any,
-    start: str = "start",
-    end: str | None = None,
-    key: str | Sequence[str] | None = None,
-    shape: Shape | None = None,
-    on_invalid: OnInvalid = "raise",
-    on_null_key: OnNullKey = "raise",
+    start: str,
+    end: str | None,
+    key: str | Sequence[str] | None,
+    shape: Shape | None,
+    on_invalid: OnInvalid,
+    on_null_key: OnNullKey,
 ) -> Stream:
     """The in-memory stream of a pandas DataFrame or Arrow table, one event
-    per row (see :meth:`Stream.from_pandas`)."""
+    per row (see :meth:`Stream.from_pandas`, whose defaults apply: this is
+    called with every argument)."""
     from udm.host.errors import InvalidEventError
 
     table = _arrow(data)

@@ -20,7 +20,6 @@ the output never retracts.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -67,6 +66,7 @@ from udm.host.rows import (
 from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
+from udm.host.versioned import dump_versioned, load_versioned
 
 __all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph", "register_handler"]
 
@@ -548,23 +548,16 @@ class LiveGraph:
 
     def snapshot(self) -> bytes:
         """Every operator's state, pickled with a format version."""
-        data = {
-            "format": GRAPH_SNAPSHOT_FORMAT,
-            "version": GRAPH_SNAPSHOT_VERSION,
-            "operators": [(op.name, op.get_state()) for op in self._ops],
-        }
-        return pickle.dumps(data, pickle.HIGHEST_PROTOCOL)
+        operators = [(op.name, op.get_state()) for op in self._ops]
+        return dump_versioned(
+            GRAPH_SNAPSHOT_FORMAT, GRAPH_SNAPSHOT_VERSION, {"operators": operators}
+        )
 
     def restore(self, blob: bytes) -> None:
         """Load a :meth:`snapshot` of a graph compiled from the same plan."""
-        data = pickle.loads(blob)
-        if not isinstance(data, dict) or data.get("format") != GRAPH_SNAPSHOT_FORMAT:
-            raise ValueError("not a udm operator-graph snapshot")
-        if data.get("version") != GRAPH_SNAPSHOT_VERSION:
-            raise ValueError(
-                f"operator-graph snapshot version {data.get('version')} is not supported "
-                f"(this udm reads version {GRAPH_SNAPSHOT_VERSION})"
-            )
+        data = load_versioned(
+            blob, GRAPH_SNAPSHOT_FORMAT, GRAPH_SNAPSHOT_VERSION, "operator-graph snapshot"
+        )
         saved = data["operators"]
         names = [op.name for op in self._ops]
         if [name for name, _ in saved] != names:

@@ -287,8 +287,12 @@ class ReferenceEngine:
         layout = Layout(SCALAR_COL, ()) if scalar else Layout(None, tuple((c, c) for c in columns))
         return Table(rows, columns, layout, keys.pop(), scalar)
 
-    def _join(self, node: PlanNode) -> Table:
-        assert isinstance(node, JoinNode)
+    def _join_sides(
+        self, node: JoinNode | AntiJoinNode
+    ) -> tuple[Table, Table, Callable[[Mapping[str, Any], bool], Any]]:
+        """The two inputs of a join or anti-join, checked to share the ``on``
+        columns, and what its ``where``/``select`` see of a row of either
+        side (the scalar of a scalar stream, else the payload dict)."""
         left, right = self.run(node.left), self.run(node.right)
         _check_on(node.describe(), node.on, left, right)
         seen_l, seen_r = _seen(left.scalar), _seen(right.scalar)
@@ -296,6 +300,11 @@ class ReferenceEngine:
         def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
             return seen_l(p, True) if is_left else seen_r(p, False)
 
+        return left, right, wrap
+
+    def _join(self, node: PlanNode) -> Table:
+        assert isinstance(node, JoinNode)
+        left, right, wrap = self._join_sides(node)
         name = node.describe()
         where = None if node.where is None else pair_udf(node.where, "where", name)
         select = None if node.select is None else pair_udf(node.select, "select", name)
@@ -310,13 +319,7 @@ class ReferenceEngine:
 
     def _anti_join(self, node: PlanNode) -> Table:
         assert isinstance(node, AntiJoinNode)
-        left, right = self.run(node.left), self.run(node.right)
-        _check_on(node.describe(), node.on, left, right)
-        seen_l, seen_r = _seen(left.scalar), _seen(right.scalar)
-
-        def wrap(p: Mapping[str, Any], is_left: bool) -> Any:
-            return seen_l(p, True) if is_left else seen_r(p, False)
-
+        left, right, wrap = self._join_sides(node)
         where = None if node.where is None else pair_udf(node.where, "where", node.describe())
         rows = anti_join_rows(left.rows, right.rows, node.on, where, wrap)
         return dataclasses.replace(left, rows=rows)

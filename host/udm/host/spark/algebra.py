@@ -266,11 +266,12 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
         (start < F.least(le, re))
         & (F.floor(start / F.lit(width)).cast("long") == F.col("__udm_lb"))
     )
+    payloads = _pair_payloads(node, left, right, lcols, rcols)
     if node.where is not None:
-        joined = _where_pairs(node, joined, left, right, lcols, rcols)
+        joined = _where_pairs(node, joined, payloads)
     if node.select is not None:
         joined = joined.withColumn(S_COL, start).withColumn(E_COL, F.least(le, re))
-        df = _select_pairs(node, joined, left, right, lcols, rcols)
+        df = _select_pairs(node, joined, payloads)
         frame = EventFrame(df, left.frame.time, False)
         return SparkTable(frame, on, _dict_layout(frame.columns), False)
     out = [start.alias(S_COL), F.least(le, re).alias(E_COL)]
@@ -305,16 +306,11 @@ def _pair_payloads(
 
 
 def _where_pairs(
-    node: JoinNode,
-    joined: DataFrame,
-    left: SparkTable,
-    right: SparkTable,
-    lcols: list[str],
-    rcols: list[str],
+    node: JoinNode, joined: DataFrame, payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]]
 ) -> DataFrame:
+    """The joined rows whose pair of ``payloads`` satisfies ``where(l, r)``."""
     assert node.where is not None
     predicate = pair_udf(node.where, "where", node.describe())
-    payloads = _pair_payloads(node, left, right, lcols, rcols)
 
     def keep(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -325,12 +321,7 @@ def _where_pairs(
 
 
 def _select_pairs(
-    node: JoinNode,
-    joined: DataFrame,
-    left: SparkTable,
-    right: SparkTable,
-    lcols: list[str],
-    rcols: list[str],
+    node: JoinNode, joined: DataFrame, payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]]
 ) -> DataFrame:
     """The joined rows with their payloads built by ``select(l, r)`` (see
     :mod:`udm.host.spark.join_select`)."""
@@ -342,7 +333,7 @@ def _select_pairs(
         pair_udf(node.select, "select", name),
         function_result_type(node.select),
         on,
-        _pair_payloads(node, left, right, lcols, rcols),
+        payloads,
         f"{name}: select",
     )
 

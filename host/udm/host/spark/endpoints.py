@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 
 from udm.host.plan import E_COL, S_COL, WindowOp
-from udm.host.spark.frame import map_in_arrow, quoted
+from udm.host.spark.frame import WindowJob, map_in_arrow, quoted
 from udm.host.spark.members import (
+    Memberships,
     Slices,
     evaluate_runs,
     explode,
@@ -47,23 +47,17 @@ __all__ = ["SLICES", "count_slices", "endpoint_results", "memberships", "window_
 EndpointWindow = SnapshotWindow | CountWindow
 
 
-def endpoint_results(
-    df: DataFrame,
-    keys: tuple[str, ...],
-    op: WindowOp,
-    needed: list[str],
-    out_schema: T.StructType,
-    pa_schema: pa.Schema,
-) -> DataFrame:
+def endpoint_results(job: WindowJob) -> DataFrame:
     """The window operation's result rows (lifetime, keys, one column per
     call) for snapshot and count windows."""
+    df, keys, op, needed = job.df, job.keys, job.op, job.needed
     columns = list(dict.fromkeys([*keys, S_COL, E_COL, *needed]))
     source = df.selectExpr(*[quoted(c) for c in columns])
     # a stream without keys is one group: one partition
     by_key = (
         source.repartition(*[source[quoted(k)] for k in keys]) if keys else source.repartition(1)
     )
-    return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, pa_schema), out_schema)
+    return map_in_arrow(by_key, _evaluate_fn(op, list(keys), needed, job.pa_schema), job.out_schema)
 
 
 def _dense_rank(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -240,8 +234,7 @@ def _evaluate_fn(
             rows, wid = rows[order], wid[order]
             runs = run_starts(wid)
             first = wid[runs]
-            yield from evaluate_runs(
-                op, table, keys, payload, s, e, rows, runs, win_s[first], win_e[first], schema
-            )
+            members = Memberships(table, keys, payload, s, e, rows, runs)
+            yield from evaluate_runs(op, members, win_s[first], win_e[first], schema)
 
     return evaluate

@@ -53,7 +53,7 @@ from udm.host.spark.types import (
     dumps,
     normalize_value,
 )
-from udm.host.spark.windows import MARK, WE, WO, WS
+from udm.host.spark.windows import MARK, WINDOW_END, WINDOW_ORDINAL, WINDOW_START
 from udm.host.windows import describe_window
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -88,10 +88,15 @@ def _windows_of(table: pa.Table) -> tuple[pa.Table, list[tuple[int, int, int, in
     hi)`` of each window's rows: one Python call evaluates a batch of windows."""
     import pyarrow.compute as pc
 
-    keys = [(WS, "ascending"), (WE, "ascending"), (S_COL, "ascending"), (E_COL, "ascending")]
+    keys = [
+        (WINDOW_START, "ascending"),
+        (WINDOW_END, "ascending"),
+        (S_COL, "ascending"),
+        (E_COL, "ascending"),
+    ]
     order = pc.sort_indices(table, sort_keys=keys)
     table = table.take(order)
-    ws, we = table.column(WS).to_pylist(), table.column(WE).to_pylist()
+    ws, we = table.column(WINDOW_START).to_pylist(), table.column(WINDOW_END).to_pylist()
     runs = []
     lo = 0
     for i in range(1, len(ws) + 1):
@@ -262,7 +267,7 @@ def make_partial_fn(
         for batch in batches:
             cols = Columns(pa.Table.from_batches([batch]), payload)
             key_cols = [cols.col(k) for k in keys]
-            ws, we, wo = cols.col(WS), cols.col(WE), cols.col(WO)
+            ws, we, wo = cols.col(WINDOW_START), cols.col(WINDOW_END), cols.col(WINDOW_ORDINAL)
             starts, ends = cols.col(S_COL), cols.col(E_COL)
             marks = cols.col(MARK) if has_mark else None
             inputs = [cols.values(c) for c in calls]
@@ -294,7 +299,7 @@ def make_partial_fn(
             for j, v in enumerate(gk):
                 columns[j].append(v)
             columns[n_keys + 3].append(dumps(st))
-        names = [*keys, WS, WE, WO, STATE]
+        names = [*keys, WINDOW_START, WINDOW_END, WINDOW_ORDINAL, STATE]
         arrays = [
             *[pa.array(v) for v in columns[:n_keys]],
             *[pa.array(v, pa.int64()) for v in columns[n_keys : n_keys + 3]],
@@ -358,7 +363,7 @@ def make_merge_fn(
         keys = [k.as_py() for k in key[:n_keys]]
         blobs: dict[tuple[int, int], list[bytes]] = {}
         for batch in batches:
-            ws, we = batch.column(WS).to_pylist(), batch.column(WE).to_pylist()
+            ws, we = batch.column(WINDOW_START).to_pylist(), batch.column(WINDOW_END).to_pylist()
             for s, e, b in zip(ws, we, batch.column(STATE).to_pylist(), strict=True):
                 blobs.setdefault((s, e), []).append(b)
         rows: list[tuple[int, int, list[Any]]] = []

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from udm.host.metrics import QueryMetrics
-from udm.host.plan import E_COL, S_COL, Row, Source
+from udm.host.plan import E_COL, S_COL, Row, Source, WindowOp
 from udm.host.rows import (
     reason_end_of_time,
     reason_no_end,
@@ -40,6 +40,7 @@ from udm.host.time import INFINITY
 __all__ = [
     "EventFrame",
     "TimeKind",
+    "WindowJob",
     "apply_in_arrow",
     "from_rows",
     "map_in_arrow",
@@ -79,6 +80,23 @@ def quoted(name: str) -> str:
 def sql_string(text: str) -> str:
     """A SQL string literal of ``text`` (Spark's backslash escapes)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@dataclass(frozen=True)
+class WindowJob:
+    """One window operation as each of its Spark routes (grid, endpoints,
+    windows assigned in Spark) receives it: the event rows and group keys,
+    the operation and the payload columns its calls read, and the shape
+    of its result rows (key fields, the Spark schema and its Arrow form),
+    which :func:`udm.host.spark.windowop.evaluate_op` works out once."""
+
+    df: DataFrame
+    keys: tuple[str, ...]
+    op: WindowOp
+    needed: list[str]
+    key_fields: list[T.StructField]
+    out_schema: T.StructType
+    pa_schema: pa.Schema
 
 
 @dataclass(frozen=True)

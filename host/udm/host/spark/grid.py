@@ -38,9 +38,10 @@ from udm.host.spark import (
     evaluate as spark_evaluate,  # BUCKET read at call time (tests set it)
 )
 from udm.host.spark.arrowio import STATE
-from udm.host.spark.frame import map_in_arrow, quoted
+from udm.host.spark.frame import WindowJob, map_in_arrow, quoted
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
+    Memberships,
     Slices,
     evaluate_runs,
     explode,
@@ -77,19 +78,11 @@ def _bucketed(source: DataFrame, w: HoppingWindow, watermark: int, columns: list
     return ranged.select(*[F.col(quoted(c)) for c in columns], F.explode(buckets).alias(BUCKET_COL))
 
 
-def grid_results(
-    df: DataFrame,
-    keys: tuple[str, ...],
-    op: WindowOp,
-    needed: list[str],
-    key_fields: list[T.StructField],
-    out_schema: T.StructType,
-    pa_schema: pa.Schema,
-    points: bool = False,
-) -> DataFrame:
+def grid_results(job: WindowJob, points: bool = False) -> DataFrame:
     """The window operation's result rows (lifetime, keys, one column per
     call), evaluated on the grid. ``points``: every event is ``[s, s + 1)``,
     so the workers derive the end (unless Spark needs it to find buckets)."""
+    df, keys, op, needed, out_schema = job.df, job.keys, job.op, job.needed, job.out_schema
     w = op.window.require_grid("the grid route")
     partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
@@ -98,7 +91,7 @@ def grid_results(
     if partial:
         schema = T.StructType(
             [
-                *key_fields,
+                *job.key_fields,
                 T.StructField(BUCKET_COL, T.LongType(), False),
                 T.StructField(STATE, T.BinaryType(), False),
             ]
@@ -107,9 +100,9 @@ def grid_results(
         # df[name] is one call into the JVM, F.col(name) thirteen
         part = [*[states[quoted(k)] for k in keys], states[BUCKET_COL]]
         return map_in_arrow(
-            states.repartition(*part), merge_fn(op, list(keys), pa_schema), out_schema
+            states.repartition(*part), merge_fn(op, list(keys), job.pa_schema), out_schema
         )
-    evaluate = _evaluate_fn(op, list(keys), needed, pa_schema)
+    evaluate = _evaluate_fn(op, list(keys), needed, job.pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
         by_key = source.repartition(*[source[quoted(k)] for k in keys])
@@ -155,9 +148,8 @@ def _evaluate_fn(
         codes = [c[order] for c in codes]
         runs = run_starts(k, *codes)
         win_s = w.start_of(k[runs])
-        yield from evaluate_runs(
-            op, table, keys, payload, s, e, rows, runs, win_s, win_s + w.size, schema
-        )
+        members = Memberships(table, keys, payload, s, e, rows, runs)
+        yield from evaluate_runs(op, members, win_s, win_s + w.size, schema)
 
     return evaluate
 

@@ -157,21 +157,27 @@ class Chunk(NamedTuple):
     bounds: list[int]  #: the runs' memberships, relative to ``lo`` (j - i + 1)
 
 
-def chunks(
-    op: WindowOp,
-    table: pa.Table,
-    keys: list[str],
-    payload: list[str],
-    s: np.ndarray,
-    e: np.ndarray,
-    rows: np.ndarray,
-    runs: np.ndarray,
-    times: bool = True,
-) -> Iterator[Chunk]:
-    """The runs (starting at ``runs``) of memberships (events ``rows``) in
-    chunks of about CHUNK memberships, so Python values are made for one
-    chunk at a time. ``times=False``: no UDM reads lifetimes, so the
-    chunks' ``starts`` and ``ends`` are left empty."""
+class Memberships(NamedTuple):
+    """Which events belong to which windows, as the workers hold them: the
+    event ``table`` (its ``keys`` and ``payload`` columns, lifetimes
+    ``[s, e)``), the memberships as event ``rows`` sorted by key, window
+    and lifetime, and the positions in ``rows`` where each window's run
+    begins (``runs``)."""
+
+    table: pa.Table
+    keys: list[str]
+    payload: list[str]
+    s: np.ndarray
+    e: np.ndarray
+    rows: np.ndarray
+    runs: np.ndarray
+
+
+def chunks(op: WindowOp, members: Memberships, times: bool = True) -> Iterator[Chunk]:
+    """The runs of ``members`` in chunks of about CHUNK memberships, so
+    Python values are made for one chunk at a time. ``times=False``: no UDM
+    reads lifetimes, so the chunks' ``starts`` and ``ends`` are left empty."""
+    table, keys, payload, s, e, rows, runs = members
     bounds = np.append(runs, len(rows))
     i = 0
     while i < len(runs):
@@ -290,20 +296,14 @@ def segment_states(udm: Any, values: np.ndarray, bounds: list[int]) -> list[Any]
 
 def evaluate_runs(
     op: WindowOp,
-    table: pa.Table,
-    keys: list[str],
-    payload: list[str],
-    s: np.ndarray,
-    e: np.ndarray,
-    rows: np.ndarray,
-    runs: np.ndarray,
+    members: Memberships,
     win_s: np.ndarray,
     win_e: np.ndarray,
     schema: pa.Schema,
 ) -> Iterator[pa.RecordBatch]:
-    """Output batches of the windows whose memberships (events ``rows``,
-    sorted by key, window and lifetime) begin at ``runs``; window ``r`` is
-    ``[win_s[r], win_e[r])``."""
+    """Output batches of the windows of ``members``: window ``r`` (the
+    run starting at ``members.runs[r]``) is ``[win_s[r], win_e[r])``."""
+    keys, s, e, rows, runs = members.keys, members.s, members.e, members.rows, members.runs
     lengths = np.diff(np.append(runs, len(rows)))
     flags_all = ordered(
         s[rows],
@@ -314,7 +314,7 @@ def evaluate_runs(
         op.clipping,
     )
     values_only = op.kind == "aggregate" and not any(c.udm.time_sensitive for c in op.calls)
-    for chunk in chunks(op, table, keys, payload, s, e, rows, runs):
+    for chunk in chunks(op, members):
         i, j = chunk.i, chunk.j
         starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
         run_keys, bounds = chunk.keys, chunk.bounds

@@ -30,6 +30,7 @@ from udm.host.spark import (
 from udm.host.spark.arrowio import STATE, udm_failure
 from udm.host.spark.gridevents import BUCKET_COL, grid_events
 from udm.host.spark.members import (
+    Memberships,
     RunFailed,
     aggregate_batch,
     chunks,
@@ -112,7 +113,8 @@ def fold_fn(
         rows, kind, idx = rows[order], kind[order], idx[order]
         codes = [c[order] for c in codes]
         runs = run_starts(idx, kind, *codes)
-        for chunk in chunks(op, table, keys, payload, s, e, rows, runs, times=any(sensitive)):
+        members = Memberships(table, keys, payload, s, e, rows, runs)
+        for chunk in chunks(op, members, times=any(sensitive)):
             i, j = chunk.i, chunk.j
             starts, ends, inputs = chunk.starts, chunk.ends, chunk.inputs
             run_keys, bounds = chunk.keys, chunk.bounds
@@ -316,17 +318,20 @@ def window_results(
         got = merge(init(), x)
         return deepcopy(x) if got is x else got
 
+    def finished(st: Any, k: int) -> Any:
+        """Window ``k``'s result from its merged state (``None``: no
+        events, the initial state)."""
+        if st is None:
+            st = init()
+        return normalize_value(result(st, w.window_at(k)) if sensitive else result(st))
+
     if not panes:  # tumbling windows, or interval events: nothing to merge
         done: list[Any] = []
         k = 0
         get = own.get
         try:
             for k in ks:
-                st = get(k)
-                if st is None:
-                    st = init()
-                r = result(st, w.window_at(k)) if sensitive else result(st)
-                done.append(normalize_value(r))
+                done.append(finished(get(k), k))
         except Exception as exc:
             raise udm_failure(u, w.window_at(k), kv, exc) from exc
         return done
@@ -380,10 +385,7 @@ def window_results(
                         st = copied(st)
                     got = merge(st, x)
                     st = deepcopy(x) if got is x else got
-            if st is None:
-                st = init()
-            r = result(st, w.window_at(k)) if sensitive else result(st)
-            out.append(normalize_value(r))
+            out.append(finished(st, k))
     except Exception as exc:
         raise udm_failure(u, w.window_at(k), kv, exc) from exc
     return out

@@ -10,7 +10,6 @@ group functions of :mod:`udm.host.spark.evaluate`.
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -28,7 +27,7 @@ from udm.host.spark.arrowio import (
 from udm.host.spark.decode import decode_pickled
 from udm.host.spark.endpoints import endpoint_results
 from udm.host.spark.evaluate import make_group_fn, make_merge_fn, make_partial_fn
-from udm.host.spark.frame import EventFrame, apply_in_arrow, map_in_arrow, quoted
+from udm.host.spark.frame import EventFrame, WindowJob, apply_in_arrow, map_in_arrow, quoted
 from udm.host.spark.grid import grid_results
 from udm.host.spark.types import (
     TIME_META,
@@ -36,39 +35,37 @@ from udm.host.spark.types import (
     declared_time_result,
     expected_value_type,
 )
-from udm.host.spark.windows import MARK, WE, WO, WS, assign_windows
+from udm.host.spark.windows import MARK, WINDOW_END, WINDOW_ORDINAL, WINDOW_START, assign_windows
 from udm.host.strategy import spark_route, use_partial
 
 __all__ = ["evaluate_op"]
 
 
-def _assigned_results(
-    df: DataFrame,
-    keys: tuple[str, ...],
-    op: WindowOp,
-    needed: list[str],
-    key_fields: list[T.StructField],
-    out_schema: T.StructType,
-    pa_schema: pa.Schema,
-) -> DataFrame:
+def _assigned_results(job: WindowJob) -> DataFrame:
     """Result rows of windows assigned in Spark (snapshot, count, and grid
     windows with ``emit_empty``): one row per (event, window) pair, grouped
     by key and bucket of window ordinals."""
+    df, keys, op, needed, pa_schema = job.df, job.keys, job.op, job.needed, job.pa_schema
     assigned = assign_windows(df, keys, op.window, op.watermark, op.emit_empty)
     has_mark = op.emit_empty
     extra = [MARK] if has_mark else []
     assigned = assigned.selectExpr(
-        *[quoted(c) for c in dict.fromkeys([*keys, WS, WE, WO, S_COL, E_COL, *extra, *needed])]
+        *[
+            quoted(c)
+            for c in dict.fromkeys(
+                [*keys, WINDOW_START, WINDOW_END, WINDOW_ORDINAL, S_COL, E_COL, *extra, *needed]
+            )
+        ]
     )
     # one Python call evaluates up to BUCKET consecutive windows of a key
-    bucket = F.expr(f"{WO} div {spark_evaluate.BUCKET}").alias("__udm_bucket")
+    bucket = F.expr(f"{WINDOW_ORDINAL} div {spark_evaluate.BUCKET}").alias("__udm_bucket")
     if use_partial(op):
         part_schema = T.StructType(
             [
-                *key_fields,
-                T.StructField(WS, T.LongType(), False),
-                T.StructField(WE, T.LongType(), False),
-                T.StructField(WO, T.LongType(), False),
+                *job.key_fields,
+                T.StructField(WINDOW_START, T.LongType(), False),
+                T.StructField(WINDOW_END, T.LongType(), False),
+                T.StructField(WINDOW_ORDINAL, T.LongType(), False),
                 T.StructField(STATE, T.BinaryType(), False),
             ]
         )
@@ -76,14 +73,14 @@ def _assigned_results(
             assigned, make_partial_fn(op, list(keys), needed, has_mark), part_schema
         )
         return apply_in_arrow(
-            partial, list(keys), [bucket], make_merge_fn(op, len(keys), pa_schema), out_schema
+            partial, list(keys), [bucket], make_merge_fn(op, len(keys), pa_schema), job.out_schema
         )
     return apply_in_arrow(
         assigned,
         list(keys),
         [bucket],
         make_group_fn(op, len(keys), needed, pa_schema, has_mark),
-        out_schema,
+        job.out_schema,
     )
 
 
@@ -135,15 +132,14 @@ def evaluate_op(
     out_schema = T.StructType(out_fields)
     pa_schema = arrow_schema_with_marks(out_schema)
     key_fields = [T.StructField(k, schema_of[k].dataType, True) for k in keys]
+    job = WindowJob(df, keys, op, needed, key_fields, out_schema, pa_schema)
     route = spark_route(op)
     if route == "grid":
-        result = grid_results(
-            df, keys, op, needed, key_fields, out_schema, pa_schema, points=frame.points
-        )
+        result = grid_results(job, points=frame.points)
     elif route == "endpoints":
-        result = endpoint_results(df, keys, op, needed, out_schema, pa_schema)
+        result = endpoint_results(job)
     else:
-        result = _assigned_results(df, keys, op, needed, key_fields, out_schema, pa_schema)
+        result = _assigned_results(job)
     pickled = [result_col(i) for i, t in enumerate(types) if t is None]
     if pickled:
         labels = {result_col(i): f"UDM {c.udm.name!r}" for i, c in enumerate(op.calls)}

@@ -39,18 +39,24 @@ from udm.host.windows import (
     WindowSpec,
 )
 
-__all__ = ["ASSIGNERS", "MARK", "WE", "WO", "WS", "assign_windows"]
+__all__ = ["ASSIGNERS", "MARK", "WINDOW_END", "WINDOW_ORDINAL", "WINDOW_START", "assign_windows"]
 
-WS = "__udm_ws"
-WE = "__udm_we"
+#: the window's start and end (ticks), columns of the assigned rows
+WINDOW_START = "__udm_ws"
+WINDOW_END = "__udm_we"
 #: the window's ordinal within its key (grid index k, or endpoint/time rank)
-WO = "__udm_wo"
+WINDOW_ORDINAL = "__udm_wo"
 #: marks the placeholder rows of empty windows (emit_empty)
 MARK = "__udm_mark"
-_K = "__udm_k"
-_T = "__udm_t"
-_TN = "__udm_tn"
-_I = "__udm_i"
+#: a hopping window's grid index k (its start is k * hop + offset)
+_GRID_INDEX = "__udm_k"
+#: an event time (an endpoint, or the count window's start/end column)
+_TIME = "__udm_t"
+#: the time that closes the window opened at _TIME: the next endpoint
+#: (snapshot), or the time n - 1 distinct times later (count)
+_LATER_TIME = "__udm_tn"
+#: the rank of _TIME among its key's distinct times (the window ordinal)
+_RANK = "__udm_i"
 
 
 def _key_cols(keys: tuple[str, ...], prefix: str) -> list[Column]:
@@ -79,13 +85,13 @@ def assign_windows(
         raise TypeError(f"the Spark engine does not know window {window!r}")
     out = assign(df, keys, window)
     if watermark < INFINITY:
-        out = out.where(F.col(WE) <= F.lit(watermark))
+        out = out.where(F.col(WINDOW_END) <= F.lit(watermark))
     return out
 
 
 #: Spark SQL window assignment of the kinds whose windows events define, by
 #: spec class (a new kind registers its own): the event table's rows paired
-#: with each window (columns WS, WE, WO) they belong to.
+#: with each window (columns WINDOW_START, WINDOW_END, WINDOW_ORDINAL) they belong to.
 ASSIGNERS: dict[type[WindowSpec], Callable[[DataFrame, tuple[str, ...], Any], DataFrame]] = {
     SnapshotWindow: lambda df, keys, w: _snapshot(df, keys),
     CountByStartWindow: lambda df, keys, w: _count(df, keys, S_COL, w.count, by_end=False),
@@ -149,100 +155,115 @@ def _hopping(
     )
     exploded = ranged.select(
         *[F.col(quoted(c)) for c in df.columns],
-        F.explode(F.sequence(F.col("__udm_kmin"), F.col("__udm_kmax"))).alias(_K),
+        F.explode(F.sequence(F.col("__udm_kmin"), F.col("__udm_kmax"))).alias(_GRID_INDEX),
     )
     if emit_empty:
         exploded = exploded.withColumn(MARK, F.lit(False))
         bounds = exploded.groupBy(*[F.col(quoted(k)) for k in keys]).agg(
-            F.min(_K).alias("__udm_first"), F.max(_K).alias("__udm_last")
+            F.min(_GRID_INDEX).alias("__udm_first"), F.max(_GRID_INDEX).alias("__udm_last")
         )
         last = F.col("__udm_last")
         if k_last is not None:
             last = F.greatest(last, F.lit(k_last))
         markers = bounds.select(
             *[F.col(quoted(k)) for k in keys],
-            F.explode(F.sequence(F.col("__udm_first"), last)).alias(_K),
+            F.explode(F.sequence(F.col("__udm_first"), last)).alias(_GRID_INDEX),
             F.lit(True).alias(MARK),
         )
         exploded = exploded.unionByName(markers, allowMissingColumns=True)
-    start = F.col(_K) * F.lit(hop) + F.lit(offset)
+    start = F.col(_GRID_INDEX) * F.lit(hop) + F.lit(offset)
     return (
-        exploded.withColumn(WS, start).withColumn(WE, start + F.lit(size)).withColumnRenamed(_K, WO)
+        exploded.withColumn(WINDOW_START, start)
+        .withColumn(WINDOW_END, start + F.lit(size))
+        .withColumnRenamed(_GRID_INDEX, WINDOW_ORDINAL)
     )
 
 
 def _snapshot(df: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     kp = "__udm_pk"
     points = (
-        df.select(*_key_cols(keys, kp), F.col(S_COL).alias(_T))
-        .union(df.select(*_key_cols(keys, kp), F.col(E_COL).alias(_T)))
+        df.select(*_key_cols(keys, kp), F.col(S_COL).alias(_TIME))
+        .union(df.select(*_key_cols(keys, kp), F.col(E_COL).alias(_TIME)))
         .distinct()
     )
-    order = Window.partitionBy(*[f"{kp}{i}" for i in range(len(keys))]).orderBy(_T)
+    order = Window.partitionBy(*[f"{kp}{i}" for i in range(len(keys))]).orderBy(_TIME)
     points = points.select(
         "*",
-        (F.row_number().over(order) - 1).alias(_I),
-        F.lead(_T).over(order).alias(_TN),
+        (F.row_number().over(order) - 1).alias(_RANK),
+        F.lead(_TIME).over(order).alias(_LATER_TIME),
     )
-    starts = points.select(*[f"{kp}{i}" for i in range(len(keys))], F.col(_T), F.col(_I))
+    starts = points.select(*[f"{kp}{i}" for i in range(len(keys))], F.col(_TIME), F.col(_RANK))
     ends = starts.select(
         *[F.col(f"{kp}{i}").alias(f"__udm_qk{i}") for i in range(len(keys))],
-        F.col(_T).alias("__udm_te"),
-        F.col(_I).alias("__udm_ie"),
+        F.col(_TIME).alias("__udm_te"),
+        F.col(_RANK).alias("__udm_ie"),
     )
     cols = [F.col(quoted(c)) for c in df.columns]
     with_start = df.join(
-        starts, [*_key_match(df, starts, keys, kp), df[S_COL] == starts[_T]]
-    ).select(*[df[quoted(c)] for c in df.columns], starts[_I].alias("__udm_is"))
+        starts, [*_key_match(df, starts, keys, kp), df[S_COL] == starts[_TIME]]
+    ).select(*[df[quoted(c)] for c in df.columns], starts[_RANK].alias("__udm_is"))
     with_end = with_start.join(
         ends,
         [*_key_match(with_start, ends, keys, "__udm_qk"), with_start[E_COL] == ends["__udm_te"]],
     ).select(*[with_start[quoted(c)] for c in [*df.columns, "__udm_is"]], ends["__udm_ie"])
     spanned = with_end.select(
-        *cols, F.explode(F.sequence(F.col("__udm_is"), F.col("__udm_ie") - 1)).alias(_I)
+        *cols, F.explode(F.sequence(F.col("__udm_is"), F.col("__udm_ie") - 1)).alias(_RANK)
     )
-    wins = points.where(F.col(_TN).isNotNull()).select(
-        *[F.col(f"{kp}{i}").alias(f"__udm_wk{i}") for i in range(len(keys))],
-        F.col(_I).alias("__udm_wi"),
-        F.col(_T).alias(WS),
-        F.col(_TN).alias(WE),
-    )
-    joined = spanned.join(
-        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
-    )
-    return joined.select(
-        *[spanned[quoted(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
-    )
+    key_names = [f"{kp}{i}" for i in range(len(keys))]
+    start, end = F.col(_TIME), F.col(_LATER_TIME)
+    return _with_windows(df, keys, spanned, points, key_names, start, end)
 
 
 def _count(df: DataFrame, keys: tuple[str, ...], time_col: str, n: int, by_end: bool) -> DataFrame:
     kp = "__udm_dk"
     key_names = [f"{kp}{i}" for i in range(len(keys))]
-    distinct = df.select(*_key_cols(keys, kp), F.col(time_col).alias(_T)).distinct()
-    order = Window.partitionBy(*key_names).orderBy(_T)
-    last = F.col(_T) if n == 1 else F.lead(_T, n - 1).over(order)
-    ranked = distinct.select("*", (F.row_number().over(order) - 1).alias(_I), last.alias(_TN))
+    distinct = df.select(*_key_cols(keys, kp), F.col(time_col).alias(_TIME)).distinct()
+    order = Window.partitionBy(*key_names).orderBy(_TIME)
+    last = F.col(_TIME) if n == 1 else F.lead(_TIME, n - 1).over(order)
+    ranked = distinct.select(
+        "*", (F.row_number().over(order) - 1).alias(_RANK), last.alias(_LATER_TIME)
+    )
     with_rank = df.join(
-        ranked, [*_key_match(df, ranked, keys, kp), df[time_col] == ranked[_T]]
-    ).select(*[df[quoted(c)] for c in df.columns], ranked[_I].alias("__udm_r"))
+        ranked, [*_key_match(df, ranked, keys, kp), df[time_col] == ranked[_TIME]]
+    ).select(*[df[quoted(c)] for c in df.columns], ranked[_RANK].alias("__udm_r"))
     lo = F.greatest(F.col("__udm_r") - F.lit(n - 1), F.lit(0))
     spanned = with_rank.select(
         *[F.col(quoted(c)) for c in df.columns],
-        F.explode(F.sequence(lo, F.col("__udm_r"))).alias(_I),
+        F.explode(F.sequence(lo, F.col("__udm_r"))).alias(_RANK),
     )
     if by_end:
-        ws, we = F.col(_T) - F.lit(1), F.col(_TN)
+        ws, we = F.col(_TIME) - F.lit(1), F.col(_LATER_TIME)
     else:
-        ws, we = F.col(_T), F.col(_TN) + F.lit(1)
-    wins = ranked.where(F.col(_TN).isNotNull()).select(
+        ws, we = F.col(_TIME), F.col(_LATER_TIME) + F.lit(1)
+    return _with_windows(df, keys, spanned, ranked, key_names, ws, we)
+
+
+def _with_windows(
+    df: DataFrame,
+    keys: tuple[str, ...],
+    spanned: DataFrame,
+    ranked: DataFrame,
+    key_names: list[str],
+    start: Column,
+    end: Column,
+) -> DataFrame:
+    """The rows of ``spanned`` (each event row of ``df`` once per window
+    rank it belongs to, in column _RANK) with their window's start, end
+    and ordinal. ``ranked`` has one row per distinct time of a key (key
+    columns ``key_names``, _RANK, _LATER_TIME): a window opens there
+    unless _LATER_TIME is null; ``start`` and ``end`` are its bounds."""
+    wins = ranked.where(F.col(_LATER_TIME).isNotNull()).select(
         *[F.col(k).alias(f"__udm_wk{i}") for i, k in enumerate(key_names)],
-        F.col(_I).alias("__udm_wi"),
-        ws.alias(WS),
-        we.alias(WE),
+        F.col(_RANK).alias("__udm_wi"),
+        start.alias(WINDOW_START),
+        end.alias(WINDOW_END),
     )
     joined = spanned.join(
-        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_I] == wins["__udm_wi"]]
+        wins, [*_key_match(spanned, wins, keys, "__udm_wk"), spanned[_RANK] == wins["__udm_wi"]]
     )
     return joined.select(
-        *[spanned[quoted(c)] for c in df.columns], wins[WS], wins[WE], spanned[_I].alias(WO)
+        *[spanned[quoted(c)] for c in df.columns],
+        wins[WINDOW_START],
+        wins[WINDOW_END],
+        spanned[_RANK].alias(WINDOW_ORDINAL),
     )
