@@ -86,16 +86,9 @@ class RunnableStream:
         ``UInt64``, ...) rather than float64, which would change integers
         beyond 2**53 and turn the others into floats; other columns convert
         as pyarrow converts them."""
-        import pandas as pd
-        import pyarrow as pa
+        from udm.host.tables import pandas_frame
 
-        table = self.to_arrow()
-        frame = table.to_pandas()
-        for name, column in zip(table.column_names, table.columns, strict=True):
-            if pa.types.is_integer(column.type) and column.null_count:
-                dtype = pd.api.types.pandas_dtype(str(column.type).replace("int", "Int"))
-                frame[name] = column.to_pandas(types_mapper={column.type: dtype}.get)
-        return frame
+        return pandas_frame(self.to_arrow())
 
     def to_dataframe(self, spark: SparkSession | None = None) -> DataFrame:
         """Run on Spark. Columns: ``start``, ``end`` (timestamps when the

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from udm.host.query import Stream
     from udm.host.running import RunnableStream
 
-__all__ = ["SHOWN", "from_table", "time_columns", "to_arrow"]
+__all__ = ["SHOWN", "from_table", "pandas_frame", "time_columns", "to_arrow"]
 
 #: invalid rows shown in an error
 SHOWN = 3
@@ -257,3 +257,18 @@ def to_arrow(stream: RunnableStream) -> Any:
     for c in columns:
         table = table.append_column(c, pa.array(data[c], type=kind if c in marked else None))
     return table
+
+
+def pandas_frame(table: Any) -> Any:
+    """A pyarrow Table as a pandas DataFrame, integer columns with nulls as
+    pandas' nullable ``Int64`` (``UInt64``, ...) rather than float64, which
+    would change integers beyond 2**53 (:meth:`Stream.to_pandas`)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    frame = table.to_pandas()
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_integer(column.type) and column.null_count:
+            dtype = pd.api.types.pandas_dtype(str(column.type).replace("int", "Int"))
+            frame[name] = column.to_pandas(types_mapper={column.type: dtype}.get)
+    return frame
