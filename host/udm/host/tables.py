@@ -262,13 +262,15 @@ def to_arrow(stream: RunnableStream) -> Any:
 def pandas_frame(table: Any) -> Any:
     """A pyarrow Table as a pandas DataFrame, integer columns with nulls as
     pandas' nullable ``Int64`` (``UInt64``, ...) rather than float64, which
-    would change integers beyond 2**53 (:meth:`Stream.to_pandas`)."""
-    import pandas as pd
+    would change integers beyond 2**53 (:meth:`Stream.to_pandas`). pyarrow
+    hands them over as Python ints (no float on the way), and pandas names
+    the dtype, so this module imports no pandas itself."""
     import pyarrow as pa
 
-    frame = table.to_pandas()
+    frame = table.to_pandas(integer_object_nulls=True)
     for name, column in zip(table.column_names, table.columns, strict=True):
         if pa.types.is_integer(column.type) and column.null_count:
-            dtype = pd.api.types.pandas_dtype(str(column.type).replace("int", "Int"))
-            frame[name] = column.to_pandas(types_mapper={column.type: dtype}.get)
+            arrow = str(column.type)  # int64, uint8, ...
+            nullable = "UInt" + arrow[4:] if arrow.startswith("uint") else "Int" + arrow[3:]
+            frame[name] = frame[name].astype(nullable)
     return frame
