@@ -17,6 +17,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,11 +162,8 @@ def _explains_complexity(path: Path, line: int) -> bool:
     return False
 
 
-def test_complex_functions_say_why() -> None:
-    """A function over complexity 20 (mccabe, as ruff's C901 counts) is
-    either split or says why it is not (the word ``complexity`` in its
-    docstring or a comment, with the reason)."""
-    folders = [str(folder) for folder in PACKAGES]
+def _too_complex(paths: list[str]) -> list[dict[str, Any]]:
+    """ruff's C901 findings (mccabe over :data:`MAX_COMPLEXITY`) in ``paths``."""
     done = subprocess.run(
         [
             _ruff(),
@@ -178,13 +176,21 @@ def test_complex_functions_say_why() -> None:
             "--output-format",
             "json",
             "--exit-zero",
-            *folders,
+            *paths,
         ],
         capture_output=True,
         text=True,
         check=True,
     )
-    found = json.loads(done.stdout)
+    found: list[dict[str, Any]] = json.loads(done.stdout)
+    return found
+
+
+def test_complex_functions_say_why() -> None:
+    """A function over complexity 20 (mccabe, as ruff's C901 counts) is
+    either split or says why it is not (the word ``complexity`` in its
+    docstring or a comment, with the reason)."""
+    found = _too_complex([str(folder) for folder in PACKAGES])
     silent = [
         f"{_where(Path(v['filename']), v['location']['row'])} {v['message']}"
         for v in found
@@ -198,25 +204,7 @@ def test_the_complexity_check_finds_a_complex_function(tmp_path: Path) -> None:
     branches = "\n".join(f"    if x == {i}:\n        return {i}" for i in range(21))
     source = tmp_path / "complex.py"
     source.write_text(f"def f(x):\n{branches}\n    return -1\n")
-    done = subprocess.run(
-        [
-            _ruff(),
-            "check",
-            "--isolated",
-            "--select",
-            "C901",
-            "--config",
-            f"lint.mccabe.max-complexity={MAX_COMPLEXITY}",
-            "--output-format",
-            "json",
-            "--exit-zero",
-            str(source),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert [v["code"] for v in json.loads(done.stdout)] == ["C901"]
+    assert [v["code"] for v in _too_complex([str(source)])] == ["C901"]
     assert not _explains_complexity(source, 1)
 
 
