@@ -291,14 +291,7 @@ class Host(GeneralPath, Snapshots):
             try:
                 while True:
                     fast.current = None
-                    try:
-                        applied, element = fast.run(rows, True, live, LiveEvent, out)
-                    except Exception:
-                        validator.position += fast.run_applied
-                        b.position += fast.run_applied
-                        raise
-                    validator.position += applied
-                    b.position += applied
+                    element = self._fast_run(rows, True, b)
                     if element is DONE:
                         return out
                     if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
@@ -311,6 +304,24 @@ class Host(GeneralPath, Snapshots):
                     b.position += 1
             finally:
                 fast.settle(live, LiveEvent)
+
+    def _fast_run(self, rows: Iterator[Any], as_elements: bool, b: _Batch) -> Any:
+        """One :meth:`GridPath.run` over ``rows`` inside batch ``b``: the
+        validator's and the batch's positions move past the inserts it
+        applied (also when it fails, so the error names the right element);
+        returns the row it stopped at, or ``DONE``."""
+        fast = self._fast
+        assert fast is not None
+        validator = self.validator
+        try:
+            applied, row = fast.run(rows, as_elements, validator.live, LiveEvent, b.out)
+        except Exception:
+            validator.position += fast.run_applied
+            b.position += fast.run_applied
+            raise
+        validator.position += applied
+        b.position += applied
+        return row
 
     def _cti_after_run(self, element: Cti, out: list[Element]) -> None:
         """A CTI in a batch: the events the grid path's run left out of the
@@ -358,14 +369,7 @@ class Host(GeneralPath, Snapshots):
             try:
                 while True:
                     fast.current = None  # no element object: built if an error names it
-                    try:
-                        applied, row = fast.run(rows, False, live, LiveEvent, out)
-                    except Exception:
-                        validator.position += fast.run_applied
-                        b.position += fast.run_applied
-                        raise
-                    validator.position += applied
-                    b.position += applied
+                    row = self._fast_run(rows, False, b)
                     if row is DONE:
                         return out
                     ident, start, end, payload = row
