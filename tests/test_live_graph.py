@@ -43,6 +43,17 @@ def _run(
     return out
 
 
+def _outcome(query: Stream, feed: list[tuple[int, Any]], restart: bool, consistency: Any) -> Any:
+    """What :func:`_run` emits, or the error it raises: a weak level may
+    forget the retraction that ended an event, and a tumbling window over an
+    event that never ends then refuses the CTI at the end of time (as the
+    reference does), restored or not."""
+    try:
+        return _run(query, feed, restart, consistency)
+    except ValueError as exc:
+        return f"ValueError: {exc}"
+
+
 def _cht(elements: list[Any]) -> list[tuple[int, int, str]]:
     cht, _ = derive_cht(elements)
     return sorted((e.start, e.end, repr(sorted(e.payload.items()))) for e in cht)
@@ -84,8 +95,8 @@ def test_align_and_finalize_restore_alike_at_every_consistency_level(
 ) -> None:
     query = queries(Stream.from_events(l_el, key="k"), Stream.from_events(r_el, key="k"))[name]
     feed = _interleaved(*[list(src.elements or ()) for src in sources(query.plan)])
-    live = _run(query, feed, restart=False, consistency=level)
-    assert _run(query, feed, restart=True, consistency=level) == live
+    live = _outcome(query, feed, restart=False, consistency=level)
+    assert _outcome(query, feed, restart=True, consistency=level) == live
 
 
 def test_a_snapshot_of_another_query_or_version_is_refused() -> None:
