@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, NamedTuple
 
 from sortedcontainers import SortedDict
 
+from udm.host.choices import Choice
 from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import MIN_TIME
@@ -25,7 +25,7 @@ from udm.sdk.events import IntervalEvent
 __all__ = ["Consistency", "HostAttributes", "Journal", "KeyState", "OutputId", "WindowState"]
 
 
-class Consistency(StrEnum):
+class Consistency(Choice, label="consistency"):
     """When window output is emitted (CEDR's consistency levels).
 
     * ``speculative``: as soon as the watermark (the latest CTI or the latest
@@ -37,17 +37,6 @@ class Consistency(StrEnum):
 
     SPECULATIVE = "speculative"
     CONSERVATIVE = "conservative"
-
-    @classmethod
-    def parse(cls, value: Consistency | str) -> Consistency:
-        """The level named by ``value``, or a ValueError listing the valid
-        names (options arrive as strings from users and fixtures)."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown consistency {value!r}; use 'speculative' or 'conservative'"
-            ) from None
 
 
 class OutputId(NamedTuple):

@@ -7,33 +7,22 @@ Both are chosen by the query writer (paper, section III.C).
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
+from udm.host.choices import Choice
 from udm.host.windows import WindowSpec
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["InputClipping", "OutputPolicy", "default_output_policy", "resolve_output_policy"]
 
 
-class InputClipping(StrEnum):
+class InputClipping(Choice, label="input clipping"):
     """How event lifetimes are clipped to the window before the UDM sees them."""
 
     NONE = "none"
     LEFT = "left"
     RIGHT = "right"
     FULL = "full"
-
-    @classmethod
-    def parse(cls, value: InputClipping | str) -> InputClipping:
-        """The clipping named by ``value``, or a ValueError listing the valid
-        names (options arrive as strings from users and fixtures)."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown input clipping {value!r}; use one of: none, left, right, full"
-            ) from None
 
     @property
     def clips_right(self) -> bool:
@@ -98,7 +87,7 @@ class InputClipping(StrEnum):
         return cs, ce
 
 
-class OutputPolicy(StrEnum):
+class OutputPolicy(Choice, label="output policy"):
     """How output lifetimes are set.
 
     * ``align``: the window's lifetime (the only choice the paper gives
@@ -120,18 +109,6 @@ class OutputPolicy(StrEnum):
     CLIP = "clip"
     KEEP = "keep"
     TIME_BOUND = "time_bound"
-
-    @classmethod
-    def parse(cls, value: OutputPolicy | str) -> OutputPolicy:
-        """The policy named by ``value``, or a ValueError listing the valid
-        names (options arrive as strings from users and fixtures)."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown output policy {value!r}; use one of: "
-                "align, point_end, clip, keep, time_bound"
-            ) from None
 
     @property
     def uses_udm_timestamps(self) -> bool:

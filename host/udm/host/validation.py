@@ -19,10 +19,10 @@ Every drop and adjustment is counted in :class:`ValidationStats`.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from udm.host.choices import Choice
 from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import MIN_TIME, format_time
@@ -30,23 +30,12 @@ from udm.host.time import MIN_TIME, format_time
 __all__ = ["CtiPolicy", "LiveEvent", "StreamValidator", "ValidationStats", "validate"]
 
 
-class CtiPolicy(StrEnum):
+class CtiPolicy(Choice, label="CTI policy"):
     """What to do with an element that violates the latest CTI."""
 
     RAISE = "raise"
     DROP = "drop"
     ADJUST = "adjust"
-
-    @classmethod
-    def parse(cls, value: CtiPolicy | str) -> CtiPolicy:
-        """The policy named by ``value``, or a ValueError listing the valid
-        names (options arrive as strings from users and fixtures)."""
-        try:
-            return cls(value)
-        except ValueError:
-            raise ValueError(
-                f"unknown CTI policy {value!r}; use one of: raise, drop, adjust"
-            ) from None
 
 
 @dataclass
@@ -82,13 +71,7 @@ class ValidationStats:
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name, for reports and JSON output."""
-        return {
-            "dropped_inserts": self.dropped_inserts,
-            "dropped_retractions": self.dropped_retractions,
-            "dropped_ctis": self.dropped_ctis,
-            "adjusted_inserts": self.adjusted_inserts,
-            "adjusted_retractions": self.adjusted_retractions,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)
