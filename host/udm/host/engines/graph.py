@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from udm.host import plan as logical
 from udm.host.algebra import join_payload, joined_columns, pair_udf, side_key
 from udm.host.cht import derive_cht
 from udm.host.engine import Consistency
@@ -38,19 +39,8 @@ from udm.host.operators.relational import ProjectOperator, SelectOperator, Union
 from udm.host.operators.window import WindowOperator
 from udm.host.plan import (
     SCALAR_COL,
-    AlignNode,
-    AlterLifetimeNode,
-    AntiJoinNode,
-    FinalizeNode,
-    GroupNode,
-    JoinNode,
     PlanNode,
     Row,
-    SelectNode,
-    Source,
-    UnionNode,
-    WhereNode,
-    WindowOp,
     consistency_levels,
     sources,
     walk,
@@ -133,7 +123,7 @@ class HostEngine:
         self._raw = {
             id(n.input)
             for n in walk(plan)
-            if isinstance(n, FinalizeNode) and isinstance(n.input, Source)
+            if isinstance(n, logical.FinalizeNode) and isinstance(n.input, logical.Source)
         }
         sink = Collector()
         self.compile(plan).connect(sink)
@@ -185,7 +175,7 @@ class HostEngine:
             for c in columns:
                 if c not in p:
                     p[c] = None  # type: ignore[index]
-        if isinstance(plan, WindowOp):
+        if isinstance(plan, logical.WindowOp):
             window = self._windows[id(plan)]
             cols = result_columns(plan, window.struct_fields())
             return op_layout(plan, cols)
@@ -232,7 +222,7 @@ class HostEngine:
         return self._same_shape(node, self._chain(node, op))
 
     def _source(self, node: PlanNode) -> Operator:
-        assert isinstance(node, Source)
+        assert isinstance(node, logical.Source)
         head = _Pass()
         self._scalar[id(node)] = node.scalar
         for reason, n in node.dropped:
@@ -265,7 +255,7 @@ class HostEngine:
         self._feeds.append((head, elements))
         return head
 
-    def _rows_of(self, node: Source) -> list[Row]:
+    def _rows_of(self, node: logical.Source) -> list[Row]:
         if node.df is None:
             assert node.rows is not None
             return list(node.rows)
@@ -281,13 +271,13 @@ class HostEngine:
         return self._same_shape(node, self._input(node))
 
     def _where(self, node: PlanNode) -> Operator:
-        assert isinstance(node, WhereNode)
+        assert isinstance(node, logical.WhereNode)
         _python_only(node.predicate, node)
         pred = udf_of_payload(node.predicate, self._scalar_of(node.input), "where()")
         return self._same_shape(node, self._chain(node, SelectOperator(pred)))
 
     def _select(self, node: PlanNode) -> Operator:
-        assert isinstance(node, SelectNode)
+        assert isinstance(node, logical.SelectNode)
         scalar = self._scalar_of(node.input)
         for c in node.columns:
             if not isinstance(c, str):
@@ -315,7 +305,7 @@ class HostEngine:
         return self._chain(node, ProjectOperator(project))
 
     def _window(self, node: PlanNode) -> Operator:
-        assert isinstance(node, WindowOp)
+        assert isinstance(node, logical.WindowOp)
         if node.emit_empty:
             raise OperatorError(
                 node.describe().splitlines()[0],
@@ -337,24 +327,24 @@ class HostEngine:
         return self._chain(node, window)
 
     def _alter(self, node: PlanNode) -> Operator:
-        assert isinstance(node, AlterLifetimeNode)
+        assert isinstance(node, logical.AlterLifetimeNode)
         # shift and constant durations never end an output before the CTI maps
         holds = node.form not in ("shift", "set_duration", "to_points")
         op = AlterLifetimeOperator(node.start_fn, node.duration_fn, node.describe(), holds)
         return self._same_shape(node, self._chain(node, op))
 
     def _align(self, node: PlanNode) -> Operator:
-        assert isinstance(node, AlignNode)
+        assert isinstance(node, logical.AlignNode)
         return self._same_shape(node, self._chain(node, AlignOperator(node.blocking)))
 
     def _finalize(self, node: PlanNode) -> Operator:
-        assert isinstance(node, FinalizeNode)
+        assert isinstance(node, logical.FinalizeNode)
         op = FinalizeOperator(node.remember, node.describe())
         self._finalizers.append(op)
         return self._same_shape(node, self._chain(node, op))
 
     def _union(self, node: PlanNode) -> Operator:
-        assert isinstance(node, UnionNode)
+        assert isinstance(node, logical.UnionNode)
         parts = [self.compile(p) for p in node.parts]
         cols = [self._columns.get(id(p)) for p in node.parts]
         columns = None
@@ -367,7 +357,9 @@ class HostEngine:
         self._columns[id(node)] = columns
         return union
 
-    def _sides(self, node: JoinNode | AntiJoinNode) -> tuple[Callable[..., Any], ...]:
+    def _sides(
+        self, node: logical.JoinNode | logical.AntiJoinNode
+    ) -> tuple[Callable[..., Any], ...]:
         on, name = node.on, node.describe()
         sl, sr = self._scalar_of(node.left), self._scalar_of(node.right)
         key_left, key_right = side_key(on, "left", name), side_key(on, "right", name)
@@ -381,7 +373,7 @@ class HostEngine:
         return key_left, key_right, see_left, see_right
 
     def _join(self, node: PlanNode) -> Operator:
-        assert isinstance(node, JoinNode)
+        assert isinstance(node, logical.JoinNode)
         key_left, key_right, see_left, see_right = self._sides(node)
         on, suffixes, name = node.on, node.suffixes, node.describe()
         where = None if node.where is None else pair_udf(node.where, "where", name)
@@ -410,7 +402,7 @@ class HostEngine:
         return join
 
     def _anti_join(self, node: PlanNode) -> Operator:
-        assert isinstance(node, AntiJoinNode)
+        assert isinstance(node, logical.AntiJoinNode)
         key_left, key_right, see_left, see_right = self._sides(node)
         name = node.describe()
         where = None if node.where is None else pair_udf(node.where, "where", name)
@@ -453,7 +445,7 @@ def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:
             yield el
 
 
-def _element_columns(node: Source) -> list[str]:
+def _element_columns(node: logical.Source) -> list[str]:
     """The payload columns of a physical stream's inserts (a union fills
     the ones an input lacks with nulls)."""
     assert node.elements is not None
@@ -488,17 +480,17 @@ def _python_only(expr: Any, node: PlanNode) -> None:
 
 
 _HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
-    Source: HostEngine._source,
-    GroupNode: HostEngine._group,
-    WhereNode: HostEngine._where,
-    SelectNode: HostEngine._select,
-    WindowOp: HostEngine._window,
-    AlterLifetimeNode: HostEngine._alter,
-    AlignNode: HostEngine._align,
-    FinalizeNode: HostEngine._finalize,
-    UnionNode: HostEngine._union,
-    JoinNode: HostEngine._join,
-    AntiJoinNode: HostEngine._anti_join,
+    logical.Source: HostEngine._source,
+    logical.GroupNode: HostEngine._group,
+    logical.WhereNode: HostEngine._where,
+    logical.SelectNode: HostEngine._select,
+    logical.WindowOp: HostEngine._window,
+    logical.AlterLifetimeNode: HostEngine._alter,
+    logical.AlignNode: HostEngine._align,
+    logical.FinalizeNode: HostEngine._finalize,
+    logical.UnionNode: HostEngine._union,
+    logical.JoinNode: HostEngine._join,
+    logical.AntiJoinNode: HostEngine._anti_join,
 }
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from udm.host import plan as logical
 from udm.host.algebra import (
     alter_lifetime,
     anti_join_rows,
@@ -33,24 +34,7 @@ from udm.host.cht import derive_cht
 from udm.host.engines import EngineResult, get_engine
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
-from udm.host.plan import (
-    SCALAR_COL,
-    AlignNode,
-    AlterLifetimeNode,
-    AntiJoinNode,
-    FinalizeNode,
-    GroupNode,
-    JoinNode,
-    PlanNode,
-    Row,
-    SelectNode,
-    Source,
-    UnionNode,
-    WhereNode,
-    WindowOp,
-    is_column,
-    sources,
-)
+from udm.host.plan import SCALAR_COL, PlanNode, Row, is_column, sources
 from udm.host.reference import evaluate
 from udm.host.rows import (
     Layout,
@@ -93,9 +77,9 @@ def _seen(scalar: bool) -> Callable[[Mapping[str, Any], bool], Any]:
 
 def spark_only(node: PlanNode) -> bool:
     """Whether a ``where``/``select`` needs Spark (a Column or SQL string)."""
-    if isinstance(node, WhereNode):
+    if isinstance(node, logical.WhereNode):
         return isinstance(node.predicate, str) or is_column(node.predicate)
-    if isinstance(node, SelectNode):
+    if isinstance(node, logical.SelectNode):
         return any(is_column(c) for c in node.columns) or any(
             is_column(e) for _, e, _ in node.named
         )
@@ -145,7 +129,7 @@ class ReferenceEngine:
     # ------------------------------------------------------------ sources
 
     def _source(self, node: PlanNode) -> Table:
-        assert isinstance(node, Source)
+        assert isinstance(node, logical.Source)
         if node.df is not None:
             return self._spark_prefix(node, [])
         assert node.rows is not None
@@ -168,7 +152,7 @@ class ReferenceEngine:
             return None
         chain: list[PlanNode] = []
         current = node
-        while not isinstance(current, Source):
+        while not isinstance(current, logical.Source):
             if len(current.inputs) != 1:
                 return None
             chain.append(current)
@@ -178,17 +162,19 @@ class ReferenceEngine:
         chain.reverse()
         grouped = False
         for n in chain:
-            if isinstance(n, GroupNode):
+            if isinstance(n, logical.GroupNode):
                 grouped = True
-            elif not (spark_only(n) and (not grouped or isinstance(n, WhereNode))):
+            elif not (spark_only(n) and (not grouped or isinstance(n, logical.WhereNode))):
                 return None
-        table = self._spark_prefix(current, [n for n in chain if not isinstance(n, GroupNode)])
+        table = self._spark_prefix(
+            current, [n for n in chain if not isinstance(n, logical.GroupNode)]
+        )
         for n in chain:
-            if isinstance(n, GroupNode):
+            if isinstance(n, logical.GroupNode):
                 table = self._group_of(table, n)
         return table
 
-    def _spark_prefix(self, source: Source, pushed: list[PlanNode]) -> Table:
+    def _spark_prefix(self, source: logical.Source, pushed: list[PlanNode]) -> Table:
         spark: Any = get_engine("spark")  # a DataFrame source is read by Spark
         rows, columns, metrics = spark.source_rows(source, pushed)
         self._count(metrics.invalid_rows(wait=True) or {})
@@ -197,18 +183,18 @@ class ReferenceEngine:
     # ------------------------------------------------------ unary nodes
 
     def _group(self, node: PlanNode) -> Table:
-        assert isinstance(node, GroupNode)
+        assert isinstance(node, logical.GroupNode)
         return self._group_of(self.run(node.input), node)
 
     @staticmethod
-    def _group_of(table: Table, node: GroupNode) -> Table:
+    def _group_of(table: Table, node: logical.GroupNode) -> Table:
         missing = [k for k in node.group_keys if k not in table.columns]
         if missing and table.rows:  # no rows: nothing to group, no columns to know
             raise KeyError(f"key columns {missing} are not in the stream; columns: {table.columns}")
         return dataclasses.replace(table, keys=node.group_keys)
 
     def _where(self, node: PlanNode) -> Table:
-        assert isinstance(node, WhereNode)
+        assert isinstance(node, logical.WhereNode)
         table = self.run(node.input)
         if spark_only(node) and self._spark is not None and not table.scalar:
             return self._spark_step(node, table)
@@ -216,7 +202,7 @@ class ReferenceEngine:
         return dataclasses.replace(table, rows=[r for r in table.rows if pred(r[2])])
 
     def _select(self, node: PlanNode) -> Table:
-        assert isinstance(node, SelectNode)
+        assert isinstance(node, logical.SelectNode)
         table = self.run(node.input)
         if spark_only(node) and self._spark is not None and not table.scalar:
             return self._spark_step(node, table)
@@ -224,7 +210,7 @@ class ReferenceEngine:
         return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), table.keys, False)
 
     def _window(self, node: PlanNode) -> Table:
-        assert isinstance(node, WindowOp)
+        assert isinstance(node, logical.WindowOp)
         table = self.run(node.input)
         rows, columns, layout = _window_rows(
             table.rows, table.columns, table.keys, adapt_op(node, table.scalar)
@@ -232,25 +218,25 @@ class ReferenceEngine:
         return Table(rows, columns, layout, table.keys, False)
 
     def _alter(self, node: PlanNode) -> Table:
-        assert isinstance(node, AlterLifetimeNode)
+        assert isinstance(node, logical.AlterLifetimeNode)
         table = self.run(node.input)
         rows = alter_lifetime(table.rows, node.start_fn, node.duration_fn, node.describe())
         return dataclasses.replace(table, rows=rows)
 
     def _align(self, node: PlanNode) -> Table:
-        assert isinstance(node, AlignNode)
+        assert isinstance(node, logical.AlignNode)
         return self.run(node.input)  # Align never changes a CHT (CEDR 4.5)
 
     def _finalize(self, node: PlanNode) -> Table:
-        assert isinstance(node, FinalizeNode)
+        assert isinstance(node, logical.FinalizeNode)
         if node.remember >= INFINITY:
             return self.run(node.input)
         source = node.input
-        groups: list[GroupNode] = []
-        while isinstance(source, GroupNode):  # grouping commutes with finalize
+        groups: list[logical.GroupNode] = []
+        while isinstance(source, logical.GroupNode):  # grouping commutes with finalize
             groups.append(source)
             source = source.input
-        if not (isinstance(source, Source) and source.elements is not None):
+        if not (isinstance(source, logical.Source) and source.elements is not None):
             raise OperatorError(
                 node.describe(),
                 "a finalize with a bounded remember= is defined over a physical stream "
@@ -276,7 +262,7 @@ class ReferenceEngine:
     # ------------------------------------------------------ n-ary nodes
 
     def _union(self, node: PlanNode) -> Table:
-        assert isinstance(node, UnionNode)
+        assert isinstance(node, logical.UnionNode)
         tables = [self.run(p) for p in node.parts]
         keys = {t.keys for t in tables}
         if len(keys) != 1:
@@ -288,7 +274,7 @@ class ReferenceEngine:
         return Table(rows, columns, layout, keys.pop(), scalar)
 
     def _join_sides(
-        self, node: JoinNode | AntiJoinNode
+        self, node: logical.JoinNode | logical.AntiJoinNode
     ) -> tuple[Table, Table, Callable[[Mapping[str, Any], bool], Any]]:
         """The two inputs of a join or anti-join, checked to share the ``on``
         columns, and what its ``where``/``select`` see of a row of either
@@ -303,7 +289,7 @@ class ReferenceEngine:
         return left, right, wrap
 
     def _join(self, node: PlanNode) -> Table:
-        assert isinstance(node, JoinNode)
+        assert isinstance(node, logical.JoinNode)
         left, right, wrap = self._join_sides(node)
         name = node.describe()
         where = None if node.where is None else pair_udf(node.where, "where", name)
@@ -318,7 +304,7 @@ class ReferenceEngine:
         return Table(rows, columns, Layout(None, tuple((c, c) for c in columns)), node.on, False)
 
     def _anti_join(self, node: PlanNode) -> Table:
-        assert isinstance(node, AntiJoinNode)
+        assert isinstance(node, logical.AntiJoinNode)
         left, right, wrap = self._join_sides(node)
         where = None if node.where is None else pair_udf(node.where, "where", node.describe())
         rows = anti_join_rows(left.rows, right.rows, node.on, where, wrap)
@@ -332,24 +318,24 @@ class ReferenceEngine:
         as the Spark engine would."""
         spark: Any = get_engine("spark")
         rows, columns = spark.spark_rows(self._spark, table.rows, node, table.keys)
-        if isinstance(node, WhereNode):
+        if isinstance(node, logical.WhereNode):
             return dataclasses.replace(table, rows=rows)
         layout = Layout(None, tuple((c, c) for c in columns))
         return Table(rows, columns, layout, table.keys, False)
 
 
 _HANDLERS: dict[type[PlanNode], Callable[[ReferenceEngine, PlanNode], Table]] = {
-    Source: ReferenceEngine._source,
-    GroupNode: ReferenceEngine._group,
-    WhereNode: ReferenceEngine._where,
-    SelectNode: ReferenceEngine._select,
-    WindowOp: ReferenceEngine._window,
-    AlterLifetimeNode: ReferenceEngine._alter,
-    AlignNode: ReferenceEngine._align,
-    FinalizeNode: ReferenceEngine._finalize,
-    UnionNode: ReferenceEngine._union,
-    JoinNode: ReferenceEngine._join,
-    AntiJoinNode: ReferenceEngine._anti_join,
+    logical.Source: ReferenceEngine._source,
+    logical.GroupNode: ReferenceEngine._group,
+    logical.WhereNode: ReferenceEngine._where,
+    logical.SelectNode: ReferenceEngine._select,
+    logical.WindowOp: ReferenceEngine._window,
+    logical.AlterLifetimeNode: ReferenceEngine._alter,
+    logical.AlignNode: ReferenceEngine._align,
+    logical.FinalizeNode: ReferenceEngine._finalize,
+    logical.UnionNode: ReferenceEngine._union,
+    logical.JoinNode: ReferenceEngine._join,
+    logical.AntiJoinNode: ReferenceEngine._anti_join,
 }
 
 
@@ -397,7 +383,7 @@ def _python_udf(expr: Any, where: str) -> Callable[[Any], Any]:
 
 
 def _select_rows(
-    rows: list[Row], columns: list[str], keys: Sequence[str], node: SelectNode, scalar: bool
+    rows: list[Row], columns: list[str], keys: Sequence[str], node: logical.SelectNode, scalar: bool
 ) -> tuple[list[Row], list[str]]:
     names = [c for c in node.columns if isinstance(c, str)]
     if len(names) != len(node.columns):
@@ -421,7 +407,7 @@ def _select_rows(
 
 
 def _window_rows(
-    rows: list[Row], columns: list[str], keys: tuple[str, ...], op: WindowOp
+    rows: list[Row], columns: list[str], keys: tuple[str, ...], op: logical.WindowOp
 ) -> tuple[list[Row], list[str], Layout]:
     for c in op.calls:
         missing = [col for col in (c.columns() or []) if col not in columns]
@@ -486,7 +472,8 @@ def _window_rows(
 
 
 def register_handler(
-    node_class: type[PlanNode], handler: Callable[[ReferenceEngine, PlanNode], Table]
+    node_class: type[PlanNode],
+    handler: Callable[[ReferenceEngine, PlanNode], Table],
 ) -> None:
     """How the reference engine evaluates nodes of ``node_class``: an
     operator added by another module or distribution registers its

@@ -33,21 +33,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from udm.host import plan as logical
 from udm.host.algebra import anti_join_rows, joined_columns, new_lifetime, pair_udf
 from udm.host.errors import OperatorError
-from udm.host.plan import (
-    E_COL,
-    S_COL,
-    SCALAR_COL,
-    AlterLifetimeNode,
-    AntiJoinNode,
-    FinalizeNode,
-    GroupNode,
-    JoinNode,
-    PlanNode,
-    Source,
-    UnionNode,
-)
+from udm.host.plan import E_COL, S_COL, SCALAR_COL, PlanNode
 from udm.host.rows import Layout
 from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, quoted, sql_string
 from udm.host.spark.join_select import select_pairs
@@ -71,7 +60,7 @@ def _dict_layout(columns: list[str]) -> Layout:
 
 
 def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
-    assert isinstance(node, UnionNode)
+    assert isinstance(node, logical.UnionNode)
     tables = [engine.run(p) for p in node.parts]
     keys = {t.keys for t in tables}
     if len(keys) != 1:
@@ -97,7 +86,7 @@ def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
 # -------------------------------------------------------------- lifetimes
 
 
-def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
+def _shortcut(node: logical.AlterLifetimeNode) -> tuple[str, str] | None:
     """(start, end) SQL expressions of a shortcut, or None for a function."""
     s, e, d = quoted(S_COL), quoted(E_COL), node.amount
     if node.form == "shift":
@@ -118,7 +107,7 @@ def _shortcut(node: AlterLifetimeNode) -> tuple[str, str] | None:
     return None
 
 
-def _past_the_end(node: AlterLifetimeNode, base: str) -> str:
+def _past_the_end(node: logical.AlterLifetimeNode, base: str) -> str:
     """SQL failing the query for a finite event whose new end ``base +
     amount`` reaches the end of time, with the message of
     :func:`udm.host.algebra.new_lifetime` (an ``OperatorError`` again once
@@ -134,7 +123,7 @@ def _past_the_end(node: AlterLifetimeNode, base: str) -> str:
 
 
 def _alter(engine: SparkRunner, node: PlanNode) -> SparkTable:
-    assert isinstance(node, AlterLifetimeNode)
+    assert isinstance(node, logical.AlterLifetimeNode)
     before = engine.run(node.input)
     frame = before.frame
     shortcut = _shortcut(node)
@@ -148,7 +137,7 @@ def _alter(engine: SparkRunner, node: PlanNode) -> SparkTable:
     return SparkTable(EventFrame(df, frame.time, points), before.keys, before.layout, before.scalar)
 
 
-def _alter_in_python(node: AlterLifetimeNode, df: DataFrame) -> DataFrame:
+def _alter_in_python(node: logical.AlterLifetimeNode, df: DataFrame) -> DataFrame:
     start_fn, duration_fn, name = node.start_fn, node.duration_fn, node.describe()
     if start_fn is not None:
         _check_monotone(df, start_fn, name)
@@ -230,7 +219,7 @@ def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
 
 
 def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
-    assert isinstance(node, JoinNode)
+    assert isinstance(node, logical.JoinNode)
     left, right = engine.run(node.left), engine.run(node.right)
     for side, table in (("left", left), ("right", right)):
         _check_on(node.describe(), node.on, side, table)
@@ -288,7 +277,7 @@ def _seen(scalar: bool, columns: list[str], row: Mapping[str, Any]) -> Any:
 
 
 def _pair_payloads(
-    node: JoinNode, left: SparkTable, right: SparkTable, lcols: list[str], rcols: list[str]
+    node: logical.JoinNode, left: SparkTable, right: SparkTable, lcols: list[str], rcols: list[str]
 ) -> Callable[[Mapping[str, Any]], tuple[Any, Any]]:
     """What ``where``/``select`` receive for a joined row: each side's
     payload dict (``on`` columns included), or a scalar stream's value,
@@ -306,7 +295,9 @@ def _pair_payloads(
 
 
 def _where_pairs(
-    node: JoinNode, joined: DataFrame, payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]]
+    node: logical.JoinNode,
+    joined: DataFrame,
+    payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]],
 ) -> DataFrame:
     """The joined rows whose pair of ``payloads`` satisfies ``where(l, r)``."""
     assert node.where is not None
@@ -321,7 +312,9 @@ def _where_pairs(
 
 
 def _select_pairs(
-    node: JoinNode, joined: DataFrame, payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]]
+    node: logical.JoinNode,
+    joined: DataFrame,
+    payloads: Callable[[Mapping[str, Any]], tuple[Any, Any]],
 ) -> DataFrame:
     """The joined rows with their payloads built by ``select(l, r)`` (see
     :mod:`udm.host.spark.join_select`)."""
@@ -339,7 +332,7 @@ def _select_pairs(
 
 
 def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
-    assert isinstance(node, AntiJoinNode)
+    assert isinstance(node, logical.AntiJoinNode)
     left, right = engine.run(node.left), engine.run(node.right)
     for side, table in (("left", left), ("right", right)):
         _check_on(node.describe(), node.on, side, table)
@@ -384,7 +377,7 @@ def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
 
 
 def _finalize(engine: SparkRunner, node: PlanNode) -> SparkTable:
-    assert isinstance(node, FinalizeNode)
+    assert isinstance(node, logical.FinalizeNode)
     if node.remember >= INFINITY:
         return engine.run(node.input)
     from udm.host.engines import get_engine
@@ -392,12 +385,12 @@ def _finalize(engine: SparkRunner, node: PlanNode) -> SparkTable:
     # bounded memory is defined over the physical stream of an in-memory
     # source: finalize it on the driver, as the reference engine does
     rows, _, metrics = get_engine("reference").collect(node)
-    groups: list[GroupNode] = []
+    groups: list[logical.GroupNode] = []
     current = node.input
-    while isinstance(current, GroupNode):
+    while isinstance(current, logical.GroupNode):
         groups.append(current)
         current = current.input
-    assert isinstance(current, Source)
+    assert isinstance(current, logical.Source)
     frame = from_rows(engine.session(), rows, current.timestamps)
     engine.add_metrics(metrics)
     keys = groups[0].group_keys if groups else ()
@@ -408,9 +401,9 @@ def _finalize(engine: SparkRunner, node: PlanNode) -> SparkTable:
 #: how the Spark engine runs each CEDR operator (``engine`` is the
 #: :class:`~udm.host.spark.execute.SparkEngine` running the plan)
 HANDLERS: dict[type[PlanNode], Callable[[SparkRunner, PlanNode], SparkTable]] = {
-    UnionNode: _union,
-    AlterLifetimeNode: _alter,
-    JoinNode: _join,
-    AntiJoinNode: _anti_join,
-    FinalizeNode: _finalize,
+    logical.UnionNode: _union,
+    logical.AlterLifetimeNode: _alter,
+    logical.JoinNode: _join,
+    logical.AntiJoinNode: _anti_join,
+    logical.FinalizeNode: _finalize,
 }
