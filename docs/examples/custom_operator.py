@@ -14,21 +14,18 @@ from dataclasses import dataclass
 from udm.host import Cht
 from udm.host.engines import graph, reference
 from udm.host.operators import Operator
-from udm.host.plan import PlanNode
+from udm.host.plan import PlanNode, UnaryNode
 from udm.host.query import Stream
 from udm.host.stream import Cti, Insert, Retract
 from udm.host.time import INFINITY
 
 
-# 1. the plan: what the operator means, knowing no engine
+# 1. the plan: what the operator means, knowing no engine (a UnaryNode
+#    reads one node, its first field ``input``; a node reading several
+#    subclasses PlanNode and answers ``inputs`` itself)
 @dataclass(frozen=True, eq=False)
-class ExtendNode(PlanNode):
-    input: PlanNode
+class ExtendNode(UnaryNode):
     amount: int
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         return f"extend by {self.amount}"

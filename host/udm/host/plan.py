@@ -56,6 +56,7 @@ __all__ = [
     "PlanNode",
     "Row",
     "SelectNode",
+    "UnaryNode",
     "Shape",
     "Source",
     "UdmCall",
@@ -114,6 +115,18 @@ class PlanNode:
 
 
 @dataclass(frozen=True, eq=False)
+class UnaryNode(PlanNode):
+    """A node that reads one other node, ``input`` (the first field of
+    every subclass, so positional construction reads ``Node(input, ...)``)."""
+
+    input: PlanNode
+
+    @property
+    def inputs(self) -> tuple[PlanNode, ...]:
+        return (self.input,)
+
+
+@dataclass(frozen=True, eq=False)
 class Source(PlanNode):
     """Where the events come from: a Spark DataFrame, in-memory rows, or a
     physical stream (``elements``, kept for engines that consume it
@@ -165,31 +178,21 @@ class Source(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class WhereNode(PlanNode):
+class WhereNode(UnaryNode):
     """Selection: keep the events whose payload satisfies ``predicate``."""
 
-    input: PlanNode
     predicate: Any
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         return f"where {describe_expr(self.predicate)}"
 
 
 @dataclass(frozen=True, eq=False)
-class SelectNode(PlanNode):
+class SelectNode(UnaryNode):
     """Projection: keep columns and compute new ones; lifetimes unchanged."""
 
-    input: PlanNode
     columns: tuple[Any, ...]
     named: tuple[tuple[str, Any, Any], ...]  # (name, UDF or Column, returns)
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         parts = [describe_expr(c) for c in self.columns]
@@ -198,16 +201,11 @@ class SelectNode(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class GroupNode(PlanNode):
+class GroupNode(UnaryNode):
     """Group-and-apply: the key columns whose groups get their own windows."""
 
-    input: PlanNode
     group_keys: tuple[str, ...]
     replaces: tuple[str, ...] = ()  #: the grouping before this one, if any
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def keys(self) -> tuple[str, ...]:
         return self.group_keys
@@ -220,10 +218,9 @@ class GroupNode(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class WindowOp(PlanNode):
+class WindowOp(UnaryNode):
     """A windowed aggregate (one or more UDAs) or operator, per group."""
 
-    input: PlanNode
     window: WindowSpec
     kind: Literal["aggregate", "operator"]
     calls: tuple[UdmCall, ...]
@@ -233,10 +230,6 @@ class WindowOp(PlanNode):
     watermark: int
     partial: bool | None
     multi: bool  # aggregate(name=..., ...): struct fields are prefixed with the name
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def mergeable(self) -> bool:
         """Whether partial aggregation may be used: every UDA merges states
@@ -357,7 +350,7 @@ class AntiJoinNode(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class AlterLifetimeNode(PlanNode):
+class AlterLifetimeNode(UnaryNode):
     """AlterLifetime (CEDR Definition 6): the new start is ``start(s)``
     (monotone, a function of the start only) and the new duration
     ``duration(s, e)`` (not growing when the end shrinks); an end at the
@@ -365,15 +358,10 @@ class AlterLifetimeNode(PlanNode):
     shortcut (``shift``, ``set_duration``, ``to_points``, ``clip_to``) that
     engines may compute natively, with ``amount`` its duration in ticks."""
 
-    input: PlanNode
     start_fn: Callable[[int], int] | None
     duration_fn: Callable[[int, int], int] | None
     form: Literal["shift", "set_duration", "to_points", "clip_to", "custom"] = "custom"
     amount: int = 0
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         from udm.host.time import format_duration
@@ -396,35 +384,25 @@ class AlterLifetimeNode(PlanNode):
 
 
 @dataclass(frozen=True, eq=False)
-class AlignNode(PlanNode):
+class AlignNode(UnaryNode):
     """Align (CEDR 4.5): blocks elements up to ``blocking`` ticks behind
     the latest start seen (:data:`INFINITY`: until a CTI), combining
     retractions with the elements they change. The CHT is unchanged."""
 
-    input: PlanNode
     blocking: int
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         return f"align blocking={_duration_text(self.blocking, datetimes, 'until CTIs')}"
 
 
 @dataclass(frozen=True, eq=False)
-class FinalizeNode(PlanNode):
+class FinalizeNode(UnaryNode):
     """Finalize (CEDR 4.6): turns ExternalCTIs into in-order CTIs, repairs
     retraction chains that arrive out of order, and, with a finite
     ``remember``, issues CTIs ``remember`` ticks behind the latest sync
     time seen, dropping (and counting) later input before them."""
 
-    input: PlanNode
     remember: int
-
-    @property
-    def inputs(self) -> tuple[PlanNode, ...]:
-        return (self.input,)
 
     def describe(self, datetimes: bool = False) -> str:
         return f"finalize remember={_duration_text(self.remember, datetimes, 'everything')}"
