@@ -11,7 +11,7 @@ re-exports both classes).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from udm.sdk.decorators import Function
@@ -106,13 +106,7 @@ class LibraryFailure:
 
     def as_dict(self) -> dict[str, Any]:
         """The failure as plain data, for ``udm-cli list --json``."""
-        return {
-            "library": self.library,
-            "distribution": self.distribution,
-            "version": self.version,
-            "error": self.error,
-            "traceback": self.traceback,
-        }
+        return asdict(self)
 
 
 def defining_object(udm: Any) -> Any:

@@ -305,6 +305,7 @@ class AntiJoinOperator(Operator):
     """
 
     name = "left_anti_join"
+    state_fields = ("emitted", "ctis", "pieces", "output_cti", "decided", "pending")
 
     def __init__(
         self,
@@ -331,22 +332,18 @@ class AntiJoinOperator(Operator):
         self.output_cti = MIN_TIME
 
     def get_state(self) -> dict[str, Any]:
+        """The :attr:`state_fields`, the next piece number and both sides' indexes."""
         return {
-            "emitted": self.emitted,
-            "ctis": self.ctis,
-            "pieces": self.pieces,
+            **super().get_state(),
             "next": self._next,
-            "output_cti": self.output_cti,
-            "decided": self.decided,
-            "pending": self.pending,
             "left": self.left.get_state(),
             "right": self.right.get_state(),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.emitted, self.ctis, self.pieces = state["emitted"], state["ctis"], state["pieces"]
-        self._next, self.output_cti = state["next"], state["output_cti"]
-        self.decided, self.pending = state["decided"], state["pending"]
+        """Put back a :meth:`get_state`."""
+        super().set_state(state)
+        self._next = state["next"]
         self.left.set_state(state["left"])
         self.right.set_state(state["right"])
 

@@ -22,6 +22,9 @@ __all__ = ["KeyFn", "LiveEvents"]
 
 KeyFn = Callable[[Mapping[str, Any]], Hashable]
 
+#: the saved state's names of the index's attributes (see :meth:`LiveEvents.get_state`)
+SAVED = {"events": "events", "by_key": "by_key", "ends": "_ends", "seq": "_seq"}
+
 
 class LiveEvents:
     """One side's live events: by id, by key, and by end for cleanup.
@@ -43,18 +46,13 @@ class LiveEvents:
 
     def get_state(self) -> dict[str, Any]:
         """The index as plain data (a streaming query saves it between micro-batches)."""
-        return {
-            "events": self.events,
-            "by_key": self.by_key,
-            "ends": self._ends,
-            "seq": self._seq,
-            "reused": self.ids.newest,
-        }
+        saved = {name: getattr(self, attribute) for name, attribute in SAVED.items()}
+        return {**saved, "reused": self.ids.newest}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Put back a :meth:`get_state` (one saved before ids could be reused has none)."""
-        self.events, self.by_key = state["events"], state["by_key"]
-        self._ends, self._seq = state["ends"], state["seq"]
+        for name, attribute in SAVED.items():
+            setattr(self, attribute, state[name])
         self.ids.newest = state.get("reused", {})
 
     def admit(self, ident: Any) -> Any:

@@ -56,6 +56,8 @@ from udm.host.windows import WindowSpec
 
 __all__ = ["ReplayOptions", "output_id", "refuse_batch_options", "replay"]
 
+#: the :class:`ReplayOptions` every key's :class:`~udm.host.Host` is made with
+HOST_OPTIONS = ("input_clipping", "output_policy", "consistency", "cti_policy")
 _NE = "__udm_ne"
 _KIND = "__udm_kind"
 _SEQ = "__udm_seq"
@@ -253,12 +255,7 @@ class ReplayOptions:
     @property
     def host_options(self) -> dict[str, Any]:
         """The options every key's :class:`~udm.host.Host` is made with."""
-        return {
-            "input_clipping": self.input_clipping,
-            "output_policy": self.output_policy,
-            "consistency": self.consistency,
-            "cti_policy": self.cti_policy,
-        }
+        return {name: getattr(self, name) for name in HOST_OPTIONS}
 
 
 def replay(
