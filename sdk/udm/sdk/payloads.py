@@ -3,6 +3,7 @@ them whatever their type."""
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -53,7 +54,51 @@ def freeze(value: Any) -> Any:
             return ("__nan__",)
         if value.is_integer():
             return int(value)
+        return value
+    if type(value) in _SCALARS or value is None:
+        return value
+    return _freeze_object(value)
+
+
+def _freeze_object(value: Any) -> Any:
+    """``freeze`` of a value that is not a plain Python scalar or container:
+    a dataclass by its class and compared fields (a non-frozen one is not
+    hashable, but UDMs return them as struct results), an array (numpy's,
+    or anything with ``tolist``) by its items, anything else hashable as
+    itself, and an unhashable object wrapped so it compares by its own
+    ``==``."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple(
+            (f.name, freeze(getattr(value, f.name))) for f in dataclasses.fields(value) if f.compare
+        )
+        return ("__dataclass__", type(value).__qualname__, fields)
+    if hasattr(value, "tolist") and hasattr(value, "shape"):
+        return freeze(value.tolist())
+    try:
+        hash(value)
+    except TypeError:
+        return _ByEquality(value)
     return value
+
+
+class _ByEquality:
+    """An unhashable value made hashable for multiset comparison: equal
+    when the values are, hashed by type alone (a collision costs a
+    comparison, never a wrong answer)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ByEquality) and bool(self.value == other.value)
+
+    def __hash__(self) -> int:
+        return hash(type(self.value).__qualname__)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 def payload_key(value: Any) -> tuple[Any, ...]:
