@@ -442,7 +442,7 @@ class GridCore(OperatorWindows):
         plain = not self.conservative and c < INFINITY
         refresh = self._refresh
         try:
-            for ks in visit:
+            for ks in () if plain and self.emit_plain(visit, c, previous, out) else visit:
                 m_new = c if c > ks.max_start else ks.max_start
                 emitted = ks.emitted_k
                 if plain and not ks.long and emitted is not None:
@@ -491,6 +491,11 @@ class GridCore(OperatorWindows):
             return c
         return min(c, self.window.first_open_start(c))
 
+    def emit_plain(self, visit: list[GridKey], c: int, previous: int, out: list[Element]) -> bool:
+        """CTI ``c``'s emissions when every key it visits is plain (see
+        :class:`~udm.host.gridcolumns.GridColumns`); False: none made."""
+        return False
+
     def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
         """After CTI ``c`` visited ``visit``: forget their final windows (no
         UDM calls from here on) and reschedule them; return the time before
@@ -500,8 +505,8 @@ class GridCore(OperatorWindows):
         bound = min(lowest, c)
         for ks in visit:
             wins = ks.wins
-            if k_final is None:
-                wins.clear()
+            if k_final is None or (len(wins) == 1 and min(wins) <= k_final):
+                wins.clear()  # (one window, the usual case: no scan)
             else:
                 for k in [k for k in wins if k <= k_final]:
                     del wins[k]

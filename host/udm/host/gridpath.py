@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from udm.host.gridcore import GridCore
+from udm.host.gridcolumns import GridColumns
 from udm.host.gridstate import (
     DONE,
     ExpiredId,
@@ -77,9 +77,10 @@ def grid_path(
     )
 
 
-class GridPath(GridCore):
+class GridPath(GridColumns):
     """The grid path of one query: :class:`~udm.host.gridcore.GridCore`
-    with batches, undo and persistence."""
+    with batches (also columnar: :class:`~udm.host.gridcolumns.GridColumns`),
+    undo and persistence."""
 
     def insert_quick(
         self, e: Insert, live: dict[Hashable, Any], make_live: Any, out: list[Element]
