@@ -297,3 +297,12 @@ def test_what_the_columnar_loop_leaves_to_the_element_loop(stream: list[Element]
         assert (got_error[0], got_error[2]) == (error[0], error[2])
     # the hosts are alike afterwards (a failing window fails both again)
     assert one_at_a_time(host, [Cti(100)]) == one_at_a_time(one, [Cti(100)])
+
+
+def test_an_unhashable_id_in_a_run_is_refused_as_one_element_at_a_time() -> None:
+    stream = [*points(0, 40, 3), Insert(["odd"], 40, 41, {"k": 1, "v": 1.0})]  # type: ignore[arg-type]
+    one = Host(TumblingWindow(6), Mean, key="k", value="v")
+    host = Host(TumblingWindow(6), Mean, key="k", value="v")
+    expected = one_at_a_time(one, stream)
+    assert expected[1] is not None
+    assert batched(host, stream) == expected

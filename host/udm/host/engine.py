@@ -325,20 +325,26 @@ class Host(GeneralPath, Snapshots):
         fast = self._fast
         assert fast is not None
         validator = self.validator
-        find = list(map(type, elements)).index
+        types = list(map(type, elements))
         n = len(elements)
         pos = 0
         while pos < n:
             try:
-                stop = find(Cti, pos)
+                stop = types.index(Cti, pos)
             except ValueError:
                 stop = n
-            if stop - pos >= MIN_COLUMN_RUN:
+            # (list.count compares by identity first: a fast check of the run)
+            if stop - pos >= MIN_COLUMN_RUN and types[pos:stop].count(Insert) == stop - pos:
                 fast.current = None
                 applied = fast.run_columns(elements, pos, stop, validator.live, LiveEvent, b.out)
                 validator.position += applied
                 b.position += applied
                 pos += applied
+                if pos == stop < n:  # the run applied: its CTI at once
+                    self._cti_after_run(elements[stop], b.out)  # type: ignore[arg-type]
+                    b.position += 1
+                    pos += 1
+                    continue
             self._elements(iter(elements[pos : stop + 1]), b)
             pos = stop + 1
 

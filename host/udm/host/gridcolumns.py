@@ -33,7 +33,7 @@ from typing import Any
 from udm.host.gridcore import GridCore
 from udm.host.gridstate import GridKey
 from udm.host.invoke import detached
-from udm.host.stream import Element, Insert, insert_of
+from udm.host.stream import Element, insert_of
 
 __all__ = ["MIN_COLUMN_RUN", "GridColumns"]
 
@@ -85,8 +85,8 @@ class GridColumns(GridCore):
         make_live: Any,
         out: list[Element],
     ) -> int:
-        """Apply ``elements[a:b]`` (all ``Insert``, nothing between them
-        the validator must see) as :meth:`GridPath.run` and
+        """Apply ``elements[a:b]`` (all of type ``Insert``: the caller
+        checks, nothing between them the validator must see) as :meth:`GridPath.run` and
         :meth:`GridPath.insert_raw` would, one after the other; return how
         many were applied (from the first). Fewer than ``b - a`` means the
         next one needs the element loop: the run's checks failed (then 0),
@@ -96,8 +96,6 @@ class GridColumns(GridCore):
         (complexity over 20, deliberately one flat loop)."""
         seg = elements[a:b]
         n = len(seg)
-        if set(map(type, seg)) != {Insert}:
-            return 0
         # one comprehension a field: three times faster than zip(*map(attrgetter))
         ids = [e.id for e in seg]  # type: ignore[union-attr]
         starts = [e.start for e in seg]  # type: ignore[union-attr]
@@ -109,10 +107,9 @@ class GridColumns(GridCore):
         keep = self.keep_events
         events = self.events
         if keep:
-            unique = set(ids)
             if (
-                len(unique) != n
-                or not set(map(type, ids)) <= _ID_TYPES
+                not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
+                or len(set(ids)) != n
                 # (a view's isdisjoint walks the list, not the whole index)
                 or not live.keys().isdisjoint(ids)
                 or not events.keys().isdisjoint(ids)
@@ -120,7 +117,8 @@ class GridColumns(GridCore):
                 return 0  # an odd, duplicate or reused id: the element loop checks it
         # the window of each event's start; its last tick must be in it too
         # (point events, the common case, need no second pass)
-        wins_of = list(map(floordiv, map(sub, starts, repeat(off)), repeat(size)))
+        shifted = starts if off == 0 else map(sub, starts, repeat(off))
+        wins_of = list(map(floordiv, shifted, repeat(size)))
         if ends != list(map(add_ints, starts, repeat(1))) and (
             not all(map(gt, ends, starts))
             or wins_of != list(map(floordiv, map(sub, ends, repeat(off + 1)), repeat(size)))

@@ -505,14 +505,22 @@ class GridCore(OperatorWindows):
         bound = min(lowest, c)
         for ks in visit:
             wins = ks.wins
-            if k_final is None or (len(wins) == 1 and min(wins) <= k_final):
-                wins.clear()  # (one window, the usual case: no scan)
+            first: int | None = None
+            if k_final is None:
+                wins.clear()
+            elif len(wins) <= 8:  # in order: one or two windows, sorted at once
+                for k in sorted(wins):
+                    if k > k_final:
+                        first = k
+                        break
+                    del wins[k]
             else:
                 for k in [k for k in wins if k <= k_final]:
                     del wins[k]
+                first = min(wins, default=None)
             if ks.events is None:  # _reschedule's case without sorted events, inline
-                if wins:
-                    self._push(ks, min(wins) * hop + off + size)
+                if first is not None:
+                    self._push(ks, first * hop + off + size)
             else:
                 self._reschedule(ks, bound)
         return bound
