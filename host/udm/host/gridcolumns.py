@@ -32,7 +32,7 @@ from typing import Any
 
 from udm.host.gridcore import GridCore
 from udm.host.gridstate import GridKey
-from udm.host.invoke import detached
+from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.stream import Element, insert_of
 
 __all__ = ["MIN_COLUMN_RUN", "GridColumns"]
@@ -106,15 +106,14 @@ class GridColumns(GridCore):
             return 0  # late, or outside the grid's time bounds
         keep = self.keep_events
         events = self.events
-        if keep:
-            if (
-                not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
-                or len(set(ids)) != n
-                # (a view's isdisjoint walks the list, not the whole index)
-                or not live.keys().isdisjoint(ids)
-                or not events.keys().isdisjoint(ids)
-            ):
-                return 0  # an odd, duplicate or reused id: the element loop checks it
+        if keep and (
+            not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
+            or len(set(ids)) != n
+            # (a view's isdisjoint walks the list, not the whole index)
+            or not live.keys().isdisjoint(ids)
+            or not events.keys().isdisjoint(ids)
+        ):
+            return 0  # an odd, duplicate or reused id: the element loop checks it
         # the window of each event's start; its last tick must be in it too
         # (point events, the common case, need no second pass)
         shifted = starts if off == 0 else map(sub, starts, repeat(off))
@@ -270,26 +269,31 @@ class GridColumns(GridCore):
                 continue
             wins = ks.wins
             if last == emitted + 1:  # in order, one window at a time: no scan
-                ready = [last] if last in wins else []
+                w = wins.get(last)
+                if w is not None:
+                    if w[2] or w[1] <= 0:
+                        return False
+                    todo.append((ks, last, w))
             else:
-                ready = sorted(k for k in wins if emitted < k <= last)
-            for k in ready:
-                w = wins[k]
-                if w[2] or w[1] <= 0:
-                    return False
-                todo.append((ks, k, w))
+                for k in sorted(k for k in wins if emitted < k <= last):
+                    w = wins[k]
+                    if w[2] or w[1] <= 0:
+                        return False
+                    todo.append((ks, k, w))
             moves.append((ks, last))
         result = self.udm.result
         try:
-            results = [detached(result(w[0])) for _, _, w in todo]
+            results = [result(w[0]) for _, _, w in todo]
+            for j, new in enumerate(results):
+                if type(new) not in PLAIN_TYPES:  # (the usual results need no copy)
+                    results[j] = detached(new)
         except Exception:
             return False
         new_id = self.new_id
-        point_end = self.point_end
+        shift = size - 1 if self.point_end else 0
         for (ks, k, w), new in zip(todo, results, strict=True):
             start = k * hop + off
-            end = start + size
-            emitted_out = insert_of(new_id(ks.key), end - 1 if point_end else start, end, new)
+            emitted_out = insert_of(new_id(ks.key), start + shift, start + size, new)
             out.append(emitted_out)
             w[2] = [emitted_out]
         for ks, last in moves:
