@@ -20,6 +20,8 @@ import gc
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain, compress, count, repeat
+from operator import is_not
 from typing import Any
 
 from udm.host.cht import Cht
@@ -319,33 +321,37 @@ class Host(GeneralPath, Snapshots):
 
     def _columns(self, elements: list[Element], b: _Batch) -> None:
         """:meth:`process_many` of a list: each run of inserts up to the next
-        CTI through the grid path's columnar loop
-        (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`), what it
-        leaves of the run and the CTI through :meth:`_elements`."""
+        other element through the grid path's columnar loop
+        (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`), the element
+        after it alone, and what the loop leaves of a run (with the element
+        after it) through :meth:`_elements`."""
         fast = self._fast
         assert fast is not None
         validator = self.validator
-        types = list(map(type, elements))
+        live = validator.live
+        out = b.out
         n = len(elements)
+        # the positions of the elements that are not inserts, without a
+        # Python-level loop over the inserts
+        others = compress(count(), map(is_not, map(type, elements), repeat(Insert)))
         pos = 0
-        while pos < n:
-            try:
-                stop = types.index(Cti, pos)
-            except ValueError:
-                stop = n
-            # (list.count compares by identity first: a fast check of the run)
-            if stop - pos >= MIN_COLUMN_RUN and types[pos:stop].count(Insert) == stop - pos:
+        for stop in chain(others, (n,)):
+            if stop - pos >= MIN_COLUMN_RUN:
                 fast.current = None
-                applied = fast.run_columns(elements, pos, stop, validator.live, LiveEvent, b.out)
+                applied = fast.run_columns(elements, pos, stop, live, LiveEvent, out)
                 validator.position += applied
                 b.position += applied
                 pos += applied
-                if pos == stop < n:  # the run applied: its CTI at once
-                    self._cti_after_run(elements[stop], b.out)  # type: ignore[arg-type]
-                    b.position += 1
-                    pos += 1
-                    continue
-            self._elements(iter(elements[pos : stop + 1]), b)
+            if pos < stop:
+                self._elements(iter(elements[pos : stop + 1]), b)
+            elif stop < n:  # the run applied: the element after it at once
+                element = elements[stop]
+                if type(element) is Cti:
+                    self._cti_after_run(element, out)
+                else:
+                    fast.settle(live, LiveEvent)
+                    out.extend(self.process(element))
+                b.position += 1
             pos = stop + 1
 
     def _fast_run(self, rows: Iterator[Any], as_elements: bool, b: _Batch) -> Any:

@@ -39,7 +39,7 @@ __all__ = ["MIN_COLUMN_RUN", "GridColumns"]
 
 #: shorter runs take the element loop: the run's checks cost a few list
 #: passes, which a handful of events does not repay
-MIN_COLUMN_RUN = 32
+MIN_COLUMN_RUN = 8
 
 _ID_TYPES = {int, str}
 
@@ -142,6 +142,8 @@ class GridColumns(GridCore):
         keys_get = keys.get
         add, initial = self.ops.add, self.ops.initial_state
         insert_raw = self.insert_raw
+        # a key holds long events only if listed there (checked per event else)
+        plain = not self._long_keys
         done = 0  # records written for seg[:done]
         i = 0
         try:
@@ -160,7 +162,7 @@ class GridColumns(GridCore):
                     self._push(ks, k * size + off + size)
                     ks.emitted_k = k - 1
                     ks.max_start = s
-                elif ks.emitted_k == k - 1 and not ks.long:
+                elif ks.emitted_k == k - 1 and (plain or not ks.long):
                     # the key's windows before k are emitted: nothing is due
                     wins = ks.wins
                     w = wins.get(k)
