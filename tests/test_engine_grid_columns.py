@@ -27,6 +27,7 @@ from udm.host import (
     output_cht_by_key,
 )
 from udm.host.gridcolumns import MIN_COLUMN_RUN, GridColumns
+from udm.host.gridpath import GridPath
 from udm.host.stream import Element
 from udm.sdk import IncrementalAggregate
 
@@ -308,3 +309,30 @@ def test_an_unhashable_id_in_a_run_is_refused_as_one_element_at_a_time() -> None
     expected = one_at_a_time(one, stream)
     assert expected[1] is not None
     assert batched(host, stream) == expected
+
+
+def test_keys_back_after_their_windows_were_forgotten(
+    column_calls: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """40 keys in turn over windows of 4 ticks: a key's next event comes 10
+    windows later, after CTIs emitted and forgot its window; the columnar
+    loop takes it (no per-event ``insert_raw``), with the outputs of one
+    element at a time."""
+    raw: list[int] = []
+    original = GridPath.insert_raw
+    monkeypatch.setattr(
+        GridPath, "insert_raw", lambda self, *a: raw.append(1) or original(self, *a)
+    )
+    stream: list[Element] = []
+    for i in range(400):
+        stream.append(Insert(i, i, i + 1, {"k": i % 40, "v": float(i % 5)}))
+        if i % 10 == 9:  # (CTIs pass each key's window before it is back)
+            stream.append(Cti(i - 2))
+    one = Host(TumblingWindow(4), Mean, key="k", value="v")
+    expected = [o for e in stream for o in one.process(e)] + one.flush()
+    raw.clear()
+    host = Host(TumblingWindow(4), Mean, key="k", value="v")
+    got = host.process_many(stream) + host.flush()
+    assert got == expected
+    assert sum(column_calls) == 400  # new keys' first events too
+    assert raw == []

@@ -177,16 +177,20 @@ class GridColumns(GridCore):
                     if s > ks.max_start:
                         ks.max_start = s
                 elif (
-                    ks.emitted_k == k - 2
-                    and s > ks.max_start
+                    s > ks.max_start
                     and s > cti
                     and not ks.long
-                    and (k - 1 not in ks.wins or ks.wins[k - 1][1] > 0)
+                    and ks.emitted_k is not None
+                    and (
+                        (ks.emitted_k == k - 2 and (k - 1 not in ks.wins or ks.wins[k - 1][1] > 0))
+                        or (ks.emitted_k < k - 2 and not ks.wins)
+                    )
                 ):
                     # in order: the key moves into window k, which makes
                     # window k - 1 (if it has events) due, as insert_raw
-                    # would emit it; the add first, so a failing result
-                    # leaves nothing applied
+                    # would emit it (a key back after its windows were
+                    # forgotten has none to emit); the add first, so a
+                    # failing result leaves nothing applied
                     wins = ks.wins
                     w = wins.get(k)
                     state = add(initial() if w is None else w[0], value)
