@@ -20,11 +20,14 @@ import gc
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import chain, compress, count, repeat
+from operator import is_not
 from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.errors import InvalidElementError
 from udm.host.general import GeneralPath
+from udm.host.gridcolumns import MIN_COLUMN_RUN
 from udm.host.gridpath import DONE, GridPath
 from udm.host.hostsnapshot import Snapshots, udm_arguments
 from udm.host.hoststate import Consistency, Journal, KeyState, OutputId
@@ -285,25 +288,71 @@ class Host(GeneralPath, Snapshots):
                 for b.position, element in enumerate(elements):
                     out.extend(self.process(element))
                 return out
-            validator = self.validator
-            live = validator.live
-            rows = iter(elements)
             try:
-                while True:
-                    fast.current = None
-                    element = self._fast_run(rows, True, b)
-                    if element is DONE:
-                        return out
-                    if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
-                        validator.position += 1
-                    elif type(element) is Cti:
-                        self._cti_after_run(element, out)
-                    else:
-                        fast.settle(live, LiveEvent)
-                        out.extend(self.process(element))
-                    b.position += 1
+                if type(elements) is list and fast.columnar:
+                    self._columns(elements, b)
+                else:
+                    self._elements(iter(elements), b)
+                return out
             finally:
+                fast.settle(self.validator.live, LiveEvent)
+
+    def _elements(self, rows: Iterator[Element], b: _Batch) -> None:
+        """:meth:`process_many`'s loop over ``rows`` on the fast path: runs of
+        plain inserts in the grid path's loop, each other element alone."""
+        fast = self._fast
+        assert fast is not None
+        validator = self.validator
+        live = validator.live
+        out = b.out
+        while True:
+            fast.current = None
+            element = self._fast_run(rows, True, b)
+            if element is DONE:
+                return
+            if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
+                validator.position += 1
+            elif type(element) is Cti:
+                self._cti_after_run(element, out)
+            else:
                 fast.settle(live, LiveEvent)
+                out.extend(self.process(element))
+            b.position += 1
+
+    def _columns(self, elements: list[Element], b: _Batch) -> None:
+        """:meth:`process_many` of a list: each run of inserts up to the next
+        other element through the grid path's columnar loop
+        (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`), the element
+        after it alone, and what the loop leaves of a run (with the element
+        after it) through :meth:`_elements`."""
+        fast = self._fast
+        assert fast is not None
+        validator = self.validator
+        live = validator.live
+        out = b.out
+        n = len(elements)
+        # the positions of the elements that are not inserts, without a
+        # Python-level loop over the inserts
+        others = compress(count(), map(is_not, map(type, elements), repeat(Insert)))
+        pos = 0
+        for stop in chain(others, (n,)):
+            if stop - pos >= MIN_COLUMN_RUN:
+                fast.current = None
+                applied = fast.run_columns(elements, pos, stop, live, LiveEvent, out)
+                validator.position += applied
+                b.position += applied
+                pos += applied
+            if pos < stop:
+                self._elements(iter(elements[pos : stop + 1]), b)
+            elif stop < n:  # the run applied: the element after it at once
+                element = elements[stop]
+                if type(element) is Cti:
+                    self._cti_after_run(element, out)
+                else:
+                    fast.settle(live, LiveEvent)
+                    out.extend(self.process(element))
+                b.position += 1
+            pos = stop + 1
 
     def _fast_run(self, rows: Iterator[Any], as_elements: bool, b: _Batch) -> Any:
         """One :meth:`GridPath.run` over ``rows`` inside batch ``b``: the

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from udm.host.gridcore import GridCore
+from udm.host.gridcolumns import GridColumns
 from udm.host.gridstate import (
     DONE,
     ExpiredId,
@@ -77,9 +77,10 @@ def grid_path(
     )
 
 
-class GridPath(GridCore):
+class GridPath(GridColumns):
     """The grid path of one query: :class:`~udm.host.gridcore.GridCore`
-    with batches, undo and persistence."""
+    with batches (also columnar: :class:`~udm.host.gridcolumns.GridColumns`),
+    undo and persistence."""
 
     def insert_quick(
         self, e: Insert, live: dict[Hashable, Any], make_live: Any, out: list[Element]
@@ -563,7 +564,8 @@ class GridPath(GridCore):
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.keys = {}
-        self._heap, self._long_keys, self._created = [], set(), 0
+        self._due_times, self._due_buckets = [], {}
+        self._long_keys, self._created = set(), 0
         for key, max_start, emitted_k, long_ids, wins in data["keys"]:
             ks = self._new_key(key)
             ks.max_start, ks.emitted_k = max_start, emitted_k
