@@ -63,6 +63,10 @@ class GridCore(OperatorWindows):
         #: their "states" (``ops``) are nothing
         self.slices = slices
         self.ops: Any = NoState() if slices else udm
+        #: a window's result from its slice (see :meth:`_slice_result`)
+        self._from_slice: Callable[[list[Any]], Any] = (
+            self._slice_result if udm.incremental else getattr(udm, "compute_result")  # noqa: B009
+        )
         self.point_end = policy is OutputPolicy.POINT_END
         self.policy = policy
         #: an operator (the slice mode only): zero or more outputs a window
@@ -251,12 +255,12 @@ class GridCore(OperatorWindows):
             except KeyError:
                 wins[k] = [None, 1, []]
 
-    def _from_slice(self, values: list[Any]) -> Any:
-        """A window's result from its members' values (canonical order)."""
+    def _slice_result(self, values: list[Any]) -> Any:
+        """A window's result from its members' values (canonical order), for
+        an incremental UDM (a non-incremental one's ``compute_result`` is
+        :attr:`_from_slice` itself, one call less per window)."""
         u = self.udm
-        if u.incremental:
-            return u.result(u.add_many(u.initial_state(), values))
-        return u.compute_result(values)
+        return u.result(u.add_many(u.initial_state(), values))
 
     # -- elements ---------------------------------------------------------
 
@@ -459,10 +463,14 @@ class GridCore(OperatorWindows):
                         wins = ks.wins
                         for k in ready:
                             w = wins[k]
-                            if w[2] or w[1] <= 0 or ks.events is not None:
+                            if w[2] or w[1] <= 0:
+                                refresh(ks, ks.key, k, out)
+                            elif ks.events is None:
+                                self._emit_first(ks, k, w, out)
+                            elif self.operator:
                                 refresh(ks, ks.key, k, out)
                             else:
-                                self._emit_first(ks, k, w, out)
+                                self._emit_slice(ks, k, w, out)
                         ks.emitted_k = last
                     continue
                 key = ks.key
@@ -546,7 +554,11 @@ class GridCore(OperatorWindows):
         ``bound`` and register it again by its earliest window's end (or,
         with no window left, when its remaining events can retire)."""
         kev = ks.events
-        if kev is not None and kev.records:
+        # retired in bulk, once half the key's events can go (or it has no
+        # window left): a key's visit then costs a bisection, not a
+        # retirement, at nearly every CTI (the events kept meanwhile end
+        # before every open window, so no slice holds them)
+        if kev is not None and kev.records and kev.retirable(bound, not ks.wins):
             events = self.events
             for ident, record in kev.retire(bound):
                 if events.get(ident) is record:

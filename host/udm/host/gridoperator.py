@@ -1,9 +1,12 @@
-"""The grid path's windows of a time-insensitive operator (the slice
-mode): zero or more outputs a window, all with its lifetime, kept by the
-window and matched with its new result's items by payload."""
+"""The slice mode's window outputs: a window's first output from its
+slice (the common case, emitted on a short path), and the windows of a
+time-insensitive operator: zero or more outputs a window, all with its
+lifetime, kept by the window and matched with its new result's items by
+payload."""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -11,7 +14,7 @@ from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
 from udm.host.gridstate import GridKey
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, stamp_result
+from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, insert_of, retract_of
 from udm.sdk.base import Udm
@@ -31,9 +34,60 @@ class OperatorWindows:
     udm: Udm
     policy: OutputPolicy
     new_id: Callable[[Hashable], OutputId]
+    point_end: bool
     _undo: list[tuple[GridKey, int, list[Any] | None]] | None
     _from_slice: Callable[[list[Any]], Any]
     _fail: Callable[..., UdmInvocationError]
+    _refresh: Callable[[GridKey, Hashable, int, list[Element]], None]
+
+    def emit_due(self, ks: GridKey, emitted: int, last: int, out: list[Element]) -> None:
+        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
+        its watermark passed (:meth:`~udm.host.gridpath.GridPath.run` emits
+        the common case, one window, itself). On a UDM error nothing is
+        emitted and the windows keep their outputs."""
+        wins = ks.wins
+        if last - emitted > len(wins):
+            ready = sorted(k for k in wins if emitted < k <= last)
+        else:
+            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
+        mark = len(out)
+        saved = [(wins[k], wins[k][2]) for k in ready]
+        try:
+            for k in ready:
+                self._refresh(ks, ks.key, k, out)
+        except Exception:
+            del out[mark:]
+            for w, outputs in saved:
+                w[2] = outputs
+            raise
+
+    def _emit_slice(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
+        """:meth:`~udm.host.gridcore.GridCore._refresh` of an aggregate's
+        window ``w`` (index ``k``) that has events and no output yet: the
+        one window an in-order event makes due, at nearly every event.
+        The same result, output and journal entry, without the general
+        refresh's comparison with cached outputs; the point events' values
+        are sliced here, without a call. On a UDM error nothing changed."""
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        kev = ks.events
+        assert kev is not None
+        try:
+            if kev.maxdur <= 1 and not kev.ties:  # KeyEvents.values' first case
+                starts = kev.starts
+                values = kev.vals[bisect_left(starts, start) : bisect_left(starts, end)]
+            else:
+                values = kev.values(start, end)
+            new = self._from_slice(values)
+            if type(new) not in PLAIN_TYPES:
+                new = detached(new)
+        except Exception as exc:
+            raise self._fail(k, exc, ks) from exc
+        if self._undo is not None:
+            self._undo.append((ks, k, [w[0], w[1], []]))
+        emitted = insert_of(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
 
     def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
         """:meth:`_refresh` for an operator (the slice mode): its outputs are

@@ -346,14 +346,31 @@ class GridPath(GridCore):
                     self._created -= 1
                 raise error from exc
             record = [start, end, value, key]
-            if ks.events is not None:
-                ks.events.add(record, ident, payload)
+            kev = ks.events
+            if kev is not None:
+                starts = kev.starts
+                if starts and start > starts[-1] and end - start <= kev.maxdur:
+                    # KeyEvents.add's in-order case inline: the key's next event
+                    starts.append(start)
+                    kev.records.append(record)
+                    kev.vals.append(value)
+                    kev.ids.append(ident)
+                    kev.payloads.append(payload)
+                else:
+                    kev.add(record, ident, payload)
             if due:  # emit_here: the slices hold the event already
                 assert out is not None and emitted is not None
                 # named if the UDM fails
                 self.current = row if as_elements else Insert(ident, start, end, payload)
                 try:
-                    self.emit_due(ks, emitted, last, out)
+                    w = wins.get(last)
+                    if last == emitted + 1 and w is not None and not w[2] and w[1] > 0:
+                        if self.operator:
+                            self._refresh(ks, key, last, out)
+                        else:  # emit_due's common case: in-order data, one window
+                            self._emit_slice(ks, last, w, out)
+                    else:
+                        self.emit_due(ks, emitted, last, out)
                 except Exception:
                     self.run_applied = applied
                     self._compensate(ks, lo, hi, value)
@@ -410,32 +427,6 @@ class GridPath(GridCore):
         self.pending_rows = rows + self.pending_rows
         self.pending = self.pending_rows.append
         self.settle(live, make_live)
-
-    def emit_due(
-        self,
-        ks: GridKey,
-        emitted: int,
-        last: int,
-        out: list[Element],
-    ) -> None:
-        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
-        its watermark passed. On a UDM error nothing is emitted and the
-        windows keep their outputs."""
-        wins = ks.wins
-        if last - emitted > len(wins):
-            ready = sorted(k for k in wins if emitted < k <= last)
-        else:
-            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
-        mark = len(out)
-        saved = [(wins[k], wins[k][2]) for k in ready]
-        try:
-            for k in ready:
-                self._refresh(ks, ks.key, k, out)
-        except Exception:
-            del out[mark:]
-            for w, outputs in saved:
-                w[2] = outputs
-            raise
 
     def begin(self, element: Element) -> None:
         """Start applying ``element``: from here on every change is journalled,
