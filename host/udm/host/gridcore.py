@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
@@ -506,6 +507,7 @@ class GridCore(OperatorWindows):
         size, hop, off = self.size, self.hop, self.offset
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
+        heap = self._heap
         for ks in visit:
             wins = ks.wins
             if k_final is None:
@@ -513,10 +515,18 @@ class GridCore(OperatorWindows):
             else:
                 for k in [k for k in wins if k <= k_final]:
                     del wins[k]
-            if ks.events is None:  # _reschedule's case without sorted events, inline
-                if wins:
-                    self._push(ks, min(wins) * hop + off + size)
-            else:
+            kev = ks.events
+            # _reschedule's common case inline: windows left and (slice mode)
+            # too few events to retire (KeyEvents.retirable)
+            if wins and (
+                kev is None
+                or 2 * bisect_left(kev.starts, bound - 1 if kev.maxdur <= 1 else bound)
+                < len(kev.starts)
+            ):
+                ks.due = due = min(wins) * hop + off + size  # _push, inline
+                heappush(heap, (due, self._pushes, ks))
+                self._pushes += 1
+            elif kev is not None:
                 self._reschedule(ks, bound)
         return bound
 
@@ -554,10 +564,8 @@ class GridCore(OperatorWindows):
         ``bound`` and register it again by its earliest window's end (or,
         with no window left, when its remaining events can retire)."""
         kev = ks.events
-        # retired in bulk, once half the key's events can go (or it has no
-        # window left): a key's visit then costs a bisection, not a
-        # retirement, at nearly every CTI (the events kept meanwhile end
-        # before every open window, so no slice holds them)
+        # retired in bulk, once half can go (or no window is left), not at
+        # every visit; those kept end before every open window's slice
         if kev is not None and kev.records and kev.retirable(bound, not ks.wins):
             events = self.events
             for ident, record in kev.retire(bound):
