@@ -11,17 +11,15 @@ from typing import Any
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
 from udm.host.gridstate import (
-    EMPTY,
     NEVER,
     ExpiredId,
     GridKey,
     NoState,
-    same_value,
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
-from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
+from udm.host.stream import Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
@@ -184,6 +182,8 @@ class GridCore(OperatorWindows):
             w[1] += 1
 
     def _remove(self, ks: GridKey, lo: int, hi: int, value: Any) -> None:
+        if self.slices:  # windows stay until refreshed empty (see OperatorWindows)
+            return
         remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = self._win(ks, k)
@@ -192,45 +192,6 @@ class GridCore(OperatorWindows):
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
             w[1] -= 1
-
-    def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """Emit the difference between window k's cached and current output
-        (the window's list of emitted outputs, ``w[2]``, holds the output
-        :class:`Insert` elements still live)."""
-        if self.operator:
-            self._refresh_items(ks, key, k, out)
-            return
-        w = ks.wins.get(k)
-        old = w[2] if w is not None else []
-        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
-        end = start + self.size
-        new: Any = EMPTY
-        if w is not None and w[1] > 0:
-            try:
-                if ks.events is not None:
-                    new = detached(self._from_slice(ks.events.values(start, end)))
-                else:
-                    new = detached(self.udm.result(w[0]))
-            except Exception as exc:
-                raise self._fail(k, exc, ks) from exc
-        if old and new is not EMPTY and same_value(old[0].payload, new):
-            return
-        if self._undo is not None and w is not None:
-            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for o in old:
-            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
-        if w is None:
-            return
-        if new is EMPTY:  # the window has no events left
-            w[2] = []
-            if w[1] == 0:
-                del ks.wins[k]
-            return
-        # the window keeps the output element itself: its retraction needs
-        # its id, lifetime and payload, and nothing else is built per output
-        emitted = insert_of(self.new_id(key), end - 1 if self.point_end else start, end, new)
-        out.append(emitted)
-        w[2] = [emitted]
 
     def _emit_first(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
         """:meth:`_refresh` of a window with events, from its state, that has
@@ -464,14 +425,12 @@ class GridCore(OperatorWindows):
                         wins = ks.wins
                         for k in ready:
                             w = wins[k]
-                            if w[2] or w[1] <= 0:
-                                refresh(ks, ks.key, k, out)
-                            elif ks.events is None:
-                                self._emit_first(ks, k, w, out)
-                            elif self.operator:
+                            if ks.events is not None and not w[2] and not self.operator:
+                                self._emit_slice(ks, k, w, out)
+                            elif w[2] or w[1] <= 0 or ks.events is not None:
                                 refresh(ks, ks.key, k, out)
                             else:
-                                self._emit_slice(ks, k, w, out)
+                                self._emit_first(ks, k, w, out)
                         ks.emitted_k = last
                     continue
                 key = ks.key

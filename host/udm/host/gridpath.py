@@ -316,11 +316,17 @@ class GridPath(GridCore):
             wins = ks.wins
             k = lo
             try:
-                if slices:  # windows only count their events
-                    for k in range(lo, hi + 1):
-                        try:  # most exist already (free in 3.11 when they do)
-                            wins[k][1] += 1
-                        except KeyError:
+                if slices:  # windows only need to exist (OperatorWindows)
+                    if start >= ks.max_start and hi in wins:
+                        # an event starting at or before this one made its
+                        # last window, so it made them all (windows are made
+                        # from an event's first one up), and only a refresh
+                        # (of emitted ones: lo is after them) or a CTI (of
+                        # final ones) forgets them
+                        made: list[int] = []
+                    else:
+                        made = [k for k in range(lo, hi + 1) if k not in wins]
+                        for k in made:
                             wins[k] = [None, 1, []]
                     k = hi + 1
                 elif k == hi:  # one window (tumbling): no loop
@@ -364,7 +370,7 @@ class GridPath(GridCore):
                 self.current = row if as_elements else Insert(ident, start, end, payload)
                 try:
                     w = wins.get(last)
-                    if last == emitted + 1 and w is not None and not w[2] and w[1] > 0:
+                    if last == emitted + 1 and w is not None and not w[2]:
                         if self.operator:
                             self._refresh(ks, key, last, out)
                         else:  # emit_due's common case: in-order data, one window
@@ -373,7 +379,8 @@ class GridPath(GridCore):
                         self.emit_due(ks, emitted, last, out)
                 except Exception:
                     self.run_applied = applied
-                    self._compensate(ks, lo, hi, value)
+                    for k in made:  # the windows it made (none emitted)
+                        del wins[k]
                     ks.events.remove(record)  # type: ignore[union-attr]
                     raise
                 self.current = None
@@ -564,7 +571,7 @@ class GridPath(GridCore):
             for k, state, n, outputs in wins:
                 ks.wins[k] = [
                     state,
-                    n,
+                    max(n, 1) if self.slices else n,  # slices: >= 1 (see _compensate)
                     [insert_of(OutputId(*o), s, e, p) for o, s, e, p in outputs],
                 ]
             if ks.wins:

@@ -190,6 +190,15 @@ def assign_members(
     if _overlap_rule(window):
         # the touching windows are exactly the overlapping ones: no window
         # needs asking
+        k0 = _grid_origin(window, windows)
+        if k0 is not None:  # consecutive grid windows: positions are indexes
+            index_range = window.index_range  # type: ignore[attr-defined]
+            n = len(windows)
+            for e in events:
+                lo, hi = index_range(e.start, e.end)
+                for i in range(max(lo - k0, 0), min(hi - k0 + 1, n)):
+                    members[i].append(e)
+            return members
         for e in events:
             lo, hi = touching(starts, ends, e.start, e.end)
             for i in range(lo, hi):
@@ -201,6 +210,30 @@ def assign_members(
             if belongs(e, windows[i]):
                 members[i].append(e)
     return members
+
+
+def _grid_origin(window: WindowSpec, windows: Sequence[WindowDescriptor]) -> int | None:
+    """The index of the first of ``windows`` when they are consecutive
+    windows of a hopping or tumbling grid (the usual case): an event's
+    windows are then found by its index range, not by two bisections whose
+    cost grows with the windows (a tenth of the time at a thousand windows
+    a key). None otherwise (a grid kind of its own, a gap)."""
+    if not (windows and isinstance(window, HoppingWindow)):
+        return None
+    kind = type(window)
+    if kind.index_range is not HoppingWindow.index_range:
+        return None
+    if kind.window_at is not HoppingWindow.window_at:
+        return None
+    first: int = window.last_begun(windows[0].start)
+    if windows[0] != window.window_at(first):
+        return None
+    start, hop = windows[0].start, window.hop
+    if [w.start for w in windows] != list(range(start, start + len(windows) * hop, hop)):
+        return None
+    if any(w.end - w.start != window.size for w in windows):
+        return None
+    return first
 
 
 def _overlap_rule(window: WindowSpec) -> bool:
