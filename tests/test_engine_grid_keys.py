@@ -415,3 +415,28 @@ def test_the_slices_keep_a_bounded_number_of_events() -> None:
     assert min(held[500:]) >= 19  # what the open windows and the CTI lag keep
     cht = [IntervalEvent(t, t + 1, t % 7) for t in range(1000)]
     assert output_cht(out) == evaluate(cht, window, low_median)
+
+
+@pytest.mark.parametrize("udm", [low_median, at_least_median], ids=lambda u: u.__name__)
+def test_a_window_emptied_before_it_is_due_emits_nothing(udm: Any) -> None:
+    """The slice mode's windows record only that they exist: a window whose
+    every event was retracted before it became due has an empty slice, so
+    it emits nothing and is forgotten; its neighbour emits its own."""
+    host = Host(TumblingWindow(10), udm, key="k", value="v")
+    assert host._fast is not None and host._fast.slices
+    stream: list[Element] = [
+        Insert("a", 1, 2, {"k": 0, "v": 4}),
+        Insert("b", 3, 4, {"k": 0, "v": 5}),
+        Retract("a", 1, 2, 1),
+        Retract("b", 3, 4, 3),
+        Insert("c", 12, 13, {"k": 0, "v": 6}),
+        Insert("d", 25, 26, {"k": 0, "v": 7}),
+    ]
+    out = host.process_many(stream)
+    assert [(o.start, o.end) for o in out if isinstance(o, Insert)] == (
+        [(10, 20)] if udm is low_median else []  # at_least_median: none for one member
+    )
+    assert 0 not in host._fast.keys[0].wins
+    out += host.flush()
+    cht = derive_cht(stream)[0]
+    assert output_cht(out) == evaluate(cht, TumblingWindow(10), udm, value="v")

@@ -178,6 +178,8 @@ class OperatorWindows:
                 gone.append(o)
         fresh = [i for i_list in slots.values() for i in i_list]
         if not gone and not fresh:
+            if w is not None and not old and not values:  # emptied: forgotten
+                del ks.wins[k]
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))

@@ -317,17 +317,20 @@ class GridPath(GridCore):
             k = lo
             try:
                 if slices:  # windows only need to exist (OperatorWindows)
-                    if start >= ks.max_start and hi in wins:
-                        # an event starting at or before this one made its
-                        # last window, so it made them all (windows are made
-                        # from an event's first one up), and only a refresh
-                        # (of emitted ones: lo is after them) or a CTI (of
-                        # final ones) forgets them
-                        made: list[int] = []
+                    if start >= ks.max_start:
+                        # the windows from lo up to the last that exists
+                        # exist: an event starting at or before this one
+                        # made that one, and all before it from its own
+                        # first (<= lo) up; only a refresh (of emitted ones:
+                        # lo is after them) or a CTI (of final ones) forgets
+                        j = hi
+                        while j >= lo and j not in wins:
+                            j -= 1
+                        made = list(range(j + 1, hi + 1))
                     else:
                         made = [k for k in range(lo, hi + 1) if k not in wins]
-                        for k in made:
-                            wins[k] = [None, 1, []]
+                    for k in made:
+                        wins[k] = [None, 1, []]
                     k = hi + 1
                 elif k == hi:  # one window (tumbling): no loop
                     w = wins.get(k)
