@@ -83,9 +83,11 @@ class GridCore(OperatorWindows):
         self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
         self._swept = 0
         # keys by the end of their earliest window: a CTI visits the keys
-        # it makes something final for, not every key
-        self._heap: list[tuple[int, int, GridKey]] = []
-        self._pushes = 0
+        # it makes something final for, not every key. Keys share due times
+        # (window ends), so each due time has a bucket of keys and only the
+        # distinct times are in the heap: a key's registration is an append
+        self._heap: list[int] = []
+        self._buckets: dict[int, list[GridKey]] = {}
         self._created = 0
         self._long_keys: set[Hashable] = set()  # keys that may hold long events
         self._saved_record: list[Any] | None = None
@@ -117,8 +119,12 @@ class GridCore(OperatorWindows):
     def _push(self, ks: GridKey, due: int) -> None:
         """Register ``ks`` as due at time ``due`` (an earlier window end)."""
         ks.due = due
-        heappush(self._heap, (due, self._pushes, ks))
-        self._pushes += 1
+        bucket = self._buckets.get(due)
+        if bucket is None:
+            self._buckets[due] = [ks]
+            heappush(self._heap, due)
+        else:
+            bucket.append(ks)
 
     def _new_key(self, key: Hashable) -> GridKey:
         ks = self.keys[key] = GridKey(key, self.slices, self._created)
@@ -466,7 +472,7 @@ class GridCore(OperatorWindows):
         size, hop, off = self.size, self.hop, self.offset
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
-        heap = self._heap
+        push = self._push
         for ks in visit:
             wins = ks.wins
             if k_final is None:
@@ -482,9 +488,7 @@ class GridCore(OperatorWindows):
                 or 2 * bisect_left(kev.starts, bound - 1 if kev.maxdur <= 1 else bound)
                 < len(kev.starts)
             ):
-                ks.due = due = min(wins) * hop + off + size  # _push, inline
-                heappush(heap, (due, self._pushes, ks))
-                self._pushes += 1
+                push(ks, min(wins) * hop + off + size)
             elif kev is not None:
                 self._reschedule(ks, bound)
         return bound
@@ -498,16 +502,17 @@ class GridCore(OperatorWindows):
         final, so its only change would be its emitted index, which stays
         behind (no window lies between: none ends at or before the CTI)."""
         if k_final is None:
-            self._heap = []
+            self._heap, self._buckets = [], {}
             return list(self.keys.values())
         visit: dict[int, GridKey] = {}  # by order of arrival (unique per key)
-        heap = self._heap
+        heap, buckets = self._heap, self._buckets
         keys = self.keys
-        while heap and heap[0][0] <= c:
-            due, _, ks = heappop(heap)
-            if ks.due == due and keys.get(ks.key) is ks:
-                ks.due = NEVER
-                visit[ks.order] = ks
+        while heap and heap[0] <= c:
+            due = heappop(heap)
+            for ks in buckets.pop(due):
+                if ks.due == due and keys.get(ks.key) is ks:
+                    ks.due = NEVER
+                    visit[ks.order] = ks
         for key in list(self._long_keys):
             holder = keys.get(key)
             if holder is None or not holder.long:

@@ -564,7 +564,7 @@ class GridPath(GridCore):
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.keys = {}
-        self._heap, self._long_keys, self._created = [], set(), 0
+        self._heap, self._buckets, self._long_keys, self._created = [], {}, set(), 0
         for key, max_start, emitted_k, long_ids, wins in data["keys"]:
             ks = self._new_key(key)
             ks.max_start, ks.emitted_k = max_start, emitted_k
