@@ -623,9 +623,8 @@ class TestUdfsAndMapping:
         assert "payload {'sensor': 's1', 'temp': 10.0} has no field 'room'" in msg
         assert "check the key= argument of the query" in msg
 
-    def test_evaluate_by_key_maps_while_grouping_a_one_pass_iterable(self) -> None:
-        """Given ``value``, payloads are mapped in the grouping pass: a
-        generator is read once, and each group's output is the same as
+    def test_evaluate_by_key_over_a_one_pass_iterable(self) -> None:
+        """A generator is read once, and each group's output is the same as
         :func:`evaluate` over that group alone."""
         out = evaluate_by_key(
             (e for e in READINGS), "sensor", TumblingWindow(5), MyAverage, value="temp"
