@@ -192,7 +192,7 @@ def assign_members(
         # needs asking
         k0 = _grid_origin(window, windows)
         if k0 is not None:  # consecutive grid windows: positions are indexes
-            index_range = window.index_range  # type: ignore[attr-defined]
+            index_range = window.grid.index_range  # type: ignore[union-attr]
             n = len(windows)
             for e in events:
                 lo, hi = index_range(e.start, e.end)
@@ -218,20 +218,21 @@ def _grid_origin(window: WindowSpec, windows: Sequence[WindowDescriptor]) -> int
     windows are then found by its index range, not by two bisections whose
     cost grows with the windows (a tenth of the time at a thousand windows
     a key). None otherwise (a grid kind of its own, a gap)."""
-    if not (windows and isinstance(window, HoppingWindow)):
-        return None
-    kind = type(window)
+    grid = window.grid
+    if not windows or grid is None or grid is not window:
+        return None  # not a grid, or its windows are not the grid's own
+    kind = type(grid)
     if kind.index_range is not HoppingWindow.index_range:
         return None
     if kind.window_at is not HoppingWindow.window_at:
         return None
-    first: int = window.last_begun(windows[0].start)
-    if windows[0] != window.window_at(first):
+    first: int = grid.last_begun(windows[0].start)
+    if windows[0] != grid.window_at(first):
         return None
-    start, hop = windows[0].start, window.hop
+    start, hop = windows[0].start, grid.hop
     if [w.start for w in windows] != list(range(start, start + len(windows) * hop, hop)):
         return None
-    if any(w.end - w.start != window.size for w in windows):
+    if any(w.end - w.start != grid.size for w in windows):
         return None
     return first
 
