@@ -20,12 +20,15 @@ from udm.host import (
     HoppingWindow,
     Host,
     Insert,
+    IntervalEvent,
     InvalidElementError,
     Retract,
     TumblingWindow,
     UdmInvocationError,
     derive_cht,
+    evaluate,
     evaluate_by_key,
+    output_cht,
     output_cht_by_key,
 )
 from udm.host.stream import Element
@@ -383,3 +386,57 @@ def test_operators_on_many_keys_match_the_reference(
 @given(seed=st.integers(0, 10**6), cut=st.floats(0, 1))
 def test_an_operator_resumes_from_a_snapshot_identically(seed: int, cut: float) -> None:
     resumes_identically(at_least_median, seed, cut)
+
+
+def test_the_slices_keep_a_bounded_number_of_events() -> None:
+    """The slice mode retires a key's events in bulk (once half of them end
+    before every open window), not at every CTI: a long in-order stream
+    still keeps at most about twice the events a CTI cannot retire (here
+    10 ticks of windows plus 10 of CTI lag: 21 events) plus the 10 that
+    arrive between CTIs, and the outputs are the reference's."""
+    window = HoppingWindow(10, 2)
+    host = Host(window, low_median, key="k", value="v")
+    fast = host._fast
+    assert fast is not None and fast.slices
+    stream: list[Element] = []
+    held = []
+    for t in range(1000):
+        stream.append(Insert(t, t, t + 1, {"k": 0, "v": t % 7}))
+        if t % 10 == 9:
+            stream.append(Cti(t - 10))
+    out: list[Element] = []
+    for element in stream:
+        out.extend(host.process_many([element]))
+        kev = fast.keys[0].events
+        assert kev is not None
+        held.append(len(kev))
+    out.extend(host.flush())
+    assert max(held) <= 2 * 21 + 10
+    assert min(held[500:]) >= 19  # what the open windows and the CTI lag keep
+    cht = [IntervalEvent(t, t + 1, t % 7) for t in range(1000)]
+    assert output_cht(out) == evaluate(cht, window, low_median)
+
+
+@pytest.mark.parametrize("udm", [low_median, at_least_median], ids=lambda u: u.__name__)
+def test_a_window_emptied_before_it_is_due_emits_nothing(udm: Any) -> None:
+    """The slice mode's windows record only that they exist: a window whose
+    every event was retracted before it became due has an empty slice, so
+    it emits nothing and is forgotten; its neighbour emits its own."""
+    host = Host(TumblingWindow(10), udm, key="k", value="v")
+    assert host._fast is not None and host._fast.slices
+    stream: list[Element] = [
+        Insert("a", 1, 2, {"k": 0, "v": 4}),
+        Insert("b", 3, 4, {"k": 0, "v": 5}),
+        Retract("a", 1, 2, 1),
+        Retract("b", 3, 4, 3),
+        Insert("c", 12, 13, {"k": 0, "v": 6}),
+        Insert("d", 25, 26, {"k": 0, "v": 7}),
+    ]
+    out = host.process_many(stream)
+    assert [(o.start, o.end) for o in out if isinstance(o, Insert)] == (
+        [(10, 20)] if udm is low_median else []  # at_least_median: none for one member
+    )
+    assert 0 not in host._fast.keys[0].wins
+    out += host.flush()
+    cht = derive_cht(stream)[0]
+    assert output_cht(out) == evaluate(cht, TumblingWindow(10), udm, value="v")

@@ -6,6 +6,7 @@ grouping, emit_empty, watermarks and error reporting."""
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -621,6 +622,53 @@ class TestUdfsAndMapping:
         msg = str(err.value)
         assert "payload {'sensor': 's1', 'temp': 10.0} has no field 'room'" in msg
         assert "check the key= argument of the query" in msg
+
+    def test_evaluate_by_key_over_a_one_pass_iterable(self) -> None:
+        """A generator is read once, and each group's output is the same as
+        :func:`evaluate` over that group alone."""
+        out = evaluate_by_key(
+            (e for e in READINGS), "sensor", TumblingWindow(5), MyAverage, value="temp"
+        )
+        for sensor, cht in out.items():
+            group = [e for e in READINGS if e.payload["sensor"] == sensor]
+            assert cht == evaluate(group, TumblingWindow(5), MyAverage, value="temp")
+        assert out["s1"] == Cht([(0, 5, 10.0), (5, 10, 30.0)])
+
+    def test_evaluate_by_key_value_failure_as_evaluate_reports_it(self) -> None:
+        """A payload the value function fails on (s2's lacks the field): the
+        error is the one :func:`evaluate` raises for that key's group, the
+        UDM failing on the first window holding the event."""
+        readings = Cht([*READINGS, E(6, 8, {"sensor": "s2"})])
+        with pytest.raises(UdmInvocationError) as by_key:
+            evaluate_by_key(readings, "sensor", TumblingWindow(5), MyAverage, value="temp")
+        s2 = [e for e in readings if e.payload["sensor"] == "s2"]
+        with pytest.raises(UdmInvocationError) as alone:
+            evaluate(s2, TumblingWindow(5), MyAverage, value="temp")
+        assert str(by_key.value) == str(alone.value)
+        assert "failed on window [5, 10)" in str(by_key.value)
+
+    @pytest.mark.parametrize("enabled", [True, False])
+    def test_the_collector_is_paused_while_evaluating(self, enabled: bool) -> None:
+        """The cyclic garbage collector is off while the UDM runs (its full
+        collections made the time grow faster than the data) and as it was
+        afterwards."""
+        seen: list[bool] = []
+
+        @aggregate
+        def watching(values: Sequence[float]) -> int:
+            seen.append(gc.isenabled())
+            return len(values)
+
+        (gc.enable if enabled else gc.disable)()
+        try:
+            out = evaluate_by_key(READINGS, "sensor", TumblingWindow(5), watching, value="temp")
+            assert gc.isenabled() is enabled
+            assert evaluate(READINGS, TumblingWindow(5), watching) == [(0, 5, 2), (5, 10, 2)]
+            assert gc.isenabled() is enabled
+        finally:
+            gc.enable()
+        assert out == {"s1": Cht([(0, 5, 1), (5, 10, 1)]), "s2": Cht([(0, 5, 1), (5, 10, 1)])}
+        assert seen == [False] * 6
 
     def test_udf_is_not_a_window_udm(self) -> None:
         with pytest.raises(TypeError) as err:

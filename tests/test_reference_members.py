@@ -59,3 +59,16 @@ def test_snapshot_windows_are_the_nonempty_gaps_between_endpoints(
         (a, b) for a, b in pairwise(points) if any(e.start < b and a < e.end for e in events)
     ]
     assert [(w.start, w.end) for w in SnapshotWindow().windows(events)] == literal
+
+
+@pytest.mark.parametrize("window", WINDOWS[:3], ids=repr)
+@settings(max_examples=60, deadline=None)
+@given(events=events_strategy, step=st.sampled_from([1, 2, 3]), skip=st.integers(0, 2))
+def test_grid_members_over_any_list_of_windows_are_the_belongs_to_rule(
+    window: Any, events: list[IntervalEvent[int]], step: int, skip: int
+) -> None:
+    """Grid windows found by index range (consecutive windows) or by
+    bisection (a list with gaps, or starting elsewhere) alike."""
+    windows = [window.window_at(k) for k in range(-3, 15)][skip::step]
+    found = assign_members(window, windows, events)
+    assert found == [[e for e in events if window.belongs(e, w)] for w in windows]

@@ -16,7 +16,6 @@ its state.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.errors import InvalidElementError
+from udm.host.gcpause import gc_paused
 from udm.host.general import GeneralPath
 from udm.host.gridcolumns import MIN_COLUMN_RUN
 from udm.host.gridpath import DONE, GridPath
@@ -499,17 +499,13 @@ def _batch() -> Iterator[_Batch]:
     :meth:`Host.process_many`), and on an error the outputs so far and the
     failing element's index attached to the exception."""
     batch = _Batch([])
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield batch
-    except Exception as exc:
-        exc.outputs = batch.out  # type: ignore[attr-defined]
-        exc.position = batch.position  # type: ignore[attr-defined]
-        raise
-    finally:
-        if collecting:
-            gc.enable()
+    with gc_paused():
+        try:
+            yield batch
+        except Exception as exc:
+            exc.outputs = batch.out  # type: ignore[attr-defined]
+            exc.position = batch.position  # type: ignore[attr-defined]
+            raise
 
 
 def output_cht(outputs: Iterable[Element]) -> Cht:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
@@ -10,17 +11,15 @@ from typing import Any
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
 from udm.host.gridstate import (
-    EMPTY,
     NEVER,
     ExpiredId,
     GridKey,
     NoState,
-    same_value,
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
-from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
+from udm.host.stream import Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
@@ -63,6 +62,10 @@ class GridCore(OperatorWindows):
         #: their "states" (``ops``) are nothing
         self.slices = slices
         self.ops: Any = NoState() if slices else udm
+        #: a window's result from its slice (see :meth:`_slice_result`)
+        self._from_slice: Callable[[list[Any]], Any] = (
+            self._slice_result if udm.incremental else getattr(udm, "compute_result")  # noqa: B009
+        )
         self.point_end = policy is OutputPolicy.POINT_END
         self.policy = policy
         #: an operator (the slice mode only): zero or more outputs a window
@@ -185,6 +188,8 @@ class GridCore(OperatorWindows):
             w[1] += 1
 
     def _remove(self, ks: GridKey, lo: int, hi: int, value: Any) -> None:
+        if self.slices:  # windows stay until refreshed empty (see OperatorWindows)
+            return
         remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = self._win(ks, k)
@@ -193,45 +198,6 @@ class GridCore(OperatorWindows):
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
             w[1] -= 1
-
-    def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
-        """Emit the difference between window k's cached and current output
-        (the window's list of emitted outputs, ``w[2]``, holds the output
-        :class:`Insert` elements still live)."""
-        if self.operator:
-            self._refresh_items(ks, key, k, out)
-            return
-        w = ks.wins.get(k)
-        old = w[2] if w is not None else []
-        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
-        end = start + self.size
-        new: Any = EMPTY
-        if w is not None and w[1] > 0:
-            try:
-                if ks.events is not None:
-                    new = detached(self._from_slice(ks.events.values(start, end)))
-                else:
-                    new = detached(self.udm.result(w[0]))
-            except Exception as exc:
-                raise self._fail(k, exc, ks) from exc
-        if old and new is not EMPTY and same_value(old[0].payload, new):
-            return
-        if self._undo is not None and w is not None:
-            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
-        for o in old:
-            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
-        if w is None:
-            return
-        if new is EMPTY:  # the window has no events left
-            w[2] = []
-            if w[1] == 0:
-                del ks.wins[k]
-            return
-        # the window keeps the output element itself: its retraction needs
-        # its id, lifetime and payload, and nothing else is built per output
-        emitted = insert_of(self.new_id(key), end - 1 if self.point_end else start, end, new)
-        out.append(emitted)
-        w[2] = [emitted]
 
     def _emit_first(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
         """:meth:`_refresh` of a window with events, from its state, that has
@@ -257,12 +223,12 @@ class GridCore(OperatorWindows):
             except KeyError:
                 wins[k] = [None, 1, []]
 
-    def _from_slice(self, values: list[Any]) -> Any:
-        """A window's result from its members' values (canonical order)."""
+    def _slice_result(self, values: list[Any]) -> Any:
+        """A window's result from its members' values (canonical order), for
+        an incremental UDM (a non-incremental one's ``compute_result`` is
+        :attr:`_from_slice` itself, one call less per window)."""
         u = self.udm
-        if u.incremental:
-            return u.result(u.add_many(u.initial_state(), values))
-        return u.compute_result(values)
+        return u.result(u.add_many(u.initial_state(), values))
 
     # -- elements ---------------------------------------------------------
 
@@ -465,7 +431,9 @@ class GridCore(OperatorWindows):
                         wins = ks.wins
                         for k in ready:
                             w = wins[k]
-                            if w[2] or w[1] <= 0 or ks.events is not None:
+                            if ks.events is not None and not w[2] and not self.operator:
+                                self._emit_slice(ks, k, w, out)
+                            elif w[2] or w[1] <= 0 or ks.events is not None:
                                 refresh(ks, ks.key, k, out)
                             else:
                                 self._emit_first(ks, k, w, out)
@@ -509,6 +477,7 @@ class GridCore(OperatorWindows):
         size, hop, off = self.size, self.hop, self.offset
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
+        push = self._push
         for ks in visit:
             wins = ks.wins
             first: int | None = None
@@ -524,9 +493,16 @@ class GridCore(OperatorWindows):
                 for k in [k for k in wins if k <= k_final]:
                     del wins[k]
                 first = min(wins, default=None)
-            if ks.events is None:  # _reschedule's case without sorted events, inline
+            kev = ks.events
+            if kev is None:  # _reschedule's case without sorted events, inline
                 if first is not None:
-                    self._push(ks, first * hop + off + size)
+                    push(ks, first * hop + off + size)
+            elif first is not None and (
+                2 * bisect_left(kev.starts, bound - 1 if kev.maxdur <= 1 else bound)
+                < len(kev.starts)
+            ):
+                # slice mode with too few events to retire (KeyEvents.retirable)
+                push(ks, first * hop + off + size)
             else:
                 self._reschedule(ks, bound)
         return bound
@@ -567,7 +543,9 @@ class GridCore(OperatorWindows):
         ``bound`` and register it again by its earliest window's end (or,
         with no window left, when its remaining events can retire)."""
         kev = ks.events
-        if kev is not None and kev.records:
+        # retired in bulk, once half can go (or no window is left), not at
+        # every visit; those kept end before every open window's slice
+        if kev is not None and kev.records and kev.retirable(bound, not ks.wins):
             events = self.events
             for ident, record in kev.retire(bound):
                 if events.get(ident) is record:

@@ -1,39 +1,147 @@
-"""The grid path's windows of a time-insensitive operator (the slice
-mode): zero or more outputs a window, all with its lifetime, kept by the
-window and matched with its new result's items by payload."""
+"""The grid path's window refresh: a window's output compared with its
+cached one; in the slice mode a window's first output from its slice (the
+common case, emitted on a short path), and the windows of a
+time-insensitive operator: zero or more outputs a window, all with its
+lifetime, kept by the window and matched with its new result's items by
+payload.
+
+In the slice mode a window's entry (``[None, n, outputs]``) only records
+that it exists: its events are its slice of the key's sorted events, so a
+refresh finds an emptied window by its slice, not by a count, and forgets
+it then. Keeping no exact count saves an in-order event the update of
+every window it falls in (ten for a window of ten hops). ``n`` is at
+least 1 but for the windows a failed insert made, which its undo
+(:meth:`~udm.host.gridcore.GridCore._compensate`) finds at 0.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from typing import Any
 
 from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
-from udm.host.gridstate import GridKey
+from udm.host.gridstate import EMPTY, GridKey, same_value
 from udm.host.hoststate import OutputId
-from udm.host.invoke import detached, stamp_result
+from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, insert_of, retract_of
-from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["OperatorWindows"]
 
 
 class OperatorWindows:
-    """The operator half of :class:`~udm.host.gridcore.GridCore`'s window
-    refresh, a base class of it: the window arithmetic, UDM and undo log
-    are the core's (declared here for the type checker)."""
+    """The window refresh of :class:`~udm.host.gridcore.GridCore`, a base
+    class of it: the window arithmetic, UDM and undo log are the core's
+    (declared here for the type checker)."""
 
     size: int
     hop: int
     offset: int
-    udm: Udm
+    udm: Any
     policy: OutputPolicy
     new_id: Callable[[Hashable], OutputId]
+    point_end: bool
+    operator: bool
     _undo: list[tuple[GridKey, int, list[Any] | None]] | None
     _from_slice: Callable[[list[Any]], Any]
     _fail: Callable[..., UdmInvocationError]
+
+    def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
+        """Emit the difference between window k's cached and current output
+        (the window's list of emitted outputs, ``w[2]``, holds the output
+        :class:`Insert` elements still live)."""
+        if self.operator:
+            self._refresh_items(ks, key, k, out)
+            return
+        w = ks.wins.get(k)
+        old = w[2] if w is not None else []
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined: per output
+        end = start + self.size
+        new: Any = EMPTY
+        kev = ks.events
+        if w is not None and (kev is not None or w[1] > 0):
+            try:
+                if kev is not None:  # the slice mode: the slice tells emptiness
+                    values = kev.values(start, end)
+                    if values:
+                        new = detached(self._from_slice(values))
+                else:
+                    new = detached(self.udm.result(w[0]))
+            except Exception as exc:
+                raise self._fail(k, exc, ks) from exc
+        if old and new is not EMPTY and same_value(old[0].payload, new):
+            return
+        if self._undo is not None and w is not None:
+            self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
+        for o in old:
+            out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
+        if w is None:
+            return
+        if new is EMPTY:  # the window has no events left
+            w[2] = []
+            if kev is not None or w[1] == 0:
+                del ks.wins[k]
+            return
+        # the window keeps the output element itself: its retraction needs
+        # its id, lifetime and payload, and nothing else is built per output
+        emitted = insert_of(self.new_id(key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
+
+    def emit_due(self, ks: GridKey, emitted: int, last: int, out: list[Element]) -> None:
+        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
+        its watermark passed (:meth:`~udm.host.gridpath.GridPath.run` emits
+        the common case, one window, itself). On a UDM error nothing is
+        emitted and the windows keep their outputs."""
+        wins = ks.wins
+        if last - emitted > len(wins):
+            ready = sorted(k for k in wins if emitted < k <= last)
+        else:
+            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
+        mark = len(out)
+        saved = [(wins[k], wins[k][2]) for k in ready]
+        try:
+            for k in ready:
+                self._refresh(ks, ks.key, k, out)
+        except Exception:
+            del out[mark:]
+            for w, outputs in saved:
+                w[2] = outputs
+            raise
+
+    def _emit_slice(self, ks: GridKey, k: int, w: list[Any], out: list[Element]) -> None:
+        """:meth:`~udm.host.gridcore.GridCore._refresh` of an aggregate's
+        window ``w`` (index ``k``) that has events and no output yet: the
+        one window an in-order event makes due, at nearly every event.
+        The same result, output and journal entry, without the general
+        refresh's comparison with cached outputs; the point events' values
+        are sliced here, without a call. On a UDM error nothing changed."""
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        end = start + self.size
+        kev = ks.events
+        assert kev is not None
+        try:
+            if kev.maxdur <= 1 and not kev.ties:  # KeyEvents.values' first case
+                starts = kev.starts
+                values = kev.vals[bisect_left(starts, start) : bisect_left(starts, end)]
+            else:
+                values = kev.values(start, end)
+            if not values:  # its events were retracted: no output, no window
+                del ks.wins[k]
+                return
+            new = self._from_slice(values)
+            if type(new) not in PLAIN_TYPES:
+                new = detached(new)
+        except Exception as exc:
+            raise self._fail(k, exc, ks) from exc
+        if self._undo is not None:
+            self._undo.append((ks, k, [w[0], w[1], []]))
+        emitted = insert_of(self.new_id(ks.key), end - 1 if self.point_end else start, end, new)
+        out.append(emitted)
+        w[2] = [emitted]
 
     def _refresh_items(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
         """:meth:`_refresh` for an operator (the slice mode): its outputs are
@@ -46,10 +154,11 @@ class OperatorWindows:
         start = k * self.hop + self.offset  # HoppingWindow.start_of, inlined
         end = start + self.size
         items: list[IntervalEvent[Any]] = []
-        if w is not None and w[1] > 0 and ks.events is not None:
+        values = ks.events.values(start, end) if w is not None and ks.events is not None else []
+        if values:
             desc = WindowDescriptor(start, end)
             try:
-                result = self._from_slice(ks.events.values(start, end))
+                result = self._from_slice(values)
                 if self.udm.incremental:  # a lazy result over the state, read now
                     result = detached(result, operator=True)
                 items = stamp_result(self.udm, desc, result, self.policy)
@@ -69,6 +178,8 @@ class OperatorWindows:
                 gone.append(o)
         fresh = [i for i_list in slots.values() for i in i_list]
         if not gone and not fresh:
+            if w is not None and not old and not values:  # emptied: forgotten
+                del ks.wins[k]
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
@@ -82,5 +193,5 @@ class OperatorWindows:
             out.append(emitted)
             kept.append(emitted)
         w[2] = kept
-        if not kept and w[1] == 0:
+        if not kept and not values:
             del ks.wins[k]

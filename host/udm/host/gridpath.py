@@ -317,12 +317,21 @@ class GridPath(GridColumns):
             wins = ks.wins
             k = lo
             try:
-                if slices:  # windows only count their events
-                    for k in range(lo, hi + 1):
-                        try:  # most exist already (free in 3.11 when they do)
-                            wins[k][1] += 1
-                        except KeyError:
-                            wins[k] = [None, 1, []]
+                if slices:  # windows only need to exist (OperatorWindows)
+                    if start >= ks.max_start:
+                        # the windows from lo up to the last that exists
+                        # exist: an event starting at or before this one
+                        # made that one, and all before it from its own
+                        # first (<= lo) up; only a refresh (of emitted ones:
+                        # lo is after them) or a CTI (of final ones) forgets
+                        j = hi
+                        while j >= lo and j not in wins:
+                            j -= 1
+                        made = list(range(j + 1, hi + 1))
+                    else:
+                        made = [k for k in range(lo, hi + 1) if k not in wins]
+                    for k in made:
+                        wins[k] = [None, 1, []]
                     k = hi + 1
                 elif k == hi:  # one window (tumbling): no loop
                     w = wins.get(k)
@@ -347,17 +356,35 @@ class GridPath(GridColumns):
                     self._created -= 1
                 raise error from exc
             record = [start, end, value, key]
-            if ks.events is not None:
-                ks.events.add(record, ident, payload)
+            kev = ks.events
+            if kev is not None:
+                starts = kev.starts
+                if starts and start > starts[-1] and end - start <= kev.maxdur:
+                    # KeyEvents.add's in-order case inline: the key's next event
+                    starts.append(start)
+                    kev.records.append(record)
+                    kev.vals.append(value)
+                    kev.ids.append(ident)
+                    kev.payloads.append(payload)
+                else:
+                    kev.add(record, ident, payload)
             if due:  # emit_here: the slices hold the event already
                 assert out is not None and emitted is not None
                 # named if the UDM fails
                 self.current = row if as_elements else Insert(ident, start, end, payload)
                 try:
-                    self.emit_due(ks, emitted, last, out)
+                    w = wins.get(last)
+                    if last == emitted + 1 and w is not None and not w[2]:
+                        if self.operator:
+                            self._refresh(ks, key, last, out)
+                        else:  # emit_due's common case: in-order data, one window
+                            self._emit_slice(ks, last, w, out)
+                    else:
+                        self.emit_due(ks, emitted, last, out)
                 except Exception:
                     self.run_applied = applied
-                    self._compensate(ks, lo, hi, value)
+                    for k in made:  # the windows it made (none emitted)
+                        del wins[k]
                     ks.events.remove(record)  # type: ignore[union-attr]
                     raise
                 self.current = None
@@ -411,32 +438,6 @@ class GridPath(GridColumns):
         self.pending_rows = rows + self.pending_rows
         self.pending = self.pending_rows.append
         self.settle(live, make_live)
-
-    def emit_due(
-        self,
-        ks: GridKey,
-        emitted: int,
-        last: int,
-        out: list[Element],
-    ) -> None:
-        """Emit key ``ks``'s windows after ``emitted`` up to ``last``, which
-        its watermark passed. On a UDM error nothing is emitted and the
-        windows keep their outputs."""
-        wins = ks.wins
-        if last - emitted > len(wins):
-            ready = sorted(k for k in wins if emitted < k <= last)
-        else:
-            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
-        mark = len(out)
-        saved = [(wins[k], wins[k][2]) for k in ready]
-        try:
-            for k in ready:
-                self._refresh(ks, ks.key, k, out)
-        except Exception:
-            del out[mark:]
-            for w, outputs in saved:
-                w[2] = outputs
-            raise
 
     def begin(self, element: Element) -> None:
         """Start applying ``element``: from here on every change is journalled,
@@ -575,7 +576,7 @@ class GridPath(GridColumns):
             for k, state, n, outputs in wins:
                 ks.wins[k] = [
                     state,
-                    n,
+                    max(n, 1) if self.slices else n,  # slices: >= 1 (see _compensate)
                     [insert_of(OutputId(*o), s, e, p) for o, s, e, p in outputs],
                 ]
             if ks.wins:

@@ -109,6 +109,13 @@ class KeyEvents:
             chosen = sorted(chosen, key=_canonical)
         return [r[2] for r in chosen]
 
+    def retirable(self, bound: int, all_of_them: bool) -> bool:
+        """Whether :meth:`retire` is worth its cost at ``bound``: half the
+        events or more end before it (or ``all_of_them``, any)."""
+        starts = self.starts
+        j = bisect_left(starts, bound - 1 if self.maxdur <= 1 else bound)
+        return j > 0 and (all_of_them or 2 * j >= len(starts))
+
     def retire(self, bound: int) -> list[tuple[Hashable, list[Any]]]:
         """Forget the events ending before ``bound`` (they start before it);
         returns their ids and records."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 from udm.host.cht import Cht
+from udm.host.gcpause import gc_paused
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.time import INFINITY, to_ticks
@@ -78,7 +79,39 @@ def evaluate(
             window, as at the end of a stream.
         emit_empty: also run the UDM on empty hopping/tumbling windows
             between the first non-empty window and the watermark.
+
+    The cyclic garbage collector is paused meanwhile (:func:`gc_paused`):
+    its full collections, triggered by the outputs piling up, would scan
+    the caller's whole input each time and make the time grow faster than
+    the data.
     """
+    with gc_paused():
+        return _evaluate(
+            cht,
+            window,
+            udm,
+            input_clipping=input_clipping,
+            output_policy=output_policy,
+            value=value,
+            watermark=watermark,
+            emit_empty=emit_empty,
+            args=args,
+        )
+
+
+def _evaluate(
+    cht: Iterable[IntervalEvent[Any]],
+    window: WindowSpec,
+    udm: Udm | type[Udm],
+    *,
+    input_clipping: InputClipping | str,
+    output_policy: OutputPolicy | str | None,
+    value: str | Callable[[Any], Any] | None,
+    watermark: Any,
+    emit_empty: bool,
+    args: dict[str, Any] | None,
+) -> Cht:
+    """:func:`evaluate`, the collector paused."""
     instance = instantiate(udm, args)
     clipping = InputClipping.parse(input_clipping)
     policy = resolve_output_policy(output_policy, window, instance)
@@ -157,6 +190,15 @@ def assign_members(
     if _overlap_rule(window):
         # the touching windows are exactly the overlapping ones: no window
         # needs asking
+        k0 = _grid_origin(window, windows)
+        if k0 is not None:  # consecutive grid windows: positions are indexes
+            index_range = window.grid.index_range  # type: ignore[union-attr]
+            n = len(windows)
+            for e in events:
+                lo, hi = index_range(e.start, e.end)
+                for i in range(max(lo - k0, 0), min(hi - k0 + 1, n)):
+                    members[i].append(e)
+            return members
         for e in events:
             lo, hi = touching(starts, ends, e.start, e.end)
             for i in range(lo, hi):
@@ -168,6 +210,31 @@ def assign_members(
             if belongs(e, windows[i]):
                 members[i].append(e)
     return members
+
+
+def _grid_origin(window: WindowSpec, windows: Sequence[WindowDescriptor]) -> int | None:
+    """The index of the first of ``windows`` when they are consecutive
+    windows of a hopping or tumbling grid (the usual case): an event's
+    windows are then found by its index range, not by two bisections whose
+    cost grows with the windows (a tenth of the time at a thousand windows
+    a key). None otherwise (a grid kind of its own, a gap)."""
+    grid = window.grid
+    if not windows or grid is None or grid is not window:
+        return None  # not a grid, or its windows are not the grid's own
+    kind = type(grid)
+    if kind.index_range is not HoppingWindow.index_range:
+        return None
+    if kind.window_at is not HoppingWindow.window_at:
+        return None
+    first: int = grid.last_begun(windows[0].start)
+    if windows[0] != grid.window_at(first):
+        return None
+    start, hop = windows[0].start, grid.hop
+    if [w.start for w in windows] != list(range(start, start + len(windows) * hop, hop)):
+        return None
+    if any(w.end - w.start != grid.size for w in windows):
+        return None
+    return first
 
 
 def _overlap_rule(window: WindowSpec) -> bool:
@@ -191,13 +258,20 @@ def evaluate_by_key(
     **options: Any,
 ) -> dict[Hashable, Cht]:
     """:func:`evaluate` applied to each group of events with the same key
-    (a payload field name or a function of the payload): group-and-apply."""
+    (a payload field name or a function of the payload): group-and-apply.
+    The collector is paused for the whole call (see :func:`evaluate`).
+
+    (Mapping ``value`` while grouping, in the input's order, was tried and
+    measured slower at 1M events: the mapped events of one key then lie
+    scattered over the whole batch, and every phase of :func:`evaluate`
+    reads them; mapped per group they are allocated together.)"""
     key_fn = make_value_fn(key, "key")
     assert key_fn is not None
-    groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
-    for e in cht:
-        groups.setdefault(key_fn(e.payload), []).append(e)
-    return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
+    with gc_paused():
+        groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+        for e in cht:
+            groups.setdefault(key_fn(e.payload), []).append(e)
+        return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
 
 
 def project(cht: Iterable[IntervalEvent[Any]], fn: Function | Callable[[Any], Any]) -> Cht:
