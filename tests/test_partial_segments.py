@@ -96,6 +96,11 @@ class Failing(SumCount):
         raise ValueError("no segments today")
 
 
+class MergeFails(SumCount):
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        raise ValueError("cannot merge")
+
+
 def _op(udms: list[Any], window: HoppingWindow, watermark: int = INFINITY) -> WindowOp:
     calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
     return WindowOp(
@@ -259,6 +264,16 @@ def test_a_wrong_add_segments_names_its_window(udm: Any, where: str) -> None:
     window = HoppingWindow(6, 2) if "7 states" in where else HoppingWindow(6, 6)
     with pytest.raises(UdmInvocationError, match=where):
         _run(_op([udm], window), rows, 1)
+
+
+def test_a_failing_merge_names_its_window() -> None:
+    """Two partitions' states of window [6, 12) of key a are merged after
+    the shuffle (tumbling windows: states by window index)."""
+    rows = [("a", 1, 2, 1.0), ("b", 8, 9, 3.0), ("a", 7, 8, 2.0), ("a", 9, 10, 4.0)]
+    with pytest.raises(
+        UdmInvocationError, match=r"window \[6, 12\) of key 'a': ValueError: cannot"
+    ):
+        _run(_op([MergeFails], HoppingWindow(6, 6)), rows, 2)
 
 
 def test_the_planner_picks_partial_states_from_dense_groups_alone() -> None:

@@ -230,8 +230,14 @@ def unpickled(
     index may be updated by merge."""
     p = math.gcd(w.size, w.hop)
     parts = [pickle.loads(blob) for blob in sorted(blobs)]
-    # a state's slot: 2 * index for a pane, 2 * index + 1 for a window
-    slots = [[2 * i + 1 - k for k, i in zip(kinds, idxs, strict=True)] for kinds, idxs, _ in parts]
+    # a state's slot: 2 * index for a pane, 2 * index + 1 for a window;
+    # without panes (tumbling windows), the window index itself
+    windows_only = not any(kinds.strip(b"\x00") for kinds, _, _ in parts)
+    slots = (
+        [idxs for _, idxs, _ in parts]
+        if windows_only
+        else [[2 * i + 1 - k for k, i in zip(kinds, idxs, strict=True)] for kinds, idxs, _ in parts]
+    )
     panes: list[dict[int, Any]] = []
     own: list[dict[int, Any]] = []
     for n, u in enumerate(udms):
@@ -245,10 +251,14 @@ def unpickled(
                     got = get(slot)
                     into[slot] = state if got is None else merge(got, state)
         except Exception as exc:
-            i, is_window = divmod(slot, 2)
+            i, is_window = (slot, 1) if windows_only else divmod(slot, 2)
             start = i * p + w.offset
             window = w.window_at(i) if is_window else WindowDescriptor(start, start + p)
             raise udm_failure(u, window, kv, exc) from exc
+        if windows_only:
+            panes.append({})
+            own.append(into)
+            continue
         panes.append({s >> 1: st for s, st in into.items() if not s & 1})
         own.append({s >> 1: st for s, st in into.items() if s & 1})
     return panes, own

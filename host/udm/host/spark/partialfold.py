@@ -105,10 +105,10 @@ def state_batch(
     return pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, STATE])
 
 
-def segment_inputs(op: WindowOp, table: pa.Table) -> list[pa.ChunkedArray] | None:
-    """Each call's value column, when every call folds by ``add_segments``
-    over it: a column of numbers without nulls (else None: the per-event
-    fold, which reads Python values)."""
+def segment_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray] | None:
+    """Each call's value column as a numpy array, when every call folds by
+    ``add_segments`` over it: a column of numbers without nulls (else None:
+    the per-event fold, which reads Python values)."""
     got = []
     for call in op.calls:
         u: Any = call.udm
@@ -119,7 +119,16 @@ def segment_inputs(op: WindowOp, table: pa.Table) -> list[pa.ChunkedArray] | Non
         if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)) or column.null_count:
             return None
         got.append(column)
-    return got
+    return [c.to_numpy() for c in got]
+
+
+def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Integer codes equal exactly where the key values are: an integer
+    column without nulls as it is (its range is packed by
+    :func:`~udm.host.spark.members.lexsort`), else dictionary codes."""
+    if pa.types.is_integer(column.type) and not column.null_count:
+        return column.to_numpy().astype(np.int64, copy=False)
+    return key_codes(column)
 
 
 def segment_fold(
@@ -149,7 +158,7 @@ def segment_fold(
         return None
     if not len(keep):
         return iter(())
-    codes = [key_codes(table.column(c))[keep] for c in keys]
+    codes = [fold_codes(table.column(c))[keep] for c in keys]
     # a window's (or pane's) index grows with the start: sorting by (key,
     # start) sorts by (key, index, start) too
     sub = lexsort((s[keep], *reversed(codes)))
@@ -165,7 +174,7 @@ def _chunks(
     table: pa.Table,
     keys: list[str],
     sorted_runs: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray],
-    inputs: list[pa.ChunkedArray],
+    inputs: list[np.ndarray],
     panes: bool,
 ) -> Iterator[StateRuns]:
     """The states of :func:`segment_fold`'s runs, :data:`RUNS` at a time."""
@@ -175,13 +184,13 @@ def _chunks(
     for i in range(0, len(starts), RUNS):
         j = min(i + RUNS, len(starts))
         lo, hi = int(bounds[i]), int(bounds[j])
-        picked = pa.array(order[lo:hi], pa.int64())
+        picked = order[lo:hi]
         local = bounds[i : j + 1] - lo
         columns: list[list[Any]] = []
         for call, column in zip(op.calls, inputs, strict=True):
             u: Any = call.udm
             try:
-                columns.append(segment_states(u, column.take(picked).to_numpy(), local))
+                columns.append(segment_states(u, column[picked], local))
             except RunFailed as failed:
                 r = i + failed.run
                 first = int(idx[starts[r]])
