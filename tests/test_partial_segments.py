@@ -278,7 +278,8 @@ def test_a_failing_merge_names_its_window() -> None:
 
 def test_the_planner_picks_partial_states_from_dense_groups_alone() -> None:
     """Many cold keys: the per-event fold goes sliced, ``add_segments``
-    UDAs take partial states when the groups are dense enough."""
+    UDAs over tumbling windows take partial states when the groups are
+    dense enough; over panes they still go sliced."""
     from test_query import Mean
 
     many = KeySample(rows=10_000, keys=1_000, hottest=0.002, groups=5_800, heavy=0.0)
@@ -290,8 +291,14 @@ def test_the_planner_picks_partial_states_from_dense_groups_alone() -> None:
     assert choice.partial is True
     assert choice.reason.endswith(
         "0% of events in keys of >= 0.5% each (any share: every UDA folds by "
-        "add_segments), 1.7 events per (key, window) group (>= 1.5): partial states"
+        "add_segments, windows do not overlap), 1.7 events per (key, window) group "
+        "(>= 1.5): partial states"
     )
+    # under panes the heavy-key rule stands (cold keys' pane states are
+    # merged into every window holding them)
+    panes = dataclasses.replace(_op([SumCount], HoppingWindow(60, 6)), partial=None)
+    assert folds_by_segments(panes)
+    assert choose_partial(panes, many).partial is False
     assert choose_partial(vector, sparse).partial is False
     plain = dataclasses.replace(_op([Mean], tumbling), partial=None)
     assert not folds_by_segments(plain)

@@ -131,10 +131,12 @@ def choose_partial(
     sits on one worker), else the sliced path (many keys, or a hot key
     among many cold ones: a state per cold (key, pane) costs more than the
     shuffle it saves). Where every UDA folds by ``add_segments``
-    (:func:`folds_by_segments`) the fold makes no Python value per event,
-    so the key shares do not matter: dense groups alone choose partial
-    states. Without a sample the sliced path, which is faster on many
-    keys."""
+    (:func:`folds_by_segments`) over windows that do not overlap, the fold
+    makes no Python value per event and each state is merged into one
+    window, so the key shares do not matter: dense groups alone choose
+    partial states (measured: docs/performance.md, "Against the transfer
+    floor"; under panes a hot key among cold ones still goes sliced).
+    Without a sample the sliced path, which is faster on many keys."""
     if op.partial is not None:
         op.check_partial()
         return PartialChoice(op.partial, f"partial={op.partial} forces it")
@@ -149,13 +151,16 @@ def choose_partial(
     if not sample.rows:
         return PartialChoice(False, "the sample of the input is empty: sliced path")
     per = sample.per_group
-    segments = folds_by_segments(op)
+    # the vectorized fold over windows that do not overlap costs per state,
+    # hardly per event, and each state is merged once per window; under
+    # panes each state is merged into every window holding it
+    segments = folds_by_segments(op) and not uses_panes(op)
     heavy_ok = segments or sample.heavy >= PARTIAL_MIN_HEAVY
     dense_ok = per >= PARTIAL_MIN_PER_GROUP
     unit = "pane" if uses_panes(op) else "window"
     heavy = f"{sample.heavy:.0%} of events in keys of >= {HEAVY_KEY_SHARE:.1%} each"
-    if segments:  # the vectorized fold costs per state, hardly per event
-        heavy += " (any share: every UDA folds by add_segments)"
+    if segments:
+        heavy += " (any share: every UDA folds by add_segments, windows do not overlap)"
     else:
         heavy += f" (>= {PARTIAL_MIN_HEAVY:.0%})" if heavy_ok else f" (< {PARTIAL_MIN_HEAVY:.0%})"
     dense = f"{per:.1f} events per (key, {unit}) group"
