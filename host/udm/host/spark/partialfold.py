@@ -15,7 +15,7 @@ of windows), the rows the shuffle moves.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -127,7 +127,7 @@ def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
     column without nulls as it is (its range is packed by
     :func:`~udm.host.spark.members.lexsort`), else dictionary codes."""
     if pa.types.is_integer(column.type) and not column.null_count:
-        return column.to_numpy().astype(np.int64, copy=False)
+        return cast(np.ndarray, column.to_numpy()).astype(np.int64, copy=False)
     return key_codes(column)
 
 
