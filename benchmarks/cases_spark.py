@@ -240,6 +240,56 @@ def floor() -> dict[str, Any]:
     }
 
 
+def one_row(batches: Any) -> Any:
+    """Reads every batch like :func:`noop`, then returns one row: a stage
+    whose output is next to nothing to shuffle."""
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict({"n": pa.array([1], pa.int64())})
+
+
+def mean_parts() -> dict[str, Any]:
+    """Where the vectorized mean's time goes against the floor: the floor
+    followed by a second stage shuffling one row per partition (what a
+    plan with partial states costs before any Python work), and the mean
+    by ``add_segments`` with partial states (the planner's choice on
+    this layout) and without (the sliced path, which shuffles every
+    event), round-robin in one session; seconds and CPU seconds."""
+    from udm.host.query import Stream
+
+    spark = _session()
+    df = _events(spark)
+    cols = df.select("key", "ts", "v")
+
+    def mean(partial: bool) -> Any:
+        stream = Stream.from_dataframe(df, start="ts", key="key").tumbling_window(TUMBLING)
+        return stream.aggregate(MeanVector, value="v", partial=partial).to_dataframe()
+
+    cpu: dict[str, float] = {}
+    seconds = _time_all(
+        {
+            "floor": lambda: cols.mapInArrow(noop, "n long"),
+            "floor_then_stage": lambda: (
+                cols.mapInArrow(one_row, "n long").repartition("n").mapInArrow(noop, "n long")
+            ),
+            "udm_mean_vector_partial": lambda: mean(True),
+            "udm_mean_vector_sliced": lambda: mean(False),
+        },
+        cpu,
+    )
+    spark.stop()
+    return {
+        "events": EVENTS,
+        "keys": KEYS,
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "vs_floor": {name: s / seconds["floor"] for name, s in seconds.items()},
+        "cpu_vs_floor": {name: c / cpu["floor"] for name, c in cpu.items()},
+    }
+
+
 def batch() -> dict[str, Any]:
     from pyspark.sql import functions as F
 
@@ -407,6 +457,7 @@ def hopping_layouts() -> dict[str, Any]:
 CASES = {
     "spark.batch": batch,
     "spark.floor": floor,
+    "spark.mean_parts": mean_parts,
     "spark.endpoints": endpoints,
     "spark.hopping_layouts": hopping_layouts,
 }

@@ -21,6 +21,7 @@ __all__ = [
     "PartialChoice",
     "choose_partial",
     "describe_strategy",
+    "folds_by_segments",
     "partial_is_open",
     "sample_unit",
     "spark_route",
@@ -87,6 +88,21 @@ def uses_panes(op: WindowOp) -> bool:
     )
 
 
+def folds_by_segments(op: WindowOp) -> bool:
+    """Whether the partial fold may run vectorized (:mod:`udm.host.spark.partialfold`):
+    every call a time-insensitive UDA defining ``add_segments`` over a
+    column. It does where each event is in one state -- tumbling windows,
+    point events under panes -- over numbers without nulls (checked per
+    partition: otherwise the per-event fold)."""
+    return op.kind == "aggregate" and all(
+        c.udm.incremental
+        and not c.udm.time_sensitive
+        and c.udm.implements("add_segments")
+        and isinstance(c.value, str)
+        for c in op.calls
+    )
+
+
 def partial_is_open(op: WindowOp) -> bool:
     """Whether the planner chooses between partial states and the sliced
     path from a sample of the input: ``partial=None`` on hopping and
@@ -114,8 +130,13 @@ def choose_partial(
     (few keys, densely: the fold shrinks what is shuffled, and no key
     sits on one worker), else the sliced path (many keys, or a hot key
     among many cold ones: a state per cold (key, pane) costs more than the
-    shuffle it saves). Without a sample the sliced path, which is faster
-    on many keys."""
+    shuffle it saves). Where every UDA folds by ``add_segments``
+    (:func:`folds_by_segments`) over windows that do not overlap, the fold
+    makes no Python value per event and each state is merged into one
+    window, so the key shares do not matter: dense groups alone choose
+    partial states (measured: docs/performance.md, "Against the transfer
+    floor"; under panes a hot key among cold ones still goes sliced).
+    Without a sample the sliced path, which is faster on many keys."""
     if op.partial is not None:
         op.check_partial()
         return PartialChoice(op.partial, f"partial={op.partial} forces it")
@@ -130,11 +151,18 @@ def choose_partial(
     if not sample.rows:
         return PartialChoice(False, "the sample of the input is empty: sliced path")
     per = sample.per_group
-    heavy_ok = sample.heavy >= PARTIAL_MIN_HEAVY
+    # the vectorized fold over windows that do not overlap costs per state,
+    # hardly per event, and each state is merged once per window; under
+    # panes each state is merged into every window holding it
+    segments = folds_by_segments(op) and not uses_panes(op)
+    heavy_ok = segments or sample.heavy >= PARTIAL_MIN_HEAVY
     dense_ok = per >= PARTIAL_MIN_PER_GROUP
     unit = "pane" if uses_panes(op) else "window"
     heavy = f"{sample.heavy:.0%} of events in keys of >= {HEAVY_KEY_SHARE:.1%} each"
-    heavy += " (>= " if heavy_ok else " (< "
+    if segments:
+        heavy += " (any share: every UDA folds by add_segments, windows do not overlap)"
+    else:
+        heavy += f" (>= {PARTIAL_MIN_HEAVY:.0%})" if heavy_ok else f" (< {PARTIAL_MIN_HEAVY:.0%})"
     dense = f"{per:.1f} events per (key, {unit}) group"
     dense += " (>= " if dense_ok else " (< "
     verdict = "partial states" if heavy_ok and dense_ok else "sliced path"
@@ -142,7 +170,7 @@ def choose_partial(
         heavy_ok and dense_ok,
         f"sample of {sample.rows} events (head of the first input partition): "
         f"{sample.keys} keys, hottest {sample.hottest:.0%}; "
-        f"{heavy}{PARTIAL_MIN_HEAVY:.0%}), {dense}{PARTIAL_MIN_PER_GROUP:g}): {verdict}",
+        f"{heavy}, {dense}{PARTIAL_MIN_PER_GROUP:g}): {verdict}",
     )
 
 
@@ -181,6 +209,11 @@ def describe_strategy(
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
             if uses_panes(op):
                 run += ", point events folded once per pane of gcd(size, hop)"
+            if folds_by_segments(op):
+                run += (
+                    ", by one add_segments call per UDA over the partition's events sorted"
+                    " by (key, start) where each event is in one state"
+                )
             return (
                 f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "
                 "merged per window (mapInArrow)"

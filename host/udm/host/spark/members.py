@@ -274,7 +274,7 @@ def vector_input(
     return cast(np.ndarray, taken.to_numpy())
 
 
-def segment_states(udm: Any, values: np.ndarray, bounds: list[int]) -> list[Any]:
+def segment_states(udm: Any, values: np.ndarray, bounds: list[int] | np.ndarray) -> list[Any]:
     """One state per run ``[bounds[r], bounds[r + 1])`` of ``values``, from
     one ``add_segments`` call; a wrong number of states is the UDA's
     error, reported as its failure on the first window."""

@@ -41,8 +41,8 @@ from udm.host.spark.members import (
     run_starts,
     table_of,
 )
-from udm.host.spark.types import dumps
-from udm.host.strategy import uses_panes
+from udm.host.spark.partialfold import StateRuns, segment_fold, state_batch
+from udm.host.strategy import folds_by_segments, uses_panes
 from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -95,12 +95,19 @@ def fold_fn(
     sensitive = [u.time_sensitive for u in udms]
     n_udms = len(udms)
     clipping: InputClipping = op.clipping
+    segments = folds_by_segments(op)
 
     def fold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = grid_events(batches, w, watermark)
         if events is None:
             return
         table, s, e, k_min, k_max = events
+        if segments:
+            vector = segment_fold(op, table, keys, (s, e, k_min, k_max), panes)
+            if vector is not None:
+                for states in vector:
+                    yield state_batch(states, keys, w, k_last, n_bucket)
+                return
         point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)
         w_rows, w_idx = explode(np.where(point, 0, k_min), np.where(point, -1, k_max))
         p_rows = np.flatnonzero(point & (k_min <= k_max))
@@ -142,45 +149,11 @@ def fold_fn(
                 kv = [col[r] for col in run_keys]
                 column = op.calls[n].value
                 raise udm_failure(udms[n], window, kv, failed.cause, column) from failed.cause
-            # the buckets of windows each state serves
-            b_lo = np.where(run_kind, 0, run_idx // n_bucket)
-            b_hi = b_lo.copy()
-            if panes and run_kind.any():
-                ps = run_idx * p + off  # int64 wraps back within the tick range
-                first_k, last_k = w.index_range(ps, ps + p)  # the windows holding the pane
-                if k_last is not None:
-                    last_k = np.minimum(last_k, k_last)
-                b_lo = np.where(run_kind, first_k // n_bucket, b_lo)
-                b_hi = np.where(run_kind, last_k // n_bucket, b_hi)
-            out_runs, bucket = explode(b_lo, b_hi)
-            # one row per (key, bucket): its states pickled together
-            run_codes = [c[runs[i:j]][out_runs] for c in codes]
-            order2 = np.lexsort((bucket, *reversed(run_codes)))
-            out_runs, bucket = out_runs[order2], bucket[order2]
-            groups = run_starts(bucket, *[c[order2] for c in run_codes])
-            ends_ = [*groups[1:].tolist(), len(out_runs)]
-            # per group: (is pane, index) of each state, then each UDA's states
-            kinds, idxs, members = run_kind[out_runs], run_idx[out_runs], out_runs.tolist()
-            blobs = [
-                dumps(
-                    (
-                        kinds[a:z].tobytes(),
-                        idxs[a:z].tolist(),
-                        [list(map(col.__getitem__, members[a:z])) for col in columns],
-                    )
-                )
-                for a, z in zip(groups.tolist(), ends_, strict=True)
-            ]
-            take = pa.array(out_runs[groups], pa.int64())
-            arrays = [
-                *[
-                    pa.array(col, table.schema.field(k).type).take(take)
-                    for col, k in zip(run_keys, keys, strict=True)
-                ],
-                pa.array(bucket[groups], pa.int64()),
-                pa.array(blobs, pa.binary()),
-            ]
-            yield pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, STATE])
+            types = [table.schema.field(k).type for k in keys]
+            run_arrays = [pa.array(c, t) for c, t in zip(run_keys, types, strict=True)]
+            run_codes = [c[runs[i:j]] for c in codes]
+            got_runs = StateRuns(run_kind, run_idx, run_codes, run_arrays, columns)
+            yield state_batch(got_runs, keys, w, k_last, n_bucket)
 
     return fold
 
@@ -257,8 +230,14 @@ def unpickled(
     index may be updated by merge."""
     p = math.gcd(w.size, w.hop)
     parts = [pickle.loads(blob) for blob in sorted(blobs)]
-    # a state's slot: 2 * index for a pane, 2 * index + 1 for a window
-    slots = [[2 * i + 1 - k for k, i in zip(kinds, idxs, strict=True)] for kinds, idxs, _ in parts]
+    # a state's slot: 2 * index for a pane, 2 * index + 1 for a window;
+    # without panes (tumbling windows), the window index itself
+    windows_only = not any(kinds.strip(b"\x00") for kinds, _, _ in parts)
+    slots = (
+        [idxs for _, idxs, _ in parts]
+        if windows_only
+        else [[2 * i + 1 - k for k, i in zip(kinds, idxs, strict=True)] for kinds, idxs, _ in parts]
+    )
     panes: list[dict[int, Any]] = []
     own: list[dict[int, Any]] = []
     for n, u in enumerate(udms):
@@ -272,10 +251,14 @@ def unpickled(
                     got = get(slot)
                     into[slot] = state if got is None else merge(got, state)
         except Exception as exc:
-            i, is_window = divmod(slot, 2)
+            i, is_window = (slot, 1) if windows_only else divmod(slot, 2)
             start = i * p + w.offset
             window = w.window_at(i) if is_window else WindowDescriptor(start, start + p)
             raise udm_failure(u, window, kv, exc) from exc
+        if windows_only:
+            panes.append({})
+            own.append(into)
+            continue
         panes.append({s >> 1: st for s, st in into.items() if not s & 1})
         own.append({s >> 1: st for s, st in into.items() if s & 1})
     return panes, own

@@ -1,0 +1,212 @@
+"""Partial states of an input partition as shuffle rows, and their
+vectorized fold.
+
+Both folds of :func:`udm.host.spark.panes.fold_fn` end here: the
+per-event fold (``add_many`` or ``add`` per (key, window or pane) run)
+and, where every UDA defines ``add_segments``, :func:`segment_fold`: one
+packed int64 sort of the partition's events by (key, start), whose runs
+of equal (key, window or pane) are the segments of one ``add_segments``
+call per UDA, for a chunk of up to :data:`RUNS` runs. No Python value is
+made per event; what is left per state is pickling it.
+:func:`state_batch` packs a chunk's states into one row per (key, bucket
+of windows), the rows the shuffle moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+
+from udm.host.plan import WindowOp
+from udm.host.spark.arrowio import STATE, udm_failure
+from udm.host.spark.gridevents import BUCKET_COL
+from udm.host.spark.members import (
+    RunFailed,
+    explode,
+    key_codes,
+    lexsort,
+    run_starts,
+    segment_states,
+)
+from udm.host.spark.types import dumps
+from udm.host.windows import HoppingWindow
+from udm.sdk.events import WindowDescriptor
+
+__all__ = ["RUNS", "StateRuns", "segment_fold", "state_batch"]
+
+#: (key, window or pane) runs folded by one ``add_segments`` call per UDA:
+#: bounds a chunk's Python states (at 15 events a run, 65,536 runs are
+#: about a million events)
+RUNS = 65_536
+
+
+class StateRuns:
+    """A chunk of one partition's partial states, one per run (a (key,
+    window) or (key, pane) group): whether it is a pane's, the window or
+    pane index, the key codes, the key values (Arrow, one per run) and per
+    UDA its states."""
+
+    __slots__ = ("codes", "columns", "idx", "key_arrays", "kind")
+
+    def __init__(
+        self,
+        kind: np.ndarray,
+        idx: np.ndarray,
+        codes: list[np.ndarray],
+        key_arrays: list[pa.Array],
+        columns: list[list[Any]],
+    ) -> None:
+        self.kind, self.idx, self.codes = kind, idx, codes
+        self.key_arrays, self.columns = key_arrays, columns
+
+
+def state_batch(
+    runs: StateRuns, keys: list[str], w: HoppingWindow, k_last: int | None, n_bucket: int
+) -> pa.RecordBatch:
+    """One row per (key, bucket of windows) of a chunk's states, each
+    state sent with every bucket holding a window that needs it (a pane
+    at a bucket's edge serves two); per row, the (is pane, index) of each
+    state, then each UDA's states, pickled together."""
+    run_kind, run_idx = runs.kind, runs.idx
+    b_lo = np.where(run_kind, 0, run_idx // n_bucket)
+    b_hi = b_lo.copy()
+    if run_kind.any():
+        ps = run_idx * w.pane + w.offset  # int64 wraps back within the tick range
+        first_k, last_k = w.index_range(ps, ps + w.pane)  # the windows holding the pane
+        if k_last is not None:
+            last_k = np.minimum(last_k, k_last)
+        b_lo = np.where(run_kind, first_k // n_bucket, b_lo)
+        b_hi = np.where(run_kind, last_k // n_bucket, b_hi)
+    out_runs, bucket = explode(b_lo, b_hi)
+    run_codes = [c[out_runs] for c in runs.codes]
+    order = lexsort((bucket, *reversed(run_codes)))
+    out_runs, bucket = out_runs[order], bucket[order]
+    groups = run_starts(bucket, *[c[order] for c in run_codes])
+    ends = [*groups[1:].tolist(), len(out_runs)]
+    kinds, idxs, members = run_kind[out_runs], run_idx[out_runs].tolist(), out_runs.tolist()
+    spans = list(zip(groups.tolist(), ends, strict=True))
+    if bool((np.diff(out_runs) == 1).all()):  # each state once, in order: slices
+        per_col = [[col[a:z] for a, z in spans] for col in runs.columns]
+    else:
+        per_col = [[[col[m] for m in members[a:z]] for a, z in spans] for col in runs.columns]
+    blobs = [
+        dumps((kinds[a:z].tobytes(), idxs[a:z], [states[g] for states in per_col]))
+        for g, (a, z) in enumerate(spans)
+    ]
+    take = pa.array(out_runs[groups], pa.int64())
+    arrays = [
+        *[col.take(take) for col in runs.key_arrays],
+        pa.array(bucket[groups], pa.int64()),
+        pa.array(blobs, pa.binary()),
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, STATE])
+
+
+def segment_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray] | None:
+    """Each call's value column as a numpy array, when every call folds by
+    ``add_segments`` over it: a column of numbers without nulls (else None:
+    the per-event fold, which reads Python values)."""
+    got = []
+    for call in op.calls:
+        u: Any = call.udm
+        if not isinstance(call.value, str) or not u.implements("add_segments"):
+            return None
+        column = table.column(call.value)
+        kind = column.type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)) or column.null_count:
+            return None
+        got.append(column)
+    return [c.to_numpy() for c in got]
+
+
+def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
+    """Integer codes equal exactly where the key values are: an integer
+    column without nulls as it is (its range is packed by
+    :func:`~udm.host.spark.members.lexsort`), else dictionary codes."""
+    if pa.types.is_integer(column.type) and not column.null_count:
+        return cast(np.ndarray, column.to_numpy()).astype(np.int64, copy=False)
+    return key_codes(column)
+
+
+def segment_fold(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    panes: bool,
+) -> Iterator[StateRuns] | None:
+    """A partition's partial states by ``add_segments``, a chunk of runs
+    at a time, where it applies: every UDA defines it over a column of
+    numbers without nulls, and each event is in one state (tumbling
+    windows, or windows with gaps, where an event is in at most one
+    window; point events under panes). Else None (the caller folds event
+    by event). Within a run events are in start order (input order among
+    equal starts), as the per-event fold adds them."""
+    s, e, k_min, k_max = events
+    w = op.window.require_grid("partial states of grid windows")
+    inputs = segment_inputs(op, table)
+    if inputs is None:
+        return None
+    keep = np.flatnonzero(k_min <= k_max)
+    if panes:
+        if not bool((e[keep] == s[keep] + 1).all()):
+            return None
+    elif not bool((k_min[keep] == k_max[keep]).all()):
+        return None
+    if not len(keep):
+        return iter(())
+    codes = [fold_codes(table.column(c))[keep] for c in keys]
+    # a window's (or pane's) index grows with the start: sorting by (key,
+    # start) sorts by (key, index, start) too
+    sub = lexsort((s[keep], *reversed(codes)))
+    order = keep[sub]
+    codes = [c[sub] for c in codes]
+    idx = w.pane_index.at(s[order]) if panes else k_min[order]
+    starts = run_starts(idx, *codes)
+    return _chunks(op, table, keys, (order, idx, codes, starts), inputs, panes)
+
+
+def _chunks(
+    op: WindowOp,
+    table: pa.Table,
+    keys: list[str],
+    sorted_runs: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray],
+    inputs: list[np.ndarray],
+    panes: bool,
+) -> Iterator[StateRuns]:
+    """The states of :func:`segment_fold`'s runs, :data:`RUNS` at a time."""
+    order, idx, codes, starts = sorted_runs
+    w = op.window.require_grid("partial states of grid windows")
+    bounds = np.append(starts, len(order))
+    for i in range(0, len(starts), RUNS):
+        j = min(i + RUNS, len(starts))
+        lo, hi = int(bounds[i]), int(bounds[j])
+        picked = order[lo:hi]
+        local = bounds[i : j + 1] - lo
+        columns: list[list[Any]] = []
+        for call, column in zip(op.calls, inputs, strict=True):
+            u: Any = call.udm
+            try:
+                columns.append(segment_states(u, column[picked], local))
+            except RunFailed as failed:
+                r = i + failed.run
+                first = int(idx[starts[r]])
+                window = (
+                    WindowDescriptor(first * w.pane + w.offset, first * w.pane + w.offset + w.pane)
+                    if panes
+                    else w.window_at(first)
+                )
+                kv = [table.column(k)[int(order[starts[r]])].as_py() for k in keys]
+                raise udm_failure(u, window, kv, failed.cause, call.value) from failed.cause
+        heads = starts[i:j]
+        rows = pa.array(order[heads], pa.int64())
+        yield StateRuns(
+            np.full(j - i, panes),
+            idx[heads],
+            [c[heads] for c in codes],
+            [table.column(k).take(rows).combine_chunks() for k in keys],
+            columns,
+        )
