@@ -22,7 +22,7 @@ from udm.host.engines import get_engine
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import INTERNAL_PREFIX, OnInvalid, OnNullKey, Row, Shape, Source, WindowOp
 from udm.host.rows import check_row
-from udm.host.time import INFINITY, from_ticks
+from udm.host.time import INFINITY
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
@@ -238,9 +238,11 @@ def to_arrow(stream: RunnableStream) -> Any:
         )
 
     def shown(ticks: int) -> Any:
-        if not times:
-            return ticks
-        return None if ticks >= INFINITY else from_ticks(ticks)
+        # the ticks themselves even for timestamps: Arrow's timestamp[us] is
+        # int64 microseconds, so every tick has a value (the tick before
+        # INFINITY is the year 294247, beyond Python's datetime), as Spark's
+        # timestamp_micros gives; only the end of time is null
+        return None if times and ticks >= INFINITY else ticks
 
     data: dict[str, list[Any]] = {
         "start": [shown(s) for s, _, _ in rows],
