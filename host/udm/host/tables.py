@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from udm.host.engines import get_engine
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import INTERNAL_PREFIX, OnInvalid, OnNullKey, Row, Shape, Source, WindowOp
-from udm.host.rows import check_row
+from udm.host.rows import SUB_MICROSECOND, check_row, rounding_advice
 from udm.host.time import INFINITY
 
 if TYPE_CHECKING:
@@ -141,19 +141,34 @@ def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
     by_reason = ", ".join(f"{n:,} {r}" for r, n in sorted(counts.items()))
     shown = "; ".join(f"row {i}: {rec!r} ({r})" for i, r, rec in problems[:SHOWN])
     rows = "row" if len(problems) == 1 else "rows"
-    key = reason.startswith("key ")
-    advice = (
-        "pass on_null_key='drop' to drop such rows and count them, or on_null_key='keep' to "
-        "keep them as a group of their own"
-        if key
-        else "pass on_invalid='drop' to drop such rows and count them "
-        "(stream.metrics.invalid_rows())"
-    )
     return (
         f"invalid event: {reason}; row {index}: {record!r}. {len(problems):,} invalid {rows} "
         f"in all ({by_reason}); the first {min(len(problems), SHOWN)}: {shown}. "
-        f"Fix the data, or {advice}"
+        f"{_advice(list(counts))}"
     )
+
+
+def _advice(reasons: list[str]) -> str:
+    """What to do about the reasons found: round times with nanoseconds
+    (dropping would lose every such row), drop or keep rows with null keys,
+    drop other invalid rows, each when one of its reasons is there."""
+    fine = [r.split("'")[1] for r in reasons if SUB_MICROSECOND in r]
+    advice = [rounding_advice(fine)] if fine else []
+    if any(r.startswith("key ") for r in reasons):
+        advice.append(
+            "pass on_null_key='drop' to drop rows with a null key and count them, or "
+            "on_null_key='keep' to keep them as a group of their own"
+        )
+    if any(SUB_MICROSECOND not in r and not r.startswith("key ") for r in reasons):
+        advice.append(
+            "pass on_invalid='drop' to drop the other invalid rows and count them "
+            "(stream.metrics.invalid_rows())"
+            if fine
+            else "pass on_invalid='drop' to drop such rows and count them "
+            "(stream.metrics.invalid_rows())"
+        )
+    text = "; ".join(advice)
+    return f"Fix the data: {text}." if fine else f"Fix the data, or {text}"
 
 
 def _declared(udm: Any) -> Any:
