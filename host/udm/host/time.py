@@ -290,11 +290,12 @@ def format_ticks_duration(ticks: int) -> str:
 
 
 def iso_time(ticks: int) -> str:
-    """Ticks as an ISO 8601 UTC datetime (``inf`` and ``-inf`` for the
-    ends of time), exact for every tick (:func:`iso_ticks`)."""
+    """Ticks as an ISO 8601 UTC datetime for messages (``inf`` and ``-inf``
+    for the ends of time, no fraction when it is zero), exact for every
+    tick (:func:`iso_ticks`)."""
     if ticks in (INFINITY, MIN_TIME):
         return format_time(ticks)
-    return iso_ticks(ticks)
+    return iso_ticks(ticks).replace(".000000Z", "Z")
 
 
 _DAY = 86_400 * TICKS_PER_SECOND
