@@ -151,20 +151,18 @@ def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
 def _advice(reasons: list[str]) -> str:
     """What to do about the reasons found: round times with nanoseconds
     (dropping would lose every such row), drop or keep rows with null keys,
-    drop other invalid rows, each when one of its reasons is there."""
+    drop other invalid rows, each when one of its reasons is there (the
+    wording ``udm.cli.queryfile`` puts in a YAML spec's words)."""
     fine = [r.split("'")[1] for r in reasons if SUB_MICROSECOND in r]
     advice = [rounding_advice(fine)] if fine else []
     if any(r.startswith("key ") for r in reasons):
         advice.append(
-            "pass on_null_key='drop' to drop rows with a null key and count them, or "
+            "pass on_null_key='drop' to drop such rows and count them, or "
             "on_null_key='keep' to keep them as a group of their own"
         )
     if any(SUB_MICROSECOND not in r and not r.startswith("key ") for r in reasons):
         advice.append(
-            "pass on_invalid='drop' to drop the other invalid rows and count them "
-            "(stream.metrics.invalid_rows())"
-            if fine
-            else "pass on_invalid='drop' to drop such rows and count them "
+            "pass on_invalid='drop' to drop such rows and count them "
             "(stream.metrics.invalid_rows())"
         )
     text = "; ".join(advice)
