@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from udm.cli.main import app
-from udm.host import INFINITY, Cht
+from udm.host import INFINITY, MIN_TIME, Cht
 from udm.host.query import InvalidEventError, Stream
 
 runner = CliRunner()
@@ -159,3 +159,82 @@ def test_to_pandas_keeps_integers_with_nulls_exact() -> None:
     assert frame["v"].iloc[0] == 2**53 + 1 and frame["w"].iloc[1] == 7
     assert frame["v"].isna().tolist() == [False, True]
     assert str(frame["k"].dtype) == "int64"  # no nulls: as pyarrow converts it
+
+
+def open_edge_last_tick() -> Stream:
+    """Found by black-box testing: a count-by-end window over an open edge
+    event outputs time's last tick [INFINITY - 1, INFINITY) (concepts.md),
+    the year 294247, which Python's datetime cannot hold: to_pandas,
+    to_arrow and the local CLI raised OverflowError."""
+    df = pd.DataFrame({"ts": [T0], "te": pd.to_datetime([None], utc=True), "v": [1.0]})
+    s = Stream.from_pandas(df, start="ts", end="te", shape="edge")
+    return s.count_window(1, by="end").aggregate("stats.max", value="v")
+
+
+def test_the_last_tick_is_a_timestamp_exact_to_the_tick() -> None:
+    q = open_edge_last_tick()
+    assert q.to_cht() == Cht([(INFINITY - 1, INFINITY, 1.0)])
+    table = q.to_arrow()
+    assert str(table.schema.field("start").type) == "timestamp[us, tz=UTC]"
+    assert table.column("start").cast(pa.int64()).to_pylist() == [INFINITY - 1]
+    assert table.column("end").to_pylist() == [None]
+    frame = q.to_pandas()
+    assert frame["start"].astype("int64").tolist() == [INFINITY - 1]
+    assert frame["end"].isna().all()
+    # a snapshot window's point at its end, and MIN_TIME, exact too (as
+    # Spark's timestamp_micros gives them, not datetime.min)
+    s = Stream.from_cht([(T0, "inf", 1.0)], timestamps=True).snapshot_window()
+    ends = s.aggregate("stats.max", output_policy="point_end").to_arrow()
+    assert ends.column("start").cast(pa.int64()).to_pylist() == [INFINITY - 1]
+    first = Stream.from_cht([(MIN_TIME, 5, 1)], timestamps=True).snapshot_window()
+    out = first.aggregate("stats.max").to_arrow()
+    assert out.column("start").cast(pa.int64()).to_pylist() == [MIN_TIME]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_run_engine_local_writes_the_last_tick(tmp_path: Path, fmt: str) -> None:
+    py = tmp_path / "q.py"
+    py.write_text(
+        "from test_local_engine import open_edge_last_tick\n\n"
+        "def queries(spark):\n    return {'last': open_edge_last_tick()}\n"
+    )
+    for times in ("iso", "ticks"):
+        out = tmp_path / times
+        args = ["run", str(py), "-o", str(out), "--engine", "local", "--format", fmt]
+        result = runner.invoke(app, [*args, "--times", times])
+        assert result.exit_code == 0, result.output
+        part = out / "last" / f"part-00000.{fmt}"
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(part)
+            assert table.column("start").cast(pa.int64()).to_pylist() == [INFINITY - 1]
+            continue
+        text = part.read_text()
+        if times == "iso":  # as Spark writes it
+            assert "+294247-01-10T04:00:54.775806Z" in text
+            assert "+294247-01-10 04:00:54.775806" in result.output  # the preview
+        else:
+            assert str(INFINITY - 1) in text and str(INFINITY) in text
+
+
+def test_nanosecond_times_are_refused_with_how_to_round_them() -> None:
+    """Found by black-box testing: the error said only "'ts' is not a valid
+    time ... pass on_invalid='drop'", where rounding keeps every row."""
+    ts = pd.to_datetime(["2026-01-01 00:00:00.000000001", "2026-01-01 00:00:00.000001"], utc=True)
+    df = pd.DataFrame({"ts": ts, "v": [1, 2]})
+    for read in (Stream.from_pandas, Stream.from_arrow):
+        data = df if read is Stream.from_pandas else pa.Table.from_pandas(df)
+        with pytest.raises(InvalidEventError) as info:
+            read(data, start="ts")
+        text = str(info.value)
+        assert text.startswith("invalid event: 'ts' has sub-microsecond precision")
+        assert "df['ts'] = df['ts'].dt.floor('us')" in text
+        assert "on_invalid" not in text
+    df["ts"] = df["ts"].dt.floor("us")
+    assert Stream.from_pandas(df, start="ts").to_cht() == Cht(
+        [
+            (1_767_225_600_000_000, 1_767_225_600_000_001, {"v": 1}),
+            (1_767_225_600_000_001, 1_767_225_600_000_002, {"v": 2}),
+        ]
+    )

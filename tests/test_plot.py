@@ -182,3 +182,24 @@ def test_dense_input_labels_never_overprint() -> None:
     for a, b in itertools.pairwise(texts):
         assert b.get_position()[0] - a.get_position()[0] >= len(a.get_text()) * char
     assert f"({200 - len(texts)} labels" in ax.get_ylabel()
+
+
+def test_the_ends_of_time_are_drawn_at_the_edge_of_the_axis(tmp_path: Path) -> None:
+    """Found by black-box testing: an event from MIN_TIME (which snapshot
+    windows take) made matplotlib raise a TypeError, and the point at time's
+    last tick [INFINITY - 1, INFINITY) stretched the axis over 2**63 ticks."""
+    from udm.host import MIN_TIME
+
+    q = Stream.from_cht([(MIN_TIME, 5, 1)]).snapshot_window().aggregate("stats.max")
+    fig = q.plot(str(tmp_path / "p.png"))
+    assert fig.axes[-1].get_xlim() == (4.0, 6.0)  # the one finite time, padded
+    last = IntervalEvent(INFINITY - 1, INFINITY, 1)
+    fig = plot_timeline(
+        [
+            Lane("in", [IntervalEvent(0, INFINITY, 1), IntervalEvent(3, 10, 2)]),
+            Lane("out", [IntervalEvent(9, 10, 1), last]),
+        ]
+    )
+    assert fig.axes[-1].get_xlim() == (-1.0, 11.0)
+    with pytest.raises(TimelinePlotError, match="nothing with a finite time"):
+        plot_timeline([Lane("in", [IntervalEvent(MIN_TIME, INFINITY, 1)])])

@@ -629,9 +629,13 @@ def test_from_cht_says_why_a_time_is_invalid() -> None:
     fine = np.datetime64("2024-01-01T00:00:00.000000001")
     with pytest.raises(InvalidEventError) as err:
         Stream.from_cht([(fine, np.datetime64("2024-01-01T00:00:01"), 1)])
-    assert (
-        "'start' is not a valid time (np.datetime64('2024-01-01T00:00:00.000000001') "
-        "has sub-microsecond precision" in str(err.value)
+    text = str(err.value)
+    assert text.startswith(
+        "invalid event: 'start' has sub-microsecond precision (udm ticks are microseconds); "
+        "row: (np.datetime64('2024-01-01T00:00:00.000000001'), "
+    )
+    assert text.endswith(
+        "Round the times to microseconds first (ts.floor('us'), ts.dt.floor('us') in pandas)"
     )
 
 

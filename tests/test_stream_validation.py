@@ -10,11 +10,15 @@ import pytest
 
 from udm.host import (
     INFINITY,
+    MIN_TIME,
+    Cht,
     Cti,
     CtiViolationError,
+    Host,
     Insert,
     InvalidElementError,
     Retract,
+    SnapshotWindow,
     StreamError,
     StreamValidator,
     ValidationStats,
@@ -25,6 +29,7 @@ from udm.host import (
     validate,
 )
 from udm.host.validation import CtiPolicy
+from udm.sdk import aggregate
 
 
 def snapshot(v: StreamValidator) -> tuple[Any, ...]:
@@ -111,6 +116,59 @@ class TestMalformed:
             f"end {end} is not after start 5",
             "a point event ends at start + 1 tick",
         )
+
+    @pytest.mark.parametrize("policy", ["raise", "drop", "adjust"])
+    def test_times_beyond_the_tick_range_are_malformed(self, policy: str) -> None:
+        """Found by black-box testing: an end of 2**63 was accepted (a host
+        then lost a window) and a start of -2**63 was a CTI violation printed
+        as "-inf" (adjusted or dropped in silence under the other policies).
+        MIN_TIME and INFINITY themselves are times (concepts.md)."""
+        v = StreamValidator(cti_policy=policy)
+        assert_rejected(
+            v,
+            Insert("a", 0, 2**63),
+            InvalidElementError,
+            0,
+            "end 9223372036854775808 is beyond INFINITY (9223372036854775807",
+            "outside the int64 tick range",
+        )
+        low = Insert("a", -(2**63), 5)
+        exc = assert_rejected(
+            v,
+            low,
+            InvalidElementError,
+            0,
+            "start -9223372036854775808 is before MIN_TIME (-9223372036854775807",
+        )
+        assert "-inf" not in str(exc)
+        assert_rejected(v, Cti(2**63), InvalidElementError, 0, "time 9223372036854775808 is beyond")
+        v.check(Insert("a", MIN_TIME, INFINITY))
+        for r, fragment in (
+            (Retract("a", MIN_TIME, INFINITY, 2**63), "new_end 9223372036854775808 is beyond"),
+            (Retract("a", -(2**63), INFINITY, 5), "start -9223372036854775808 is before"),
+        ):
+            assert_rejected(v, r, InvalidElementError, 1, fragment)
+        assert derive_cht([Insert("a", MIN_TIME, INFINITY, 1)])[0] == Cht([(MIN_TIME, INFINITY, 1)])
+
+    def test_host_refuses_an_end_beyond_infinity_instead_of_losing_a_window(self) -> None:
+        @aggregate
+        def count(values: list[Any]) -> int:
+            return len(values)
+
+        host = Host(SnapshotWindow(), count)
+        with pytest.raises(InvalidElementError, match="end 9223372036854775808 is beyond"):
+            host.process(Insert("a", 0, 2**63, 1))
+        batch = [Insert("b", 5, 7, 1), Insert("a", 0, 2**63, 1)]
+        with pytest.raises(InvalidElementError, match=r"element #1 Insert\(id='a'"):
+            Host(SnapshotWindow(), count).process_many(batch)
+
+    def test_from_events_names_the_element_not_an_option_it_lacks(self) -> None:
+        from udm.host.query import Stream
+
+        with pytest.raises(InvalidElementError) as err:
+            Stream.from_events([Insert("a", 0, 2**63, 1)])
+        assert "on_invalid" not in str(err.value)
+        assert "element #0 Insert(id='a', start=0, end=9223372036854775808" in str(err.value)
 
     def test_duplicate_live_id(self) -> None:
         v, _ = feed([Insert("a", 1, 5)])

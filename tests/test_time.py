@@ -19,7 +19,7 @@ from udm.host import (
     to_duration_ticks,
     to_ticks,
 )
-from udm.host.time import format_duration, format_time
+from udm.host.time import format_duration, format_time, iso_ticks, iso_time
 
 # 2024-01-01T00:00:00Z in microseconds since the epoch.
 NEW_YEAR_2024 = 1_704_067_200 * TICKS_PER_SECOND
@@ -217,7 +217,39 @@ class TestFromTicks:
 
     def test_format_time(self) -> None:
         assert format_time(INFINITY) == "inf"
+        assert format_time(MIN_TIME) == "-inf"
         assert format_time(17) == "17"
+        # an invalid time beyond the ends is shown as it is, not as "-inf"
+        # (a message said "sync time -inf is before the latest CTI -inf")
+        assert format_time(-(2**63)) == "-9223372036854775808"
+        assert format_time(2**63) == "9223372036854775808"
+
+    def test_iso_ticks_is_exact_for_every_tick(self) -> None:
+        """Spark writes the tick before INFINITY (the year 294247) as
+        below; Python's datetime, which stops at 9999, cannot hold it."""
+        assert iso_ticks(INFINITY - 1) == "+294247-01-10T04:00:54.775806Z"
+        assert iso_ticks(MIN_TIME) == "-290308-12-21T19:59:05.224193Z"
+        assert iso_ticks(-1) == "1969-12-31T23:59:59.999999Z"
+        first = to_ticks(dt.datetime(1, 1, 1))
+        assert iso_ticks(first - 1) == "0000-12-31T23:59:59.999999Z"
+        assert iso_ticks(to_ticks(dt.datetime(9999, 12, 31, 23, 59, 59, 999999)) + 1) == (
+            "+10000-01-01T00:00:00.000000Z"
+        )
+        last = to_ticks(dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
+        for t in [*np.random.default_rng(7).integers(first, last, 2000).tolist(), 0, first, last]:
+            assert iso_ticks(t) == from_ticks(t).isoformat(timespec="microseconds")[:-6] + "Z"
+        # pandas reads the same date from the same int64 microseconds
+        assert (
+            pd.Timestamp(INFINITY - 1, unit="us", tz="UTC")
+            .isoformat()
+            .startswith("294247-01-10T04:00:54.775806")
+        )
+        assert iso_time(INFINITY - 1) == "+294247-01-10T04:00:54.775806Z"
+        assert iso_time(0) == "1970-01-01T00:00:00Z"
+        with pytest.raises(
+            OverflowError, match=r"\+294247-01-10T04:00:54.775806Z, outside the years"
+        ):
+            from_ticks(INFINITY - 1)
 
 
 class TestDurations:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalEngineError", "read_table", "write_table"]
+__all__ = ["LocalEngineError", "iso_texts", "read_table", "write_table"]
 
 
 class LocalEngineError(ValueError):
@@ -87,14 +87,22 @@ def _ticks_times(table: Any) -> Any:
     return table
 
 
-def _iso(value: Any) -> Any:
-    """A time as ISO 8601 text with six fraction digits (``Z`` for UTC)."""
-    import datetime as dt
+def iso_texts(table: Any) -> Any:
+    """Timestamp columns as exact ISO 8601 text with six fraction digits
+    (``Z`` for a zoned one), as Spark writes them: from the int64 ticks, not
+    through Python ``datetime``, which stops at the year 9999 (an open
+    window's last tick, ``INFINITY - 1``, is the year 294247)."""
+    import pyarrow as pa
 
-    if isinstance(value, dt.datetime):
-        text = value.isoformat(timespec="microseconds")
-        return text.replace("+00:00", "Z")
-    return value
+    from udm.host.time import iso_ticks
+
+    for i, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            ticks = table.column(i).cast(pa.timestamp("us", tz=field.type.tz)).cast(pa.int64())
+            zone = "Z" if field.type.tz else ""
+            texts = [None if t is None else iso_ticks(t)[:-1] + zone for t in ticks.to_pylist()]
+            table = table.set_column(i, field.name, pa.array(texts, type=pa.string()))
+    return table
 
 
 def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
@@ -115,26 +123,13 @@ def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
     if fmt == "parquet":
         pq.write_table(table, str(part))
     elif fmt in ("csv", "json"):
-        rows = [{k: _iso(v) for k, v in r.items()} for r in table.to_pylist()]
+        text = iso_texts(table)
         if fmt == "json":
+            rows = text.to_pylist()
             part.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
         else:
-            import pyarrow as pa
-
-            text = pa.Table.from_pylist(rows) if rows else _as_text(table)
             pcsv.write_csv(text, str(part))
     else:
         raise LocalEngineError(f"--format {fmt} is not written by the local engine")
     (path / "_SUCCESS").write_text("")
     return table
-
-
-def _as_text(table: Any) -> Any:
-    """An empty table with timestamp columns as text (CSV header only)."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field(f.name, pa.string() if pa.types.is_timestamp(f.type) else f.type)
-        for f in table.schema
-    ]
-    return pa.schema(fields).empty_table()

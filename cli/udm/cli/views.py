@@ -203,18 +203,27 @@ def local_problem(query: Any) -> str | None:
 
 def preview_arrow(console: Console, title: str, table: Any, n: int) -> None:
     """The preview of a result the local engine wrote (a pyarrow Table)."""
-    import datetime as dt
+    import pyarrow as pa
 
+    from udm.host.time import iso_ticks
+
+    # times as int64 ticks, shown from them: a Python datetime stops at the
+    # year 9999, where an open window's last tick (INFINITY - 1) is not
+    stamps = {f.name for f in table.schema if pa.types.is_timestamp(f.type)}
+    for name in stamps:
+        i = table.schema.get_field_index(name)
+        ticks = table.column(i).cast(pa.timestamp("us", tz=table.schema.field(i).type.tz))
+        table = table.set_column(i, name, ticks.cast(pa.int64()))
     # sorted as the Spark preview is: by start, then end (an open end last)
     records = table.to_pylist()
-    records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or r["start"]))
+    records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or 0))
 
-    def text(v: Any) -> Any:
-        if isinstance(v, dt.datetime):  # UTC, exact: the fraction when not zero
-            return v.astimezone(dt.UTC).replace(tzinfo=None).isoformat(sep=" ")
+    def text(name: str, v: Any) -> Any:
+        if name in stamps and v is not None:  # UTC, exact: the fraction when not zero
+            return iso_ticks(v)[:-1].replace("T", " ").removesuffix(".000000")
         return v
 
-    rows = [[text(v) for v in r.values()] for r in records[:n]]
+    rows = [[text(k, v) for k, v in r.items()] for r in records[:n]]
     preview_table(console, title, list(table.column_names), rows)
 
 

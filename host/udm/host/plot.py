@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from udm.host.time import INFINITY, from_ticks
+from udm.host.time import INFINITY, MIN_TIME, from_ticks
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["Lane", "TimelinePlotError", "lanes_for", "plot_timeline"]
@@ -77,6 +77,14 @@ def _labelled(
         free[rows[i]] = at + (len(label(e.payload)) + 1) * char
         shown.add(i)
     return shown
+
+
+def _bounded(t: int) -> bool:
+    """Whether a time is drawn where it is: the ends of time (``MIN_TIME``,
+    ``INFINITY``) and the last tick before ``INFINITY`` (where an open
+    window's point output lies) are drawn at the edge of the axis instead,
+    which would otherwise span 2**64 ticks and show nothing else."""
+    return MIN_TIME < t < INFINITY - 1
 
 
 def _datetime_label(ticks: float) -> str:
@@ -157,8 +165,8 @@ def plot_timeline(
             f"{total} events are too many to draw legibly (max_events={max_events}); "
             "plot a sample: fewer keys or a shorter time range"
         )
-    finite = [t for lane in lanes for e in lane.events for t in (e.start, e.end) if t < INFINITY]
-    finite += [m for lane in lanes for m in lane.marks]
+    finite = [t for lane in lanes for e in lane.events for t in (e.start, e.end) if _bounded(t)]
+    finite += [m for lane in lanes for m in lane.marks if _bounded(m)]
     if time_range is None:
         if not finite:
             raise TimelinePlotError("nothing with a finite time to draw")
@@ -189,32 +197,41 @@ def plot_timeline(
         )
         for i, (e, row) in enumerate(zip(lane.events, rows, strict=True)):
             y = height - 1 - row
-            end = min(e.end, hi)
+            # what lies beyond the axis is drawn at its edge (an arrow says
+            # the lifetime goes on): matplotlib takes no int beyond int64
+            start, end = min(max(e.start, lo), hi), max(min(e.end, hi), lo)
             if e.end - e.start == 1:
-                ax.plot([e.start], [y], marker="o", color=colour, markersize=6)
-                ax.vlines(e.start, y - 0.3, y + 0.3, color=colour, linewidth=2)
+                ax.plot([start], [y], marker="o", color=colour, markersize=6)
+                ax.vlines(start, y - 0.3, y + 0.3, color=colour, linewidth=2)
             else:
                 ax.barh(
                     y,
-                    max(end - e.start, point_width),
-                    left=e.start,
+                    max(end - start, point_width),
+                    left=start,
                     height=0.6,
                     color=colour,
                     alpha=0.45 if lane.kind == "window" else 0.85,
                     edgecolor="white",  # adjacent lifetimes stay distinguishable
                     linewidth=1.5,
                 )
-            if e.end >= INFINITY or e.end > hi:
+            if e.end > hi and e.end - e.start > 1:
                 ax.annotate(
                     "",
                     xy=(hi, y),
-                    xytext=(max(e.start, lo), y),
+                    xytext=(start, y),
+                    arrowprops={"arrowstyle": "->", "color": colour},
+                )
+            if e.start < lo and e.end - e.start > 1:
+                ax.annotate(
+                    "",
+                    xy=(lo, y),
+                    xytext=(end, y),
                     arrowprops={"arrowstyle": "->", "color": colour},
                 )
             if i in labelled:
-                text, at = label(e.payload), max(e.start, lo)
-                ax.text(at, y + 0.36, text, fontsize=7, va="bottom", ha="left", clip_on=True)
-        for m in lane.marks:
+                text = label(e.payload)
+                ax.text(start, y + 0.36, text, fontsize=7, va="bottom", ha="left", clip_on=True)
+        for m in (m for m in lane.marks if lo <= m <= hi):
             ax.axvline(m, color="#D55E00", linestyle="--", linewidth=1)
             shown = _datetime_label(m) if datetimes else str(m)
             ax.text(m, height - 0.4, f"CTI {shown}", color="#D55E00", fontsize=7, ha="left")

@@ -18,12 +18,13 @@ from udm.host.cht import Cht
 from udm.host.errors import InvalidEventError
 from udm.host.invoke import PLAIN_TYPES
 from udm.host.plan import SCALAR_COL, Row, Shape, UdmCall, WindowOp
-from udm.host.time import INFINITY, to_ticks
+from udm.host.time import INFINITY, SubMicrosecondError, to_ticks
 from udm.sdk.events import IntervalEvent
 
 __all__ = [
     "OPEN_BY_SHAPE",
     "OPEN_IN_MEMORY",
+    "SUB_MICROSECOND",
     "Layout",
     "UdfError",
     "adapt_op",
@@ -38,9 +39,11 @@ __all__ = [
     "reason_no_end",
     "reason_null",
     "reason_order",
+    "reason_sub_microsecond",
     "reason_unparsable",
     "result_columns",
     "returns_is_struct",
+    "rounding_advice",
     "rows_to_cht",
     "start_of",
     "struct_fields",
@@ -134,6 +137,27 @@ def reason_unparsable(col: str) -> str:
     return f"{col!r} is not a valid time"
 
 
+#: what a reason for sub-microsecond times says: one fix for every such row
+SUB_MICROSECOND = "has sub-microsecond precision"
+
+
+def reason_sub_microsecond(col: str) -> str:
+    """Why a row is invalid when time column ``col`` has a part finer than
+    a tick: a reason of its own, since rounding the column fixes every such
+    row where dropping would lose them all."""
+    return f"{col!r} {SUB_MICROSECOND} (udm ticks are microseconds)"
+
+
+def rounding_advice(columns: Iterable[str]) -> str:
+    """How to round time columns with nanoseconds to microseconds, pandas and
+    Arrow, for the error that refuses them."""
+    col = next(iter(columns), "ts")
+    return (
+        f"round the times to microseconds first: df[{col!r}] = df[{col!r}].dt.floor('us') "
+        f"(pandas), or pyarrow.compute.floor_temporal(table[{col!r}], unit='microsecond') (Arrow)"
+    )
+
+
 def reason_end_of_time(col: str) -> str:
     """Why a point event starting at the end of time is invalid (same wording
     on every engine)."""
@@ -172,6 +196,8 @@ def check_row(
         return reason_null(start_col)
     try:
         s = to_ticks(start)
+    except SubMicrosecondError:
+        return reason_sub_microsecond(start_col)
     except (ValueError, TypeError):
         return reason_unparsable(start_col)
     if shape == "point" or end_col is None:
@@ -184,6 +210,8 @@ def check_row(
         return reason_no_end(end_col, open_end)
     try:
         e = to_ticks(end)
+    except SubMicrosecondError:
+        return reason_sub_microsecond(end_col)
     except (ValueError, TypeError):
         return reason_unparsable(end_col)
     if e <= s:
@@ -231,10 +259,14 @@ def why_not_a_time(*times: Any) -> str:
 def invalid_event(reason: str, row: Any) -> InvalidEventError:
     """The error for an invalid event, showing the row and how to drop such
     rows instead."""
-    return InvalidEventError(
-        f"invalid event: {reason}; row: {row!r}. Fix the data, or pass on_invalid='drop' "
-        "to drop such rows and count them (stream.metrics.invalid_rows())"
-    )
+    if SUB_MICROSECOND in reason:
+        fix = "Round the times to microseconds first (ts.floor('us'), ts.dt.floor('us') in pandas)"
+    else:
+        fix = (
+            "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
+            "(stream.metrics.invalid_rows())"
+        )
+    return InvalidEventError(f"invalid event: {reason}; row: {row!r}. {fix}")
 
 
 # ----------------------------------------------------------------- streams

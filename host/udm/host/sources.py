@@ -16,6 +16,7 @@ from udm.host.cht import derive_cht
 from udm.host.plan import INTERNAL_PREFIX, SCALAR_COL, OnInvalid, OnNullKey, Row, Shape, Source
 from udm.host.rows import (
     OPEN_IN_MEMORY,
+    SUB_MICROSECOND,
     check_row,
     invalid_event,
     is_datetime,
@@ -90,7 +91,8 @@ def rows_source(
         lifetime = check_row(start, end, "interval", "start", "end", OPEN_IN_MEMORY)
         if isinstance(lifetime, str):
             if on_invalid == "raise":
-                raise invalid_event(lifetime + why_not_a_time(start, end), ev) from None
+                why = "" if SUB_MICROSECOND in lifetime else why_not_a_time(start, end)
+                raise invalid_event(lifetime + why, ev) from None
             dropped[lifetime] = dropped.get(lifetime, 0) + 1
             continue
         is_map = isinstance(payload, Mapping)

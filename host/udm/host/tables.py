@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from udm.host.engines import get_engine
 from udm.host.metrics import QueryMetrics
 from udm.host.plan import INTERNAL_PREFIX, OnInvalid, OnNullKey, Row, Shape, Source, WindowOp
-from udm.host.rows import check_row
-from udm.host.time import INFINITY, from_ticks
+from udm.host.rows import SUB_MICROSECOND, check_row, rounding_advice
+from udm.host.time import INFINITY
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
@@ -141,19 +141,32 @@ def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
     by_reason = ", ".join(f"{n:,} {r}" for r, n in sorted(counts.items()))
     shown = "; ".join(f"row {i}: {rec!r} ({r})" for i, r, rec in problems[:SHOWN])
     rows = "row" if len(problems) == 1 else "rows"
-    key = reason.startswith("key ")
-    advice = (
-        "pass on_null_key='drop' to drop such rows and count them, or on_null_key='keep' to "
-        "keep them as a group of their own"
-        if key
-        else "pass on_invalid='drop' to drop such rows and count them "
-        "(stream.metrics.invalid_rows())"
-    )
     return (
         f"invalid event: {reason}; row {index}: {record!r}. {len(problems):,} invalid {rows} "
         f"in all ({by_reason}); the first {min(len(problems), SHOWN)}: {shown}. "
-        f"Fix the data, or {advice}"
+        f"{_advice(list(counts))}"
     )
+
+
+def _advice(reasons: list[str]) -> str:
+    """What to do about the reasons found: round times with nanoseconds
+    (dropping would lose every such row), drop or keep rows with null keys,
+    drop other invalid rows, each when one of its reasons is there (the
+    wording ``udm.cli.queryfile`` puts in a YAML spec's words)."""
+    fine = [r.split("'")[1] for r in reasons if SUB_MICROSECOND in r]
+    advice = [rounding_advice(fine)] if fine else []
+    if any(r.startswith("key ") for r in reasons):
+        advice.append(
+            "pass on_null_key='drop' to drop such rows and count them, or "
+            "on_null_key='keep' to keep them as a group of their own"
+        )
+    if any(SUB_MICROSECOND not in r and not r.startswith("key ") for r in reasons):
+        advice.append(
+            "pass on_invalid='drop' to drop such rows and count them "
+            "(stream.metrics.invalid_rows())"
+        )
+    text = "; ".join(advice)
+    return f"Fix the data: {text}." if fine else f"Fix the data, or {text}"
 
 
 def _declared(udm: Any) -> Any:
@@ -238,9 +251,11 @@ def to_arrow(stream: RunnableStream) -> Any:
         )
 
     def shown(ticks: int) -> Any:
-        if not times:
-            return ticks
-        return None if ticks >= INFINITY else from_ticks(ticks)
+        # the ticks themselves even for timestamps: Arrow's timestamp[us] is
+        # int64 microseconds, so every tick has a value (the tick before
+        # INFINITY is the year 294247, beyond Python's datetime), as Spark's
+        # timestamp_micros gives; only the end of time is null
+        return None if times and ticks >= INFINITY else ticks
 
     data: dict[str, list[Any]] = {
         "start": [shown(s) for s, _, _ in rows],

@@ -20,11 +20,13 @@ __all__ = [
     "INFINITY",
     "MIN_TIME",
     "TICKS_PER_SECOND",
+    "SubMicrosecondError",
     "TimeConversionError",
     "format_duration",
     "format_ticks_duration",
     "format_time",
     "from_ticks",
+    "iso_ticks",
     "iso_time",
     "to_duration_ticks",
     "to_ticks",
@@ -40,6 +42,12 @@ class TimeConversionError(ValueError):
     """A value cannot be converted to ticks without losing information."""
 
 
+class SubMicrosecondError(TimeConversionError):
+    """A time has a part finer than a microsecond (a tick). Its own class so
+    that a table reader can say to round the column (``ts.dt.floor("us")``)
+    rather than to drop the rows: every such row has the same fix."""
+
+
 #: pandas' and numpy's missing times, wherever they are met
 _NAT_TIME = "NaT (not a time) cannot be converted to ticks; drop or fill missing times first"
 _NAT_DURATION = "NaT (not a time) is not a duration; drop or fill it first"
@@ -47,7 +55,7 @@ _NAT_DURATION = "NaT (not a time) is not a duration; drop or fill it first"
 
 def _from_nanos(nanos: int, what: Any) -> int:
     if nanos % 1000:
-        raise TimeConversionError(
+        raise SubMicrosecondError(
             f"{what!r} has sub-microsecond precision ({nanos} ns); udm ticks are microseconds. "
             "Round the value to microseconds first (e.g. ts.floor('us'))."
         )
@@ -62,7 +70,7 @@ def _from_numpy(value: Any, unit: str) -> int:
 
     micros = value.astype(unit)
     if micros != value:
-        raise TimeConversionError(
+        raise SubMicrosecondError(
             f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
             f"Round the value to microseconds first (e.g. value.astype({unit!r}))."
         )
@@ -98,7 +106,7 @@ def to_ticks(value: Any) -> int:
         if value.tzinfo is None:
             value = value.replace(tzinfo=_dt.UTC)
         if nanos:
-            raise TimeConversionError(
+            raise SubMicrosecondError(
                 f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
                 "Round the value to microseconds first (e.g. ts.floor('us'))."
             )
@@ -146,7 +154,7 @@ def _text_ticks(value: str) -> int:
     fraction = _SUB_MICROS.search(value)
     if fraction and fraction.group(1)[6:].strip("0"):
         # fromisoformat would drop the digits beyond microseconds
-        raise TimeConversionError(
+        raise SubMicrosecondError(
             f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
             "Round the value to microseconds first (at most 6 fraction digits)."
         )
@@ -196,7 +204,7 @@ def _duration(value: Any) -> int:
     if isinstance(value, _dt.timedelta):
         nanos = getattr(value, "nanoseconds", 0)
         if nanos:
-            raise TimeConversionError(
+            raise SubMicrosecondError(
                 f"{value!r} has sub-microsecond precision; udm ticks are microseconds"
             )
         return value // _US
@@ -218,20 +226,30 @@ def _duration(value: Any) -> int:
 
 def from_ticks(ticks: int) -> _dt.datetime:
     """The UTC datetime of a tick value (:data:`INFINITY` maps to
-    ``datetime.max``, :data:`MIN_TIME` to ``datetime.min``)."""
+    ``datetime.max``, :data:`MIN_TIME` to ``datetime.min``). Python's
+    ``datetime`` holds the years 1 to 9999 only, a small part of the int64
+    tick range: other ticks raise ``OverflowError`` saying so (tables and
+    files take the ticks directly, :func:`iso_ticks`, and need no datetime)."""
     if ticks >= INFINITY:
         return _dt.datetime.max.replace(tzinfo=_dt.UTC)
     if ticks <= MIN_TIME:
         return _dt.datetime.min.replace(tzinfo=_dt.UTC)
-    return _EPOCH + _dt.timedelta(microseconds=ticks)
+    try:
+        return _EPOCH + _dt.timedelta(microseconds=ticks)
+    except OverflowError:
+        raise OverflowError(
+            f"{ticks} ticks is {iso_ticks(ticks)}, outside the years 1-9999 a Python datetime "
+            "holds; keep such times as int ticks"
+        ) from None
 
 
 def format_time(ticks: int) -> str:
     """Render ticks for messages: ``inf`` for the end of time, ``-inf``
-    for the beginning (both read back by :func:`to_ticks`)."""
-    if ticks >= INFINITY:
+    for the beginning (both read back by :func:`to_ticks`); a value beyond
+    them (an invalid one, which a message reports) as the number it is."""
+    if ticks == INFINITY:
         return "inf"
-    return "-inf" if ticks <= MIN_TIME else str(ticks)
+    return "-inf" if ticks == MIN_TIME else str(ticks)
 
 
 #: Ticks per duration unit, largest first: the one table behind the
@@ -272,11 +290,42 @@ def format_ticks_duration(ticks: int) -> str:
 
 
 def iso_time(ticks: int) -> str:
-    """Ticks as an ISO 8601 UTC datetime (``inf`` and ``-inf`` for the
-    ends of time; ticks beyond the years ``datetime`` can show as ticks)."""
-    if ticks >= INFINITY or ticks <= MIN_TIME:
+    """Ticks as an ISO 8601 UTC datetime for messages (``inf`` and ``-inf``
+    for the ends of time, no fraction when it is zero), exact for every
+    tick (:func:`iso_ticks`)."""
+    if ticks in (INFINITY, MIN_TIME):
         return format_time(ticks)
-    try:
-        return from_ticks(ticks).isoformat().replace("+00:00", "Z")
-    except OverflowError:
-        return str(ticks)
+    return iso_ticks(ticks).replace(".000000Z", "Z")
+
+
+_DAY = 86_400 * TICKS_PER_SECOND
+
+
+def iso_ticks(ticks: int) -> str:
+    """Any int tick as ISO 8601 UTC text with six fraction digits, as Spark
+    writes a timestamp: ``1970-01-01T00:00:00.000000Z``; a year beyond 9999
+    gets a sign (``+294247-01-10T04:00:54.775806Z``, the tick before
+    :data:`INFINITY`), a year before 1 is astronomical (year 0 is 1 BC, then
+    ``-0001``). Integer arithmetic on the proleptic Gregorian calendar
+    (H. Hinnant's ``civil_from_days``), since Python's ``datetime`` stops at
+    the year 9999 while a tick reaches about 292,000 years either side of 1970.
+
+    >>> iso_ticks(0), iso_ticks(-1)
+    ('1970-01-01T00:00:00.000000Z', '1969-12-31T23:59:59.999999Z')
+    """
+    days, micros = divmod(ticks, _DAY)
+    z = days + 719_468  # days since 0000-03-01
+    era = z // 146_097
+    doe = z - era * 146_097  # day of the 400-year era, [0, 146096]
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)  # from March 1st
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    seconds, fraction = divmod(micros, TICKS_PER_SECOND)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    sign = "" if 0 <= year <= 9999 else "+" if year > 0 else "-"
+    shown = f"{sign}{abs(year):04d}"
+    return f"{shown}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{fraction:06d}Z"

@@ -25,7 +25,7 @@ from typing import Any
 from udm.host.choices import Choice
 from udm.host.errors import CtiViolationError, InvalidElementError
 from udm.host.stream import Cti, Element, Insert, Retract
-from udm.host.time import MIN_TIME, format_time
+from udm.host.time import INFINITY, MIN_TIME, format_time
 
 __all__ = ["CtiPolicy", "LiveEvent", "StreamValidator", "ValidationStats", "validate"]
 
@@ -161,13 +161,8 @@ class StreamValidator:
             raise InvalidElementError(
                 e, position, f"event id {e.id!r} is not hashable; use a str or int id"
             ) from None
-        if e.end <= e.start:
-            raise InvalidElementError(
-                e,
-                position,
-                f"end {format_time(e.end)} is not after start {e.start}; "
-                "a point event ends at start + 1 tick",
-            )
+        if not MIN_TIME <= e.start < e.end <= INFINITY:  # one test on the hot path
+            raise InvalidElementError(e, position, _lifetime_problem(e.start, e.end))
         previous = self.live.get(e.id)
         if previous is not None and previous.end >= self.cti:
             raise InvalidElementError(
@@ -201,6 +196,13 @@ class StreamValidator:
         self.dropped_ids.discard(ident)
 
     def _retract(self, r: Retract, position: int) -> Element | None:
+        if r.start < MIN_TIME or r.new_end > INFINITY or r.old_end > INFINITY:
+            # malformed whatever the stream before it (an event id dropped
+            # by the CTI policy must not hide it)
+            what = (
+                "start" if r.start < MIN_TIME else "new_end" if r.new_end > INFINITY else "old_end"
+            )
+            raise InvalidElementError(r, position, _out_of_range(what, getattr(r, what)))
         try:
             live = self.live.get(r.id)
         except TypeError:
@@ -286,6 +288,8 @@ class StreamValidator:
         return out
 
     def _cti(self, c: Cti, position: int) -> Element | None:
+        if not MIN_TIME <= c.time <= INFINITY:
+            raise InvalidElementError(c, position, _out_of_range("time", c.time))
         if c.time < self.cti:
             if self.cti_policy is CtiPolicy.RAISE:
                 raise CtiViolationError(
@@ -298,6 +302,32 @@ class StreamValidator:
             return None
         self.cti = c.time
         return c
+
+
+def _out_of_range(what: str, ticks: int) -> str:
+    """Why a time beyond the int64 tick range is refused (an ``int`` element
+    field is taken as it is, unchecked by the constructor: one check per
+    element here is what every engine passes)."""
+    if ticks < MIN_TIME:
+        bound = f"before MIN_TIME ({MIN_TIME} = -(2**63) + 1, the beginning of time)"
+        advice = "; an event from the beginning of time starts at MIN_TIME"
+    else:
+        bound = f"beyond INFINITY ({INFINITY} = 2**63 - 1, the end of time)"
+        advice = "; an event that never ends has end INFINITY"
+    if what == "time":  # a CTI
+        advice = ""
+    return f"{what} {ticks} is {bound}, outside the int64 tick range{advice}"
+
+
+def _lifetime_problem(start: int, end: int) -> str:
+    """Why an insert's lifetime ``[start, end)`` is refused."""
+    if start < MIN_TIME:
+        return _out_of_range("start", start)
+    if end > INFINITY:
+        return _out_of_range("end", end)
+    return (
+        f"end {format_time(end)} is not after start {start}; a point event ends at start + 1 tick"
+    )
 
 
 def validate(
