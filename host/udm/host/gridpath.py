@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from udm.host.gridcore import GridCore
+from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridstate import (
     DONE,
+    NEVER,
     ExpiredId,
     GridKey,
     eligible,
@@ -387,6 +388,14 @@ class GridPath(GridCore):
                     ks.events.remove(record)  # type: ignore[union-attr]
                     raise
                 self.current = None
+                # due when lo (the first not emitted) ends, or to forget (_register)
+                if ks.forget == NEVER:
+                    ks.forget = lo * hop + off + size + LINGER * hop
+                nd = lo * hop + off + size
+                if ks.forget < nd:
+                    nd = ks.forget
+                if nd != ks.due:
+                    self._push(ks, nd)
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
             if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
