@@ -25,7 +25,11 @@ from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["GridCore"]
+__all__ = ["LINGER", "GridCore"]
+
+#: how many hops a key's final windows may wait to be forgotten (the slice
+#: mode): a CTI then visits a key with steady events once every few hops
+LINGER = 8
 
 
 class GridCore(OperatorWindows):
@@ -61,6 +65,8 @@ class GridCore(OperatorWindows):
         #: slices: windows are computed from each key's sorted events, and
         #: their "states" (``ops``) are nothing
         self.slices = slices
+        #: keys are visited lazily (see _register): the slice mode, speculative
+        self.lazy = slices and not conservative
         self.ops: Any = NoState() if slices else udm
         #: a window's result from its slice (see :meth:`_slice_result`)
         self._from_slice: Callable[[list[Any]], Any] = (
@@ -502,7 +508,10 @@ class GridCore(OperatorWindows):
                 < len(kev.starts)
             ):
                 # slice mode with too few events to retire (KeyEvents.retirable)
-                push(ks, first * hop + off + size)
+                if self.lazy:
+                    self._register(ks)
+                else:
+                    push(ks, first * hop + off + size)
             else:
                 self._reschedule(ks, bound)
         return bound
@@ -538,6 +547,25 @@ class GridCore(OperatorWindows):
         # outputs' order (and ids) then survive a snapshot and restore
         return [visit[order] for order in sorted(visit)]
 
+    def _register(self, ks: GridKey) -> None:
+        """Register ``ks`` (which has windows) after a visit, in the slice
+        mode with speculative output, where an in-order insert emits the
+        windows it makes due itself: due when its first window not emitted
+        yet ends (a CTI must emit it then) or ``LINGER`` hops after its
+        earliest window ends, whichever is first. Its final windows then
+        wait a few CTIs to be forgotten together, and a CTI visits a key
+        that keeps receiving events every few hops rather than at each
+        (:meth:`live_outputs` leaves them out meanwhile)."""
+        wins, hop = ks.wins, self.hop
+        ks.forget = due = min(wins) * hop + self.offset + self.size + LINGER * hop
+        e = ks.emitted_k
+        nxt = e + 1 if e is not None and e + 1 in wins else None
+        if nxt is None:
+            nxt = min((k for k in wins if e is None or k > e), default=None)
+        if nxt is not None and nxt * hop + self.offset + self.size < due:
+            due = nxt * hop + self.offset + self.size
+        self._push(ks, due)
+
     def _reschedule(self, ks: GridKey, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before
         ``bound`` and register it again by its earliest window's end (or,
@@ -554,7 +582,9 @@ class GridCore(OperatorWindows):
                     expired = ExpiredId(ident, record[0])
                     if events.get(expired) is record:
                         del events[expired]
-        if ks.wins:
+        if ks.wins and self.lazy:
+            self._register(ks)
+        elif ks.wins:
             # HoppingWindow.end_of inlined: once per key a CTI visits
             self._push(ks, min(ks.wins) * self.hop + self.offset + self.size)
         elif kev is not None and kev.records:
@@ -565,12 +595,14 @@ class GridCore(OperatorWindows):
     # -- rollback and snapshots --------------------------------------------
 
     def live_outputs(self) -> list[IntervalEvent[Any]]:
-        """The outputs of the windows still open."""
+        """The outputs of the windows still open (not final windows a key
+        keeps until its next visit: their outputs end by the CTI)."""
         return [
             IntervalEvent(o.start, o.end, o.payload)
             for ks in self.keys.values()
             for w in ks.wins.values()
             for o in w[2]
+            if o.end > self.cti
         ]
 
     def memory_size(self) -> tuple[int, int]:

@@ -24,8 +24,10 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from udm.host.gridcolumns import GridColumns
+from udm.host.gridcore import LINGER
 from udm.host.gridstate import (
     DONE,
+    NEVER,
     ExpiredId,
     GridKey,
     eligible,
@@ -388,6 +390,14 @@ class GridPath(GridColumns):
                     ks.events.remove(record)  # type: ignore[union-attr]
                     raise
                 self.current = None
+                # due when lo (the first not emitted) ends, or to forget (_register)
+                if ks.forget == NEVER:
+                    ks.forget = lo * hop + off + size + LINGER * hop
+                nd = lo * hop + off + size
+                if ks.forget < nd:
+                    nd = ks.forget
+                if nd != ks.due:
+                    self._push(ks, nd)
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
             if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key

@@ -97,7 +97,17 @@ class ExpiredId:
 class GridKey:
     """Per-key state: window index k -> [state, n_events, outputs]."""
 
-    __slots__ = ("due", "emitted_k", "events", "key", "long", "max_start", "order", "wins")
+    __slots__ = (
+        "due",
+        "emitted_k",
+        "events",
+        "forget",
+        "key",
+        "long",
+        "max_start",
+        "order",
+        "wins",
+    )
 
     def __init__(self, key: Hashable, slices: bool, order: int) -> None:
         self.key = key
@@ -110,6 +120,10 @@ class GridKey:
         self.long: dict[Hashable, list[Any]] = {}  # events reaching unbegun windows
         #: the end of its earliest window as registered in the due heap
         self.due = NEVER
+        #: (slice mode) when its final windows must be forgotten at the
+        #: latest: its earliest window's end, a few hops later (see
+        #: GridCore._register)
+        self.forget = NEVER
         self.events: KeyEvents | None = KeyEvents() if slices else None
 
 
