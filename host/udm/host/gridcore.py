@@ -23,7 +23,6 @@ from udm.host.stream import Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
-from udm.sdk.events import IntervalEvent
 
 __all__ = ["LINGER", "GridCore"]
 
@@ -591,20 +590,3 @@ class GridCore(OperatorWindows):
             end = kev.min_end()
             if end is not None and end < INFINITY:
                 self._push(ks, end + 1)
-
-    # -- rollback and snapshots --------------------------------------------
-
-    def live_outputs(self) -> list[IntervalEvent[Any]]:
-        """The outputs of the windows still open (not final windows a key
-        keeps until its next visit: their outputs end by the CTI)."""
-        return [
-            IntervalEvent(o.start, o.end, o.payload)
-            for ks in self.keys.values()
-            for w in ks.wins.values()
-            for o in w[2]
-            if o.end > self.cti
-        ]
-
-    def memory_size(self) -> tuple[int, int]:
-        """(events held, windows held): what a long run keeps in memory."""
-        return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

@@ -48,6 +48,9 @@ class OperatorWindows:
     _undo: list[tuple[GridKey, int, list[Any] | None]] | None
     _from_slice: Callable[[list[Any]], Any]
     _fail: Callable[..., UdmInvocationError]
+    keys: dict[Hashable, GridKey]
+    events: dict[Hashable, list[Any]]
+    cti: int
 
     def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
         """Emit the difference between window k's cached and current output
@@ -195,3 +198,18 @@ class OperatorWindows:
         w[2] = kept
         if not kept and not values:
             del ks.wins[k]
+
+    def live_outputs(self) -> list[IntervalEvent[Any]]:
+        """The outputs of the windows still open (not final windows a key
+        keeps until its next visit: their outputs end by the CTI)."""
+        return [
+            IntervalEvent(o.start, o.end, o.payload)
+            for ks in self.keys.values()
+            for w in ks.wins.values()
+            for o in w[2]
+            if o.end > self.cti
+        ]
+
+    def memory_size(self) -> tuple[int, int]:
+        """(events held, windows held): what a long run keeps in memory."""
+        return len(self.events), sum(len(ks.wins) for ks in self.keys.values())

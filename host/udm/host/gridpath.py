@@ -20,7 +20,7 @@ plainest inserts without building elements (:meth:`GridPath.run`,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from udm.host.gridcolumns import GridColumns
@@ -35,48 +35,10 @@ from udm.host.gridstate import (
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
-from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.stream import Cti, Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME
-from udm.host.windows import HoppingWindow
-from udm.sdk.base import Udm
 
-__all__ = ["DONE", "GridPath", "eligible", "grid_path", "slice_eligible"]
-
-
-def grid_path(
-    window: HoppingWindow,
-    *,
-    udm: Udm,
-    policy: OutputPolicy,
-    clipping: InputClipping,
-    conservative: bool,
-    key_fn: Callable[[Any], Hashable] | None,
-    value_fn: Callable[[Any], Any] | None,
-    label: str,
-    new_id: Callable[[Hashable], OutputId],
-    keep_events: bool = True,
-    fields: tuple[str | None, str | None] = (None, None),
-) -> GridPath | None:
-    """The grid path for a query it computes exactly (states updated by
-    ``add``/``remove`` when :func:`eligible`, else windows read as slices
-    when :func:`slice_eligible`), or None: the general path runs it."""
-    invertible = eligible(window, udm, policy, clipping)
-    if not (invertible or slice_eligible(window, udm, policy)):
-        return None
-    return GridPath(
-        window,
-        udm,
-        policy,
-        conservative,
-        key_fn,
-        value_fn,
-        label,
-        new_id,
-        keep_events=keep_events,
-        slices=not invertible,
-        fields=fields,
-    )
+__all__ = ["DONE", "GridPath", "eligible", "slice_eligible"]
 
 
 class GridPath(GridColumns):

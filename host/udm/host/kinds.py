@@ -17,12 +17,14 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from udm.host.gridpath import GridPath, grid_path
+from udm.host.gridpath import GridPath
+from udm.host.gridstate import eligible, slice_eligible
+from udm.host.hoststate import OutputId
 from udm.host.indexes import EventIndex, IndexedEvent
-from udm.host.policies import OutputPolicy
+from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import (
     CountByEndWindow,
@@ -31,6 +33,7 @@ from udm.host.windows import (
     SnapshotWindow,
     WindowSpec,
 )
+from udm.sdk.base import Udm
 
 __all__ = [
     "CountByEndKind",
@@ -38,6 +41,7 @@ __all__ = [
     "GridKind",
     "SnapshotKind",
     "WindowKind",
+    "grid_path",
     "kind_for",
     "register_kind",
 ]
@@ -290,6 +294,41 @@ class CountByEndKind(_CountKind[CountByEndWindow]):
 
 
 _KINDS: dict[type[WindowSpec], type[WindowKind[Any]]] = {}
+
+
+def grid_path(
+    window: HoppingWindow,
+    *,
+    udm: Udm,
+    policy: OutputPolicy,
+    clipping: InputClipping,
+    conservative: bool,
+    key_fn: Callable[[Any], Hashable] | None,
+    value_fn: Callable[[Any], Any] | None,
+    label: str,
+    new_id: Callable[[Hashable], OutputId],
+    keep_events: bool = True,
+    fields: tuple[str | None, str | None] = (None, None),
+) -> GridPath | None:
+    """The grid path for a query it computes exactly (states updated by
+    ``add``/``remove`` when :func:`eligible`, else windows read as slices
+    when :func:`slice_eligible`), or None: the general path runs it."""
+    invertible = eligible(window, udm, policy, clipping)
+    if not (invertible or slice_eligible(window, udm, policy)):
+        return None
+    return GridPath(
+        window,
+        udm,
+        policy,
+        conservative,
+        key_fn,
+        value_fn,
+        label,
+        new_id,
+        keep_events=keep_events,
+        slices=not invertible,
+        fields=fields,
+    )
 
 
 def register_kind(spec: type[WindowSpec], kind: type[WindowKind[Any]]) -> None:
