@@ -866,3 +866,20 @@ def test_source_mistakes_in_a_spec_are_all_reported_before_spark_starts(tmp_path
             "csv.yaml",
         )
     )
+
+
+def test_a_key_given_twice_in_a_spec_hides_no_other_mistake(tmp_path: Path) -> None:
+    """The YAML loader notes a key given twice and reads on: the spec's
+    other mistakes are reported with it (it once stopped the loading)."""
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    body = MEDIAN.replace("size: 10}", "size: 10x}").replace("key: sensor}", "key: a, key: b}")
+    path = spec(tmp_path, body, "twice.yaml")
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:1: key: given twice (first on line 1); keep one",
+        f"{path}:1: source.path: {tmp_path / 'readings.parquet'} does not exist",
+        f"{path}:2: window.size: '10x' is not a duration; use int ticks or a number with a "
+        "unit: us, ms, s, m, h, d",
+    ]
