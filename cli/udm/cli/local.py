@@ -4,15 +4,15 @@ For a small file, starting Spark costs far more than the query (about a
 minute on a loaded machine). The local engine reads a YAML spec's source
 with pyarrow, runs the query in the reference evaluator (the oracle every
 engine is tested against, so the results are the same) and writes each
-result with pyarrow as Spark would lay it out (``OUTPUT/NAME/part-00000.*``
-and ``_SUCCESS``), times exact to the tick in every format. A Python query
+result as Spark would lay it out (``OUTPUT/NAME/part-00000.*`` and
+``_SUCCESS``, CSV and JSON text as Spark writes it, see
+:mod:`udm.cli.sparktext`), times exact to the tick in every format. A Python query
 file gets ``spark=None`` and returns in-memory streams
 (``Stream.from_pandas``/``from_arrow``/``from_cht``).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -87,24 +87,15 @@ def _ticks_times(table: Any) -> Any:
     return table
 
 
-def _iso(value: Any) -> Any:
-    """A time as ISO 8601 text with six fraction digits (``Z`` for UTC)."""
-    import datetime as dt
-
-    if isinstance(value, dt.datetime):
-        text = value.isoformat(timespec="microseconds")
-        return text.replace("+00:00", "Z")
-    return value
-
-
 def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
     """Write ``table`` to the folder ``path`` as Spark would (replacing an
     earlier output): one ``part-00000`` file and ``_SUCCESS``; returns what
     was written."""
     import shutil
 
-    import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
+
+    from udm.cli.sparktext import UnwritableColumnError, csv_text, json_lines
 
     if times == "ticks":
         table = _ticks_times(table)
@@ -115,26 +106,13 @@ def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
     if fmt == "parquet":
         pq.write_table(table, str(part))
     elif fmt in ("csv", "json"):
-        rows = [{k: _iso(v) for k, v in r.items()} for r in table.to_pylist()]
-        if fmt == "json":
-            part.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
-        else:
-            import pyarrow as pa
-
-            text = pa.Table.from_pylist(rows) if rows else _as_text(table)
-            pcsv.write_csv(text, str(part))
+        # as Spark's writers lay the values out (7.0, not 7), not as pyarrow's
+        try:
+            text = csv_text(table) if fmt == "csv" else json_lines(table)
+        except UnwritableColumnError as exc:
+            raise LocalEngineError(str(exc)) from None
+        part.write_text(text, encoding="utf-8")
     else:
         raise LocalEngineError(f"--format {fmt} is not written by the local engine")
     (path / "_SUCCESS").write_text("")
     return table
-
-
-def _as_text(table: Any) -> Any:
-    """An empty table with timestamp columns as text (CSV header only)."""
-    import pyarrow as pa
-
-    fields = [
-        pa.field(f.name, pa.string() if pa.types.is_timestamp(f.type) else f.type)
-        for f in table.schema
-    ]
-    return pa.schema(fields).empty_table()
