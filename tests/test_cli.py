@@ -78,11 +78,18 @@ def test_the_command_list_has_one_line_per_command() -> None:
 
 
 def test_new_refuses_bad_names(tmp_path: Path) -> None:
-    result = invoke("new", "My-Udms", "--no-input", "-o", str(tmp_path))
-    assert result.exit_code == 1
-    assert "must be a lowercase Python identifier" in result.output
-    result = invoke("new", "class", "--no-input", "-o", str(tmp_path))
-    assert result.exit_code == 1 and "that is not a Python keyword" in result.output
+    """A name PyPI would not take is refused saying what it may hold (a
+    name of non-ASCII letters was refused as "not an identifier", which
+    it is in Python), with a name that would do."""
+    rule = (
+        "must be a Python identifier of lowercase ASCII letters (a-z), digits and _, not "
+        "starting with a digit and not a Python keyword, e.g. "
+    )
+    for name, example in (("My-Udms", "my_udms"), ("ünï", "uni"), ("class", "class_udms")):
+        result = invoke("new", name, "--no-input", "-o", str(tmp_path))
+        assert result.exit_code == 1
+        assert f"error: library name {name!r} {rule}{example}" in " ".join(result.output.split())
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
