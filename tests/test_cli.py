@@ -78,11 +78,18 @@ def test_the_command_list_has_one_line_per_command() -> None:
 
 
 def test_new_refuses_bad_names(tmp_path: Path) -> None:
-    result = invoke("new", "My-Udms", "--no-input", "-o", str(tmp_path))
-    assert result.exit_code == 1
-    assert "must be a lowercase Python identifier" in result.output
-    result = invoke("new", "class", "--no-input", "-o", str(tmp_path))
-    assert result.exit_code == 1 and "that is not a Python keyword" in result.output
+    """A name PyPI would not take is refused saying what it may hold (a
+    name of non-ASCII letters was refused as "not an identifier", which
+    it is in Python), with a name that would do."""
+    rule = (
+        "must be a Python identifier of lowercase ASCII letters (a-z), digits and _, not "
+        "starting with a digit and not a Python keyword, e.g. "
+    )
+    for name, example in (("My-Udms", "my_udms"), ("ünï", "uni"), ("class", "class_udms")):
+        result = invoke("new", name, "--no-input", "-o", str(tmp_path))
+        assert result.exit_code == 1
+        assert f"error: library name {name!r} {rule}{example}" in " ".join(result.output.split())
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize(
@@ -866,3 +873,20 @@ def test_source_mistakes_in_a_spec_are_all_reported_before_spark_starts(tmp_path
             "csv.yaml",
         )
     )
+
+
+def test_a_key_given_twice_in_a_spec_hides_no_other_mistake(tmp_path: Path) -> None:
+    """The YAML loader notes a key given twice and reads on: the spec's
+    other mistakes are reported with it (it once stopped the loading)."""
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    body = MEDIAN.replace("size: 10}", "size: 10x}").replace("key: sensor}", "key: a, key: b}")
+    path = spec(tmp_path, body, "twice.yaml")
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:1: key: given twice (first on line 1); keep one",
+        f"{path}:1: source.path: {tmp_path / 'readings.parquet'} does not exist",
+        f"{path}:2: window.size: '10x' is not a duration; use int ticks or a number with a "
+        "unit: us, ms, s, m, h, d",
+    ]

@@ -303,6 +303,44 @@ def test_every_documents_mistakes_are_reported_together(tmp_path: Path) -> None:
         load_fixture(bad_date)
 
 
+def test_no_mistake_hides_the_others(tmp_path: Path) -> None:
+    """An empty key, a key given twice and a date that is no calendar date
+    are each one mistake among the others: every mistake of the file is
+    reported in one run, in line order (each once hid all the rest)."""
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.max
+        window: {kind: tumbling, size: 10x}
+        input:
+          - {insert: on, start: 1, payload: 1, payload: 2}
+          - {insert: b, start: 2024-13-01, payload: 1}
+        expected:
+        """,
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:2: window.size: '10x' is not a duration; use int ticks or a number with a "
+        "unit: us, ms, s, m, h, d",
+        f"{path}:4: payload: given twice (first on line 4); keep one",
+        f"{path}:4: input.0.insert: id True is a YAML boolean (YAML reads unquoted on, off, "
+        "yes, no, true and false as booleans); quote the id, e.g. 'on'",
+        # reported by the YAML loader, not again as input.1.start
+        f"{path}:5: '2024-13-01' is not a valid date or time (month must be in 1..12); write "
+        "an ISO 8601 datetime such as 2024-01-31T12:00:00Z",
+        f"{path}:6: expected: is empty (null); write 'expected: []' for none, or remove the "
+        "key to check against the reference evaluator",
+    ]
+    empty_input = write(tmp_path, "udm: stats.max\nwindow: {kind: weekly}\ninput:\n", "i.udm.yaml")
+    with pytest.raises(FixtureError) as err:
+        load_fixture(empty_input)
+    assert [m.split(": ", 2)[1] for m in str(err.value).splitlines()] == [
+        "window.kind",
+        "input",
+    ]
+
+
 def test_empty_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FixtureError, match="no fixtures in this file"):
         load_fixture(write(tmp_path, "---\n"))

@@ -4,19 +4,19 @@ For a small file, starting Spark costs far more than the query (about a
 minute on a loaded machine). The local engine reads a YAML spec's source
 with pyarrow, runs the query in the reference evaluator (the oracle every
 engine is tested against, so the results are the same) and writes each
-result with pyarrow as Spark would lay it out (``OUTPUT/NAME/part-00000.*``
-and ``_SUCCESS``), times exact to the tick in every format. A Python query
+result as Spark would lay it out (``OUTPUT/NAME/part-00000.*`` and
+``_SUCCESS``, CSV and JSON text as Spark writes it, see
+:mod:`udm.cli.sparktext`), times exact to the tick in every format. A Python query
 file gets ``spark=None`` and returns in-memory streams
 (``Stream.from_pandas``/``from_arrow``/``from_cht``).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalEngineError", "iso_texts", "read_table", "write_table"]
+__all__ = ["LocalEngineError", "read_table", "write_table"]
 
 
 class LocalEngineError(ValueError):
@@ -87,32 +87,15 @@ def _ticks_times(table: Any) -> Any:
     return table
 
 
-def iso_texts(table: Any) -> Any:
-    """Timestamp columns as exact ISO 8601 text with six fraction digits
-    (``Z`` for a zoned one), as Spark writes them: from the int64 ticks, not
-    through Python ``datetime``, which stops at the year 9999 (an open
-    window's last tick, ``INFINITY - 1``, is the year 294247)."""
-    import pyarrow as pa
-
-    from udm.host.time import iso_ticks
-
-    for i, field in enumerate(table.schema):
-        if pa.types.is_timestamp(field.type):
-            ticks = table.column(i).cast(pa.timestamp("us", tz=field.type.tz)).cast(pa.int64())
-            zone = "Z" if field.type.tz else ""
-            texts = [None if t is None else iso_ticks(t)[:-1] + zone for t in ticks.to_pylist()]
-            table = table.set_column(i, field.name, pa.array(texts, type=pa.string()))
-    return table
-
-
 def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
     """Write ``table`` to the folder ``path`` as Spark would (replacing an
     earlier output): one ``part-00000`` file and ``_SUCCESS``; returns what
     was written."""
     import shutil
 
-    import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
+
+    from udm.cli.sparktext import UnwritableColumnError, csv_text, json_lines
 
     if times == "ticks":
         table = _ticks_times(table)
@@ -123,12 +106,12 @@ def write_table(table: Any, path: Path, fmt: str, times: str = "iso") -> Any:
     if fmt == "parquet":
         pq.write_table(table, str(part))
     elif fmt in ("csv", "json"):
-        text = iso_texts(table)
-        if fmt == "json":
-            rows = text.to_pylist()
-            part.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
-        else:
-            pcsv.write_csv(text, str(part))
+        # as Spark's writers lay the values out (7.0, not 7), not as pyarrow's
+        try:
+            text = csv_text(table) if fmt == "csv" else json_lines(table)
+        except UnwritableColumnError as exc:
+            raise LocalEngineError(str(exc)) from None
+        part.write_text(text, encoding="utf-8")
     else:
         raise LocalEngineError(f"--format {fmt} is not written by the local engine")
     (path / "_SUCCESS").write_text("")

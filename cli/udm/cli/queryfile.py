@@ -30,7 +30,8 @@ from pydantic import (
 )
 
 from udm.testing.loading import validation_messages
-from udm.testing.schema import FixtureError, WindowModel, yaml_documents
+from udm.testing.schema import FixtureError, WindowModel
+from udm.testing.yamlread import read_documents
 
 __all__ = [
     "QueryFileError",
@@ -219,14 +220,25 @@ def literal_path(path: Path) -> str:
 
 
 def _document(path: Path) -> Any:
-    """The one YAML mapping of a query spec, lines remembered."""
+    """The one YAML mapping of a query spec, lines remembered; raises
+    :class:`QueryFileError` for a mistake the YAML loader read past too."""
+    data, problems = _read_document(path)
+    if problems:
+        raise QueryFileError("\n".join(problems))
+    return data
+
+
+def _read_document(path: Path) -> tuple[Any, list[str]]:
+    """The one YAML mapping of a query spec, lines remembered, and the
+    mistakes the YAML loader read past (a key given twice ...), to report
+    with the spec's other mistakes."""
     try:
-        docs = list(yaml_documents(path))
+        docs, problems = read_documents(path)
     except FixtureError as exc:
         raise QueryFileError(str(exc)) from None
     if len(docs) != 1 or not isinstance(docs[0][0], dict):
         raise QueryFileError(f"{path}: a query spec is one YAML mapping (source, window, ...)")
-    return docs[0][0]
+    return docs[0][0], problems
 
 
 def _spec(path: Path) -> tuple[QuerySpec, Any]:
@@ -414,8 +426,7 @@ def check_query_file(path: Path) -> None:
     if not path.is_file():
         raise QueryFileError(f"{path}: no such query file")
     if path.suffix in (".yaml", ".yml"):
-        data = _document(path)
-        problems: list[str] = []
+        data, problems = _read_document(path)
         spec: QuerySpec | None = None
         try:
             spec = QuerySpec.model_validate(data)

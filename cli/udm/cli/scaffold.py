@@ -51,9 +51,12 @@ def new(
     import re
 
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
+        # ASCII only: the name is also the distribution's, which PyPI and
+        # pip take in ASCII letters, digits, _ and - only
         raise fail(
-            f"library name {name!r} must be a lowercase Python identifier (letters, digits, _) "
-            "that is not a Python keyword, e.g. my_udms"
+            f"library name {name!r} must be a Python identifier of lowercase ASCII letters "
+            "(a-z), digits and _, not starting with a digit and not a Python keyword, "
+            f"e.g. {_ascii_name(name)}"
         )
     distribution = name.replace("_", "-") if "_" in name else f"{name}-udms"
     taken = _name_taken(name, output_dir / distribution)
@@ -98,6 +101,22 @@ def new(
         "and the PyPI project named udm is an unrelated one)",
         markup=False,
     )
+
+
+def _ascii_name(name: str) -> str:
+    """A valid name close to a refused one (``ünï`` -> ``uni``, ``My-Udms``
+    -> ``my_udms``), or ``my_udms`` when none is."""
+    import keyword
+    import re
+    import unicodedata
+
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower()
+    plain = re.sub(r"[^a-z0-9_]+", "_", plain).strip("_")
+    if not plain:
+        return "my_udms"
+    if plain[0].isdigit():
+        return f"udms_{plain}"
+    return f"{plain}_udms" if keyword.iskeyword(plain) else plain
 
 
 def _name_taken(name: str, target: Path) -> str | None:
