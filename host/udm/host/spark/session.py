@@ -69,6 +69,7 @@ def driver_conf() -> dict[str, str]:
     location = shlex.quote(LOG4J_CONFIG.resolve().as_uri())
     return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={location}"}
 
+
 DEFAULT_MASTER = "local[2]"
 
 
