@@ -67,7 +67,7 @@ def test_times_are_written_from_their_ticks_past_python_dates() -> None:
     assert tick_text(INFINITY) == "+294247-01-10T04:00:54.775807Z"
 
 
-def test_csv_fields_are_quoted_and_trimmed_as_spark_does() -> None:
+def test_csv_fields_are_quoted_as_spark_does_and_keep_their_whitespace() -> None:
     values = ["plain", "", None, "a,b", 'a"b', "a\\b", " lead", "\tx\n", "#c", "\t#x", "a\\\n"]
     values += ["'q'", "ünï", "x\ry"]
     table = pa.table({"s": pa.array(values, pa.string()), "a,b": list(range(len(values)))})
@@ -79,11 +79,11 @@ def test_csv_fields_are_quoted_and_trimmed_as_spark_does() -> None:
         '"a,b",3',
         '"a\\"b",4',
         "a\\b,5",
-        "lead,6",
-        '"x",7',  # quoted for the line break, which is then trimmed
+        " lead,6",
+        '"\tx\n",7',  # quoted for the line break
         '"#c",8',
-        "#x,9",
-        '"a\\\\",10',
+        "\t#x,9",
+        '"a\\\\\n",10',
         "'q',11",
         "ünï,12",
         '"x\ry",13',
@@ -169,3 +169,19 @@ def test_local_and_spark_write_the_same_text(spark: Any, tmp_path: Path) -> None
                 ["start,end,k,mean"],
                 [f'{m13},{m14},"a,b",7.0', f"{m13},{m14},ünï,3.75", f'{m14},{m15},"a,b",5.0'],
             )
+
+
+@pytest.mark.spark
+def test_spark_csv_keeps_leading_and_trailing_whitespace(spark: Any, tmp_path: Path) -> None:
+    """Spark's CSV writer trims text fields by default ("  a " written as
+    "a"): udm's writes keep every value, and read it back the same."""
+    from udm.host.spark.output import read_result, write_result
+
+    values = ["  a ", "\tb", " ", "x\n y", "plain"]
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], "i int, s string")
+    out = tmp_path / "ws"
+    write_result(df.coalesce(1), str(out), "csv")
+    text = "".join(p.read_text(encoding="utf-8") for p in sorted(out.glob("part-*.csv")))
+    assert text == 'i,s\n0,  a \n1,\tb\n2, \n3,"x\n y"\n4,plain\n'
+    back = read_result(spark, str(out), "csv", df.schema).orderBy("i").collect()
+    assert [r.s for r in back] == values

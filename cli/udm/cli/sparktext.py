@@ -14,8 +14,10 @@ compares the two on the same query):
 * times from their ticks, six fraction digits, ``Z`` for a time with a
   zone, a ``+`` before a year past 9999 (the end of time is
   ``+294247-01-10T04:00:54.775807Z``);
-* a CSV text field loses leading and trailing whitespace and control
-  characters, is ``""`` when nothing is left, and is quoted when it holds
+* a CSV text field keeps its leading and trailing whitespace (udm writes
+  Spark's CSV with ``ignoreLeadingWhiteSpace`` and
+  ``ignoreTrailingWhiteSpace`` off: Spark's writer would trim it), is
+  ``""`` when empty, and is quoted when it holds
   ``,``, ``"`` or a line break or starts with ``#``, with ``\\`` and ``"``
   escaped by ``\\`` inside the quotes; a null is an empty field.
 """
@@ -161,15 +163,10 @@ def _upper_hex(match: re.Match[str]) -> str:
     return "\\u00" + match.group(1).upper() if match.group(1) else match.group(0)
 
 
-#: what univocity trims from a CSV field: every character up to the space
-_BLANK = "".join(map(chr, range(33)))
-
-
 def _csv_field(text: str) -> str:
-    """A text field as Spark's CSV writer writes it (see the module doc);
-    whether to quote is decided before the trimming, as Spark does."""
+    """A text field as Spark's CSV writer writes it with udm's options (see
+    the module doc)."""
     quote = any(c in text for c in ',"\n\r') or text.startswith("#")
-    text = text.strip(_BLANK)
     if not text:
         return '""'
     if quote:

@@ -57,6 +57,11 @@ def _options(fmt: str) -> dict[str, str]:
     options = dict(EXACT_TIME_OPTIONS) if fmt in ("csv", "json") else {}
     if fmt == "csv":
         options["header"] = "true"
+        # Spark's CSV writer trims leading and trailing whitespace by
+        # default: a value "  a " would be written (and read back) as "a"
+        options["ignoreLeadingWhiteSpace"] = "false"
+        options["ignoreTrailingWhiteSpace"] = "false"
+        options["multiLine"] = "true"  # (reading) a quoted field may hold a line break
     if fmt == "json":
         options["ignoreNullFields"] = "false"  # "end": null, not a missing key
     return options
