@@ -312,11 +312,8 @@ class Host(GeneralPath, Snapshots):
                 return
             if type(element) is Insert and fast.insert_quick(element, live, LiveEvent, out):
                 validator.position += 1
-            elif type(element) is Cti:
-                self._cti_after_run(element, out)
             else:
-                fast.settle(live, LiveEvent)
-                out.extend(self.process(element))
+                self._after_run(element, out)
             b.position += 1
 
     def _columns(self, elements: list[Element], b: _Batch) -> None:
@@ -345,14 +342,21 @@ class Host(GeneralPath, Snapshots):
             if pos < stop:
                 self._elements(iter(elements[pos : stop + 1]), b)
             elif stop < n:  # the run applied: the element after it at once
-                element = elements[stop]
-                if type(element) is Cti:
-                    self._cti_after_run(element, out)
-                else:
-                    fast.settle(live, LiveEvent)
-                    out.extend(self.process(element))
+                self._after_run(elements[stop], out)
                 b.position += 1
             pos = stop + 1
+
+    def _after_run(self, element: Element, out: list[Element]) -> None:
+        """The element that ended a run of inserts the grid path applied: a
+        CTI on the grid path's short step, anything else one by one once
+        the run's events are settled in the validator."""
+        if type(element) is Cti:
+            self._cti_after_run(element, out)
+        else:
+            fast = self._fast
+            assert fast is not None
+            fast.settle(self.validator.live, LiveEvent)
+            out.extend(self.process(element))
 
     def _fast_run(self, rows: Iterator[Any], as_elements: bool, b: _Batch) -> Any:
         """One :meth:`GridPath.run` over ``rows`` inside batch ``b``: the

@@ -24,7 +24,7 @@ raises with the usual undo and message.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from itertools import count, repeat
 from operator import add as add_ints
 from operator import floordiv, gt, itemgetter, sub
@@ -61,20 +61,10 @@ class GridColumns(GridCore):
             and (self.value_fn is None or self.value_field is not None)
         )
 
-    def insert_raw(
-        self,
-        ident: Hashable,
-        start: int,
-        end: int,
-        payload: Any,
-        live: dict[Hashable, Any],
-        make_live: Any,
-        out: list[Element],
-    ) -> bool:
-        """One insert given by its fields (see
-        :meth:`GridPath.insert_raw <udm.host.gridpath.GridPath.insert_raw>`,
-        which defines it)."""
-        raise NotImplementedError
+    #: one insert given by its fields: (id, start, end, payload, live,
+    #: make_live, out) -> applied; :meth:`GridPath.insert_raw
+    #: <udm.host.gridpath.GridPath.insert_raw>` defines it
+    insert_raw: Callable[[Hashable, int, int, Any, dict[Hashable, Any], Any, list[Element]], bool]
 
     def run_columns(
         self,

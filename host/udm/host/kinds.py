@@ -17,12 +17,11 @@ change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from udm.host.gridpath import GridPath
 from udm.host.gridstate import eligible, slice_eligible
-from udm.host.hoststate import OutputId
 from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import INFINITY, MIN_TIME
@@ -302,33 +301,18 @@ def grid_path(
     udm: Udm,
     policy: OutputPolicy,
     clipping: InputClipping,
-    conservative: bool,
-    key_fn: Callable[[Any], Hashable] | None,
-    value_fn: Callable[[Any], Any] | None,
-    label: str,
-    new_id: Callable[[Hashable], OutputId],
-    keep_events: bool = True,
-    fields: tuple[str | None, str | None] = (None, None),
+    **options: Any,
 ) -> GridPath | None:
     """The grid path for a query it computes exactly (states updated by
     ``add``/``remove`` when :func:`eligible`, else windows read as slices
-    when :func:`slice_eligible`), or None: the general path runs it."""
+    when :func:`slice_eligible`), or None: the general path runs it.
+    ``options`` are the grid path's other arguments (``conservative``,
+    ``key_fn``, ``value_fn``, ``label``, ``new_id``, ``keep_events``,
+    ``fields``: see :class:`~udm.host.gridcore.GridCore`)."""
     invertible = eligible(window, udm, policy, clipping)
     if not (invertible or slice_eligible(window, udm, policy)):
         return None
-    return GridPath(
-        window,
-        udm,
-        policy,
-        conservative,
-        key_fn,
-        value_fn,
-        label,
-        new_id,
-        keep_events=keep_events,
-        slices=not invertible,
-        fields=fields,
-    )
+    return GridPath(window, udm, policy, slices=not invertible, **options)
 
 
 def register_kind(spec: type[WindowSpec], kind: type[WindowKind[Any]]) -> None:

@@ -194,12 +194,10 @@ def check_row(
     ended, for a null end)."""
     if start is None:
         return reason_null(start_col)
-    try:
-        s = to_ticks(start)
-    except SubMicrosecondError:
-        return reason_sub_microsecond(start_col)
-    except (ValueError, TypeError):
-        return reason_unparsable(start_col)
+    s = _tick_or_reason(start, start_col)
+    if type(s) is str:
+        return s
+    assert isinstance(s, int)
     if shape == "point" or end_col is None:
         if s >= INFINITY:
             return reason_end_of_time(start_col)
@@ -208,15 +206,23 @@ def check_row(
         if shape == "edge":
             return s, INFINITY
         return reason_no_end(end_col, open_end)
-    try:
-        e = to_ticks(end)
-    except SubMicrosecondError:
-        return reason_sub_microsecond(end_col)
-    except (ValueError, TypeError):
-        return reason_unparsable(end_col)
+    e = _tick_or_reason(end, end_col)
+    if type(e) is str:
+        return e
+    assert isinstance(e, int)
     if e <= s:
         return reason_order(start_col, end_col)
     return s, e
+
+
+def _tick_or_reason(value: Any, column: str) -> int | str:
+    """``value`` (not None) in ticks, or why column ``column`` cannot hold it."""
+    try:
+        return to_ticks(value)
+    except SubMicrosecondError:
+        return reason_sub_microsecond(column)
+    except (ValueError, TypeError):
+        return reason_unparsable(column)
 
 
 def start_of(event: Any) -> Any:
