@@ -22,6 +22,7 @@ from udm.host.time import INFINITY, SubMicrosecondError, to_ticks
 from udm.sdk.events import IntervalEvent
 
 __all__ = [
+    "NAN_KEY",
     "OPEN_BY_SHAPE",
     "OPEN_IN_MEMORY",
     "SUB_MICROSECOND",
@@ -359,12 +360,48 @@ def check_output_names(
         seen.add(c)
 
 
+class _NanKey(float):
+    """The one NaN group key: NaN equals NaN as a key (docs/concepts.md,
+    "Group keys"), as Spark SQL groups and joins it and .NET's ``Equals``
+    (StreamInsight's group-by) compares it. Python's NaN is unequal to
+    itself, and since 3.10 each NaN object hashes apart, so two NaN keys
+    would be two groups in a dict; every NaN key becomes this float,
+    equal to any NaN, of one hash, and itself again when unpickled (an
+    engine's saved state, a Spark worker's)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and other != other
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return 0x7FF8  # (NaN's exponent bits)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _nan_key, ()
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+#: the value every NaN group key becomes (see :class:`_NanKey`)
+NAN_KEY = _NanKey("nan")
+
+
+def _nan_key() -> float:
+    return NAN_KEY
+
+
 def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
     """A row's group as a dict key: the key column's value (a tuple for
     several), an array key as a tuple and a struct key as a tuple of
-    (field, value) pairs, since lists and dicts cannot be dict keys."""
+    (field, value) pairs, since lists and dicts cannot be dict keys; a
+    NaN (anywhere in it) is :data:`NAN_KEY`, so all NaN keys are one."""
 
     def hashable(v: Any) -> Any:
+        if isinstance(v, float) and v != v:
+            return NAN_KEY
         if isinstance(v, list):
             return tuple(hashable(x) for x in v)
         if isinstance(v, dict):

@@ -25,6 +25,7 @@ The Spark engine (:mod:`udm.host.spark.execute`) takes them from :data:`HANDLERS
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ from udm.host.spark.mixedtypes import check_join_keys, check_union_columns
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
-from udm.host.time import INFINITY
+from udm.host.time import INFINITY, MIN_TIME
 
 __all__ = ["HANDLERS"]
 
@@ -95,7 +96,7 @@ def _shortcut(node: logical.AlterLifetimeNode) -> tuple[str, str] | None:
             f"CASE WHEN {e} >= {_INF} THEN {_INF} "
             f"WHEN {past} THEN {_past_the_end(node, e)} ELSE {e} + ({d}L) END"
         )
-        return f"{s} + ({d}L)", end
+        return _shifted_start(node), end
     if node.form in ("set_duration", "to_points"):
         past = f"CASE WHEN {e} >= {_INF} THEN {_INF} ELSE {_past_the_end(node, s)} END"
         return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {past} ELSE {s} + ({d}L) END"
@@ -105,6 +106,28 @@ def _shortcut(node: logical.AlterLifetimeNode) -> tuple[str, str] | None:
         fits = f"CASE WHEN {s} >= {INFINITY - d}L THEN {e} "
         return s, fits + f"WHEN {e} > {s} + {d}L THEN {s} + {d}L ELSE {e} END"
     return None
+
+
+def _shifted_start(node: logical.AlterLifetimeNode) -> str:
+    """SQL of a shifted start, failing the query for a start the shift
+    takes out of the time range ``[MIN_TIME, INFINITY)`` with the message
+    of :func:`udm.host.algebra.mapped_start` (never Spark's overflow, nor
+    a silent ``-2**63``). The bound is compared before adding, so the sum
+    is only computed when it fits."""
+    s, e, d = quoted(S_COL), quoted(E_COL), node.amount
+    if d >= 0:
+        bound = INFINITY - d  # s + d >= INFINITY <=> s >= bound
+        out = "true" if bound < MIN_TIME else f"{s} >= {bound}L"
+    else:
+        bound = MIN_TIME - d  # s + d < MIN_TIME <=> s < bound
+        out = "true" if bound > INFINITY else f"{s} < {bound}L"
+    new_start = f"CAST(CAST({s} AS DECIMAL(20, 0)) + {d} AS STRING)"
+    error = (
+        f"raise_error(concat('udm.host.errors.OperatorError: ', {sql_string(node.describe())}, "
+        f"' at (', CAST({s} AS STRING), ', ', CAST({e} AS STRING), '): the new start ', "
+        f"{new_start}, ' is outside the time range'))"
+    )
+    return f"CASE WHEN {out} THEN {error} ELSE {s} + ({d}L) END"
 
 
 def _past_the_end(node: logical.AlterLifetimeNode, base: str) -> str:
@@ -185,13 +208,31 @@ def _check_monotone(df: DataFrame, start_fn: Any, name: str) -> None:
 # ------------------------------------------------------------------- join
 
 
-def _check_on(where: str, on: tuple[str, ...], side: str, table: SparkTable) -> None:
-    missing = [k for k in on if k not in table.frame.columns]
-    if missing:
-        raise OperatorError(
-            where,
-            f"the {side} stream has no column(s) {missing}; its columns: {table.frame.columns}",
-        )
+def _with_on(
+    where: str, on: tuple[str, ...], left: SparkTable, right: SparkTable
+) -> tuple[SparkTable, SparkTable]:
+    """Both sides with every key column. A side without events may lack
+    them (an in-memory stream without events has no columns): it gets
+    them as null columns of the other side's type (else void), since no
+    row of it can meet another, as the in-process engines check columns
+    only against events. A side with events that lacks one is refused."""
+    out = []
+    for side, table, other in (("left", left, right), ("right", right, left)):
+        missing = [k for k in on if k not in table.frame.columns]
+        if not missing:
+            out.append(table)
+            continue
+        df = table.frame.df
+        if df.isStreaming or not df.isEmpty():  # a job only when a key column is missing
+            raise OperatorError(
+                where,
+                f"the {side} stream has no column(s) {missing}; its columns: {table.frame.columns}",
+            )
+        types = {f.name: f.dataType for f in other.frame.df.schema.fields}
+        for k in missing:
+            df = df.withColumn(k, F.lit(None).cast(types.get(k, T.NullType())))
+        out.append(dataclasses.replace(table, frame=table.frame.with_df(df)))
+    return out[0], out[1]
 
 
 def _bucket_width(left: DataFrame, right: DataFrame) -> tuple[int, int]:
@@ -220,9 +261,7 @@ def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
 
 def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, logical.JoinNode)
-    left, right = engine.run(node.left), engine.run(node.right)
-    for side, table in (("left", left), ("right", right)):
-        _check_on(node.describe(), node.on, side, table)
+    left, right = _with_on(node.describe(), node.on, engine.run(node.left), engine.run(node.right))
     if left.frame.time != right.frame.time:
         raise OperatorError(
             node.describe(),
@@ -333,9 +372,7 @@ def _select_pairs(
 
 def _anti_join(engine: SparkRunner, node: PlanNode) -> SparkTable:
     assert isinstance(node, logical.AntiJoinNode)
-    left, right = engine.run(node.left), engine.run(node.right)
-    for side, table in (("left", left), ("right", right)):
-        _check_on(node.describe(), node.on, side, table)
+    left, right = _with_on(node.describe(), node.on, engine.run(node.left), engine.run(node.right))
     on = node.on
     check_join_keys(node.describe(), on, left.frame.df, right.frame.df)
     where = None if node.where is None else pair_udf(node.where, "where", node.describe())

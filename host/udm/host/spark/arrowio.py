@@ -19,6 +19,7 @@ from udm.host.errors import UdmInvocationError
 from udm.host.invoke import udm_label
 from udm.host.plan import UdmCall, WindowOp
 from udm.host.spark.types import (
+    UDM_TYPE_HINT,
     arrow_schema,
     declared_result_type,
     dumps,
@@ -61,9 +62,14 @@ def call_type(call: UdmCall) -> T.DataType | None:
 
 
 def to_arrow_column(
-    values: list[Any], dtype: pa.DataType | None, what: Callable[[int], str]
+    values: list[Any],
+    dtype: pa.DataType | None,
+    what: Callable[[int], str],
+    hint: str = UDM_TYPE_HINT,
 ) -> pa.Array:
-    """Values as an Arrow array of ``dtype`` (None: pickled binary)."""
+    """Values as an Arrow array of ``dtype`` (None: pickled binary);
+    ``hint``: how the caller's user gives another type, for a value that
+    does not fit (each call site has its own option)."""
     if dtype is None:
         return pa.array([None if v is None else dumps(v) for v in values], pa.binary())
     try:
@@ -81,8 +87,7 @@ def to_arrow_column(
             except Exception:
                 raise TypeError(
                     f"{what(i)} returned {v!r:.80}, which does not fit the result type "
-                    f"{dtype}; fix the UDM's return annotation or pass returns= "
-                    "(a Spark DDL type such as 'double')"
+                    f"{dtype}; {hint}"
                 ) from None
         raise TypeError(f"results do not fit the result type {dtype}: {exc}") from None
 

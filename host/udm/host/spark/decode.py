@@ -25,6 +25,7 @@ from udm.host.plan import E_COL, S_COL
 from udm.host.spark.arrowio import to_arrow_column
 from udm.host.spark.frame import map_in_arrow
 from udm.host.spark.types import (
+    UDM_TYPE_HINT,
     arrow_schema,
     concrete,
     infer_column,
@@ -37,14 +38,17 @@ __all__ = ["decode_pickled", "release", "released_with", "tracking_persisted"]
 
 
 def _collect_types(
-    columns: list[str],
+    columns: list[str], labels: dict[str, str], hint: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def types_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         found: dict[str, T.DataType | None] = dict.fromkeys(columns)
         for batch in batches:
             for c in columns:
                 values = (pickle.loads(b) for b in batch.column(c).to_pylist() if b is not None)
-                found[c] = unify(found[c], infer_column(values))
+                try:
+                    found[c] = unify(found[c], infer_column(values))
+                except TypeError as exc:  # in a worker: the driver's wording, hint and all
+                    raise TypeError(_untyped(labels, c, exc, hint)) from None
         yield pa.RecordBatch.from_pydict(
             {
                 "column": list(found),
@@ -55,8 +59,13 @@ def _collect_types(
     return types_of
 
 
+def _untyped(labels: dict[str, str], column: str, exc: TypeError, hint: str) -> str:
+    """Why the results of ``column`` have no Spark type, and how to give one."""
+    return f"{labels.get(column, f'the results in {column}')}: {exc}; {hint}"
+
+
 def _decode(
-    schema: pa.Schema, columns: list[str], labels: dict[str, str], keys: list[str]
+    schema: pa.Schema, columns: list[str], labels: dict[str, str], keys: list[str], hint: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -66,7 +75,7 @@ def _decode(
                 if f.name in columns:
                     values = [None if b is None else pickle.loads(b) for b in col.to_pylist()]
                     what = _result_of(batch, labels.get(f.name, f"the result in {f.name}"), keys)
-                    col = to_arrow_column(values, f.type, what)
+                    col = to_arrow_column(values, f.type, what, hint)
                 arrays.append(col)
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
@@ -124,9 +133,12 @@ def decode_pickled(
     columns: list[str],
     labels: dict[str, str] | None = None,
     keys: Sequence[str] = (),
+    hint: str = UDM_TYPE_HINT,
 ) -> tuple[DataFrame, dict[str, T.DataType]]:
     """Type pickled result columns from their values (``labels``: who
-    computed each column, and ``keys``, for an error naming a result).
+    computed each column, and ``keys``, for an error naming a result;
+    ``hint``: how the caller's user gives the type instead, for values
+    no one Spark type holds).
 
     The pickled table is persisted (the UDMs run once), one job unifies
     the value types of every column over all rows, and a ``mapInArrow``
@@ -146,7 +158,9 @@ def decode_pickled(
         tracked.append(private)
     df = private.drop(_NONCE)
     found: dict[str, T.DataType | None] = dict.fromkeys(columns)
-    rows = map_in_arrow(df.select(*columns), _collect_types(columns), "column string, type string")
+    labels = labels or {}
+    types_of = _collect_types(columns, labels, hint)
+    rows = map_in_arrow(df.select(*columns), types_of, "column string, type string")
     with udm_errors():  # the UDMs run here, while the query is planned
         collected = rows.collect()
     for r in collected:
@@ -154,13 +168,13 @@ def decode_pickled(
         try:
             found[r["column"]] = unify(found[r["column"]], t)
         except TypeError as exc:
-            raise TypeError(f"UDM results of column {r['column']}: {exc}") from None
+            raise TypeError(_untyped(labels, r["column"], exc, hint)) from None
     types = {c: concrete(t) for c, t in found.items()}
     fields = [
         T.StructField(f.name, types[f.name], True) if f.name in types else f
         for f in df.schema.fields
     ]
     schema = T.StructType(fields)
-    decode = _decode(arrow_schema(schema), columns, labels or {}, list(keys))
+    decode = _decode(arrow_schema(schema), columns, labels, list(keys), hint)
     decoded = map_in_arrow(df, decode, schema)
     return decoded, types

@@ -46,7 +46,13 @@ from udm.host.spark.frame import EventFrame, from_rows, map_in_arrow, normalize,
 from udm.host.spark.keysample import head_of, narrow_chain, sample_frame, summarize
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkTable
-from udm.host.spark.types import arrow_schema, from_returns, function_result_type, normalize_value
+from udm.host.spark.types import (
+    SELECT_TYPE_HINT,
+    arrow_schema,
+    from_returns,
+    function_result_type,
+    normalize_value,
+)
 from udm.host.spark.windowop import evaluate_op
 from udm.host.strategy import PartialChoice, choose_partial, partial_is_open
 
@@ -96,12 +102,22 @@ def source_frame(
         frame, metrics = normalize(source, quiet)
     else:
         assert source.rows is not None
-        frame = from_rows(_session(spark), list(source.rows), source.timestamps, source.columns)
+        frame = from_rows(_session(spark), list(source.rows), source.timestamps, _columns(source))
         metrics = QueryMetrics(dict(source.dropped))
     keys: tuple[str, ...] = ()
     for node in pushed or []:
         frame, keys = apply_simple(frame, keys, node)
     return frame, metrics
+
+
+def _columns(source: Source) -> tuple[str, ...]:
+    """The columns an in-memory source has even without events: its
+    inserts' (all retracted, maybe), and a scalar stream's ``value`` (a
+    ``from_events`` stream with no insert at all is scalar, and a window's
+    UDM reads that column, which an empty table must still have)."""
+    if source.scalar and SCALAR_COL not in source.columns:
+        return (*source.columns, SCALAR_COL)
+    return source.columns
 
 
 def apply_simple(
@@ -430,14 +446,15 @@ def _select(frame: EventFrame, keys: tuple[str, ...], node: SelectNode, scalar: 
             for j, fn in enumerate(fns):
                 values = [normalize_value(fn(r)) for r in rows]
                 dtype = None if pickled_flags[j] else new_types[j]
-                arrays.append(to_arrow_column(values, dtype, _const(f"select({labels[j]}=...)")))
+                label = _const(f"select({labels[j]}=...)")
+                arrays.append(to_arrow_column(values, dtype, label, SELECT_TYPE_HINT))
             yield pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, *tmp])
 
     computed = map_in_arrow(df, project_batches, schema)
     pickled = [n for n, t in zip(tmp, types, strict=True) if t is None]
     if pickled:
         shown = {t: f"select({n}=...)" for t, (n, _, _) in zip(tmp, udfs, strict=True)}
-        computed, _ = decode_pickled(computed, pickled, shown, keys)
+        computed, _ = decode_pickled(computed, pickled, shown, keys, SELECT_TYPE_HINT)
     sel = [F.col(quoted(c)) for c in keep] + [c for c in names if not isinstance(c, str)]
     sel += [e.alias(n) for n, e in native]
     sel += [F.col(t).alias(n) for t, (n, _, _) in zip(tmp, udfs, strict=True)]

@@ -33,9 +33,10 @@ from udm.host.rows import (
     reason_order,
     reason_unparsable,
 )
+from udm.host.spark.rowtypes import arrow_table
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import TIME_META
-from udm.host.time import INFINITY
+from udm.host.time import INFINITY, MIN_TIME
 
 __all__ = [
     "EventFrame",
@@ -56,6 +57,7 @@ _EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
 
 
 _INF = f"{INFINITY}L"
+_MIN = f"{MIN_TIME}L"
 
 
 def show_time(col: str, kind: TimeKind, end_of_time: int = INFINITY) -> Column:
@@ -182,6 +184,8 @@ def source_checks(source: Source) -> Checks:
     checks: list[tuple[str, str]] = [(f"{quoted(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
         checks.append((s_bad, reason_unparsable(start)))
+    if kind == "long":  # -2**63 is a long but no time (to_ticks refuses it)
+        checks.append((f"{s_ticks} < {_MIN}", reason_unparsable(start)))
     end = source.end
     if end is None:
         checks.append((f"{s_ticks} >= {_INF}", reason_end_of_time(start)))
@@ -200,6 +204,8 @@ def source_checks(source: Source) -> Checks:
             e_ticks = raw_e
         if e_bad is not None:
             checks.append((e_bad, reason_unparsable(end)))
+        if e_kind == "long":
+            checks.append((f"{raw_e} < {_MIN}", reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
     on_null_key = source.on_null_key
     keys = [(f"{quoted(k)} IS NULL", reason_null_key(k)) for k in source.key_columns]
@@ -291,7 +297,7 @@ def from_rows(
     retracted) are null columns, as the in-process engines have them."""
     records = [{S_COL: s, E_COL: e, **p} for s, e, p in rows]
     if records:
-        table = pa.Table.from_pylist(records)
+        table = arrow_table(records)  # a mixed column: a TypeError naming it
     else:
         table = pa.table({S_COL: pa.array([], pa.int64()), E_COL: pa.array([], pa.int64())})
     for c in columns:

@@ -34,7 +34,14 @@ from udm.host.rows import UdfError, normalize_value
 from udm.host.spark.errors import udm_errors
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import map_in_arrow, quoted
-from udm.host.spark.types import arrow_schema, concrete, dumps, infer_type, unify
+from udm.host.spark.types import (
+    JOIN_TYPE_HINT,
+    arrow_schema,
+    concrete,
+    dumps,
+    infer_type,
+    unify,
+)
 
 __all__ = ["select_pairs"]
 
@@ -95,7 +102,7 @@ def select_pairs(
 
 def _struct_array(dicts: list[dict[str, Any]], struct: T.StructType, label: str) -> pa.Array:
     arrow_type = arrow_schema(T.StructType([T.StructField(_MADE, struct, True)])).field(0).type
-    return to_arrow_column(dicts, arrow_type, lambda i: label)
+    return to_arrow_column(dicts, arrow_type, lambda i: label, JOIN_TYPE_HINT)
 
 
 def _declared(made: list[dict[str, Any]], struct: T.StructType, label: str) -> list[dict[str, Any]]:
@@ -119,7 +126,10 @@ def _inferred(built: DataFrame, label: str) -> T.StructType:
         found: T.DataType | None = None
         for batch in batches:
             for blob in batch.column(_MADE).to_pylist():
-                found = unify(found, infer_type(pickle.loads(blob)))
+                try:
+                    found = unify(found, infer_type(pickle.loads(blob)))
+                except TypeError as exc:  # in a worker: the driver's wording
+                    raise TypeError(f"{label}: {exc}; {JOIN_TYPE_HINT}") from None
         yield pa.RecordBatch.from_pydict({"type": [None if found is None else found.json()]})
 
     with udm_errors():  # the select runs here, while the query is planned
@@ -130,7 +140,7 @@ def _inferred(built: DataFrame, label: str) -> T.StructType:
         try:
             found = unify(found, t)
         except TypeError as exc:
-            raise TypeError(f"{label}: {exc}") from None
+            raise TypeError(f"{label}: {exc}; {JOIN_TYPE_HINT}") from None
     typed = concrete(found) if found is not None else T.StructType([])
     assert isinstance(typed, T.StructType)
     return typed

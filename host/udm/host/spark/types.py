@@ -30,7 +30,10 @@ from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent, is_time
 
 __all__ = [
+    "JOIN_TYPE_HINT",
+    "SELECT_TYPE_HINT",
     "TIME_META",
+    "UDM_TYPE_HINT",
     "annotation_type",
     "arrow_schema",
     "declared_result_type",
@@ -52,6 +55,26 @@ def dumps(value: Any) -> bytes:
 
         dump: Callable[..., bytes] = cloudpickle.dumps
         return bytes(dump(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+#: what to do about results no one Spark type holds, or that do not fit
+#: the declared one, by where they come from: a Spark column has one type,
+#: and each call site declares it its own way (a window's UDM ``returns=``
+#: or its annotation, ``select`` a ``(udf, type)`` tuple, a join's
+#: ``select=`` a ``TypedDict``); appended to the errors of
+#: :func:`infer_type`, :func:`unify` and ``to_arrow_column``, which know
+#: none of them
+UDM_TYPE_HINT = (
+    "return values of one type and declare it: returns= in aggregate()/apply() "
+    "(a DDL string such as 'string' or 'double'), or the UDM's return annotation"
+)
+SELECT_TYPE_HINT = (
+    "return values of one type and declare it as a (udf, type) tuple: select(name=(udf, 'string'))"
+)
+JOIN_TYPE_HINT = (
+    "return values of one type per column and declare them: annotate the select= "
+    "function's return type with a TypedDict"
+)
 
 
 def type_name(t: T.DataType) -> str:
@@ -105,7 +128,7 @@ def infer_type(value: Any) -> T.DataType | None:
         return T.ArrayType(elem if elem is not None else T.NullType(), True)
     raise TypeError(
         f"cannot store a {type(value).__name__} ({value!r:.60}) in a Spark column; return "
-        "numbers, strings, booleans, datetimes, lists, dicts or dataclasses, or pass returns="
+        "numbers, strings, booleans, datetimes, lists, dicts or dataclasses"
     )
 
 
@@ -133,7 +156,7 @@ def unify(a: T.DataType | None, b: T.DataType | None) -> T.DataType | None:
     if isinstance(a, T.ArrayType) and isinstance(b, T.ArrayType):
         elem = unify(a.elementType, b.elementType)
         return T.ArrayType(elem if elem is not None else T.NullType(), True)
-    raise TypeError(f"results mix {type_name(a)} and {type_name(b)} values; pass returns=")
+    raise TypeError(f"results mix {type_name(a)} and {type_name(b)} values")
 
 
 def concrete(t: T.DataType | None) -> T.DataType:

@@ -1,0 +1,233 @@
+"""Inputs at the edges, on Spark batch as on the in-process engines
+(black-box acceptance findings): in-memory streams without events, times
+at the ends of the tick range, payload columns of mixed types, results of
+mixed types, and NaN group keys (every NaN is one key, on every engine).
+
+Each Spark test runs one or two small queries; the expected results are
+the reference engine's, or written out by hand.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import re
+from typing import Any
+
+import pytest
+
+from udm.host import MIN_TIME, Cht, Cti, Insert, Retract
+from udm.host.errors import InvalidEventError, OperatorError
+from udm.host.query import Stream
+from udm.host.rows import NAN_KEY, key_of
+from udm.host.time import INFINITY
+from udm.sdk import aggregate
+
+
+@aggregate
+def cnt(values: list[Any]) -> int:
+    """How many events a window holds."""
+    return len(values)
+
+
+# ------------------------------------------------ streams without events
+
+NO_LIVE_EVENTS = {
+    "no elements": [],
+    "a CTI alone": [Cti(5)],
+    "every insert retracted": [Insert("a", 1, 3, 5), Retract("a", 1, 3, 1)],
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("elements", list(NO_LIVE_EVENTS.values()), ids=list(NO_LIVE_EVENTS))
+def test_a_window_over_a_from_events_stream_without_events(spark: Any, elements: Any) -> None:
+    """A KeyError: the scalar stream's ``value`` column was missing."""
+    q = Stream.from_events(elements).tumbling_window(5).aggregate(cnt)
+    assert q.to_cht(engine="reference") == Cht([])
+    assert q.to_cht(engine="spark") == Cht([])
+
+
+@pytest.mark.spark
+def test_joins_with_an_in_memory_stream_without_events(spark: Any) -> None:
+    """'the right stream has no column(s) ['k']': a stream without events
+    lacks no column, as on the in-process engines."""
+    left = Stream.from_events([Insert("a", 1, 3, {"k": 1, "v": 2})])
+    for empty in (Stream.from_cht([]), Stream.from_events([])):
+        anti = left.left_anti_join(empty, on="k")
+        assert anti.to_cht(engine="spark") == Cht([(1, 3, {"k": 1, "v": 2})])
+        assert left.join(empty, on="k").to_cht(engine="spark") == {}
+    assert Stream.from_cht([]).join(left, on="k").to_cht(engine="spark") == {}
+
+
+@pytest.mark.spark
+def test_a_join_side_with_events_but_no_key_column_is_still_refused(spark: Any) -> None:
+    left = Stream.from_cht([(0, 10, {"k": "a"})])
+    right = Stream.from_cht([(0, 10, {"z": "a"})])
+    with pytest.raises(OperatorError, match=r"the right stream has no column\(s\) \['k'\]"):
+        left.join(right, on="k").to_cht(engine="spark")
+
+
+# ------------------------------------------------- the ends of the tick range
+
+
+@pytest.mark.spark
+def test_a_dataframe_time_below_min_time_is_an_invalid_row(spark: Any) -> None:
+    """-2**63 passed through as a start; in-process it is no time."""
+    df = spark.createDataFrame(
+        [(-(2**63), 5, 1), (1, 2, 2), (3, 4, 3), (5, -(2**63), 4)], "ts long, te long, v long"
+    )
+    with pytest.raises(InvalidEventError) as info:
+        Stream.from_dataframe(df, start="ts", end="te").to_cht()
+    text = str(info.value)
+    assert re.match(r"invalid event: '(ts|te)' is not a valid time; row: ", text)
+    assert "2 invalid rows in all (1 'te' is not a valid time, 1 'ts' is not a valid time)" in text
+    dropped = Stream.from_dataframe(df, start="ts", end="te", on_invalid="drop")
+    assert dropped.to_cht() == Cht([(1, 2, {"v": 2}), (3, 4, {"v": 3})])
+    reasons = {"'ts' is not a valid time": 1, "'te' is not a valid time": 1}
+    assert dropped.metrics.invalid_rows() == reasons
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    ("event", "by", "new_start"),
+    [
+        ((MIN_TIME + 2, 5, 1), -3, -(2**63)),  # was silently -2**63
+        ((MIN_TIME + 2, 5, 1), -5, -(2**63) - 2),  # was Spark's ARITHMETIC_OVERFLOW
+        ((INFINITY - 3, INFINITY, 1), 3, INFINITY),
+    ],
+)
+def test_a_shift_out_of_the_time_range_fails_as_on_the_reference(
+    spark: Any, event: tuple[int, int, int], by: int, new_start: int
+) -> None:
+    q = Stream.from_cht([(1, 2, 0), event]).shift(by)
+    s, e, _ = event
+    said = f"the new start {new_start} is outside the time range"
+    at = re.escape(f"shift by {by} at ({s}, {e}, {{'value': 1}}): {said}")
+    with pytest.raises(OperatorError, match=at):
+        q.to_cht(engine="reference")
+    with pytest.raises(OperatorError, match=re.escape(f"shift by {by} at ({s}, {e}): {said}")):
+        q.to_cht(engine="spark")
+
+
+# ------------------------------------------------------------ mixed types
+
+
+@pytest.mark.spark
+def test_a_mixed_type_in_memory_column_names_the_column_and_types(spark: Any) -> None:
+    """A raw ArrowInvalid naming neither the column nor a way out."""
+    events = [(1, 3, {"k": 1, "v": 1}), (1, 3, {"k": 1, "v": "a"})]
+    q = Stream.from_cht(events).tumbling_window(5).aggregate(cnt, value="v")
+    assert q.to_cht(engine="reference") == Cht([(0, 5, 2)])
+    with pytest.raises(TypeError) as info:
+        q.to_cht(engine="spark")
+    text = str(info.value)
+    assert text.startswith("column 'v' holds int and str values (1 and 'a'; ")
+    assert "give the column one type in every event" in text
+    keyed = Stream.from_cht([(1, 3, {"k": 1}), (2, 3, {"k": "a"})], key="k")
+    with pytest.raises(TypeError, match="column 'k' holds int and str values"):
+        keyed.tumbling_window(5).aggregate(cnt).to_cht(engine="spark")
+
+
+@pytest.mark.spark
+def test_mixed_select_results_point_to_the_select_type_tuple(spark: Any) -> None:
+    """The message said 'pass returns=', which select() refuses."""
+    q = Stream.from_cht([(1, 3, {"v": 1}), (2, 4, {"v": None})]).select(
+        d=lambda p: "x" if p["v"] is None else p["v"]
+    )
+    with pytest.raises(TypeError) as info:
+        q.to_cht(engine="spark")
+    assert str(info.value) == (
+        "select(d=...): results mix bigint and string values; return values of one "
+        "type and declare it as a (udf, type) tuple: select(name=(udf, 'string'))"
+    )
+    typed = Stream.from_cht([(1, 3, {"v": 1}), (2, 4, {"v": None})]).select(
+        d=(lambda p: "x" if p["v"] is None else str(p["v"]), "string")
+    )
+    assert typed.to_cht(engine="spark") == Cht([(1, 3, {"d": "1"}), (2, 4, {"d": "x"})])
+
+
+@aggregate
+def first_or_text(values: list[Any]):  # type: ignore[no-untyped-def]
+    """An untyped result: a number, or text past 1."""
+    return "x" if values[0] > 1 else 1
+
+
+@pytest.mark.spark
+def test_mixed_udm_results_point_to_returns(spark: Any) -> None:
+    df = spark.createDataFrame([(1, 2, 1), (6, 7, 2)], "ts long, te long, v long")
+    q = Stream.from_dataframe(df, start="ts", end="te").tumbling_window(5)
+    with pytest.raises(TypeError) as info:
+        q.aggregate(first_or_text, value="v").to_cht()
+    assert str(info.value) == (
+        "UDM 'first_or_text': results mix bigint and string values; return values of one "
+        "type and declare it: returns= in aggregate()/apply() (a DDL string such as "
+        "'string' or 'double'), or the UDM's return annotation"
+    )
+
+
+# ------------------------------------------------------------- NaN keys
+
+
+def test_every_nan_key_is_one_key_that_survives_pickling() -> None:
+    a, b = float("nan"), float("nan")
+    assert key_of({"k": a}, ["k"]) is NAN_KEY
+    assert key_of({"k": b, "j": 1}, ["k", "j"]) == (NAN_KEY, 1)
+    assert key_of({"k": [a, 1.0]}, ["k"]) == (NAN_KEY, 1.0)
+    assert len({key_of({"k": a}, ["k"]), key_of({"k": b}, ["k"])}) == 1
+    assert pickle.loads(pickle.dumps(NAN_KEY)) is NAN_KEY
+    assert math.isnan(NAN_KEY) and NAN_KEY != 1.0 and b == NAN_KEY
+
+
+def _nan_streams() -> tuple[Stream, Stream]:
+    events = [
+        (1, 3, {"k": float("nan"), "v": 1}),
+        (2, 4, {"k": float("nan"), "v": 2}),
+        (2, 4, {"k": 1.0, "v": 3}),
+    ]
+    right = Stream.from_cht([(2, 3, {"k": float("nan"), "w": 9})])
+    return Stream.from_cht(events, key="k"), right
+
+
+def _by_nan(out: Any) -> dict[str, Any]:
+    """A keyed output with its NaN key spelled ``"nan"`` (a dict cannot
+    look a NaN up by another NaN)."""
+    return {"nan" if math.isnan(k) else k: v for k, v in out.items()}
+
+
+NAN_EXPECTED = {
+    "tumbling": {"nan": Cht([(0, 5, 2)]), 1.0: Cht([(0, 5, 1)])},
+    "count": {"nan": Cht([(1, 2, 1), (2, 3, 1)]), 1.0: Cht([(2, 3, 1)])},
+    "snapshot": {"nan": Cht([(1, 2, 1), (2, 3, 2), (3, 4, 1)]), 1.0: Cht([(2, 4, 1)])},
+    "join": {"nan": Cht([(2, 3, {"k": math.nan, "v": 1, "w": 9})])},
+}
+
+
+def _nan_queries() -> dict[str, Stream]:
+    s, right = _nan_streams()
+    return {
+        "tumbling": s.tumbling_window(5).aggregate(cnt),
+        "count": s.count_window(1).aggregate(cnt),
+        "snapshot": s.snapshot_window().aggregate(cnt),
+        "join": s.where(lambda p: p["v"] == 1).join(right, on="k"),
+    }
+
+
+def _same(got: dict[str, Any], expected: dict[str, Any]) -> bool:
+    # a NaN in a payload compares by Cht's own rule (NaN matches NaN)
+    return got.keys() == expected.keys() and all(got[k] == expected[k] for k in expected)
+
+
+@pytest.mark.parametrize("engine", ["reference", "host"])
+def test_nan_keys_are_one_group_in_process(engine: str) -> None:
+    """Each NaN event was a group of its own (NaN != NaN)."""
+    for name, q in _nan_queries().items():
+        assert _same(_by_nan(q.to_cht(engine=engine)), NAN_EXPECTED[name]), name
+
+
+@pytest.mark.spark
+def test_nan_keys_are_one_group_on_spark(spark: Any) -> None:
+    """Spark grouped NaN keys of tumbling windows together, but its
+    output was split per row (snapshot windows into three NaN groups)."""
+    for name, q in _nan_queries().items():
+        assert _same(_by_nan(q.to_cht(engine="spark")), NAN_EXPECTED[name]), name
