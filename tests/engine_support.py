@@ -108,6 +108,22 @@ def weighted(events: list[IntervalEvent[int]], window: Any) -> int:
     return sum(e.payload * (min(e.end, 1000) - e.start) for e in events)
 
 
+class Mean(IncrementalAggregate):
+    """An invertible mean: ``add``/``remove`` on (sum, count)."""
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
+        return (state[0] + payload, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
+        return (state[0] - payload, state[1] - 1)
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
 class Sum(IncrementalAggregate):
     def initial_state(self) -> int:
         return 0

@@ -12,7 +12,7 @@ import random
 from typing import Any
 
 import pytest
-from engine_support import Sum, random_stream
+from engine_support import Mean, Sum, random_stream
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,20 +33,6 @@ from udm.host import (
 )
 from udm.host.stream import insert_of, retract_of
 from udm.sdk import IncrementalAggregate, aggregate, operator
-
-
-class Mean(IncrementalAggregate):
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
-        return (state[0] + payload, state[1] + 1)
-
-    def remove(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
-        return (state[0] - payload, state[1] - 1)
-
-    def result(self, state: tuple[float, int]) -> float:
-        return state[0] / state[1]
 
 
 class Fourteen(IncrementalAggregate):

@@ -12,6 +12,7 @@ import random
 from typing import Any
 
 import pytest
+from engine_support import Mean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,21 +30,6 @@ from udm.host import (
 from udm.host.gridcolumns import MIN_COLUMN_RUN, GridColumns
 from udm.host.gridpath import GridPath
 from udm.host.stream import Element
-from udm.sdk import IncrementalAggregate
-
-
-class Mean(IncrementalAggregate):
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
-        return (state[0] + payload, state[1] + 1)
-
-    def remove(self, state: tuple[float, int], payload: float) -> tuple[float, int]:
-        return (state[0] - payload, state[1] - 1)
-
-    def result(self, state: tuple[float, int]) -> float:
-        return state[0] / state[1]
 
 
 class Picky(Mean):

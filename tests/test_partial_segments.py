@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -28,39 +27,13 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
+from worker_support import MergeableSumCount as SumCount  # noqa: E402
 from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import grid, partialfold  # noqa: E402
 from udm.host.spark.arrowio import arrow_schema_with_marks  # noqa: E402
 from udm.host.strategy import KeySample, choose_partial, folds_by_segments  # noqa: E402
-
-
-class SumCount(IncrementalAggregate):
-    """A mergeable mean with a vectorized form; counts how it was folded."""
-
-    calls: ClassVar[Counter[str]] = Counter()
-
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] + value, state[1] + 1)
-
-    def add_many(self, state: tuple[float, int], values: Sequence[float]) -> tuple[float, int]:
-        SumCount.calls["add_many"] += 1
-        return (state[0] + sum(values), state[1] + len(values))
-
-    def add_segments(self, values: Any, bounds: Any) -> list[tuple[float, int]]:
-        SumCount.calls["add_segments"] += 1
-        sums = np.add.reduceat(values, bounds[:-1]).tolist()
-        return list(zip(sums, np.diff(bounds).tolist(), strict=True))
-
-    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
-        return (a[0] + b[0], a[1] + b[1])
-
-    def result(self, state: tuple[float, int]) -> float:
-        return state[0] / state[1]
 
 
 class Extremes(IncrementalAggregate):

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import itertools
 import textwrap
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -30,35 +28,11 @@ pa = pytest.importorskip("pyarrow")
 pytest.importorskip("pyspark")
 
 from pyspark.sql import types as T  # noqa: E402
-from worker_support import by_key, reference, worker_table  # noqa: E402
+from worker_support import SumCount, by_key, reference, worker_table  # noqa: E402
 
 from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import grid, members  # noqa: E402
 from udm.host.spark.arrowio import arrow_schema_with_marks  # noqa: E402
-
-
-class SumCount(IncrementalAggregate):
-    """A mean with a vectorized form; counts how its windows were folded."""
-
-    calls: ClassVar[Counter[str]] = Counter()
-
-    def initial_state(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
-        return (state[0] + value, state[1] + 1)
-
-    def add_many(self, state: tuple[float, int], values: Sequence[float]) -> tuple[float, int]:
-        SumCount.calls["add_many"] += 1
-        return (state[0] + sum(values), state[1] + len(values))
-
-    def add_segments(self, values: Any, bounds: Any) -> list[tuple[float, int]]:
-        SumCount.calls["add_segments"] += 1
-        sums = np.add.reduceat(values, bounds[:-1]).tolist()
-        return list(zip(sums, np.diff(bounds).tolist(), strict=True))
-
-    def result(self, state: tuple[float, int]) -> float:
-        return state[0] / state[1]
 
 
 class First(IncrementalAggregate):

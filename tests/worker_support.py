@@ -5,14 +5,16 @@ input, its output rows as a CHT per key, and the reference's answer."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from udm.host import Cht, IntervalEvent, WindowDescriptor, evaluate_by_key
 from udm.host.plan import E_COL, S_COL
-from udm.sdk import TimeSensitiveOperator
+from udm.sdk import IncrementalAggregate, TimeSensitiveOperator
 
 Row = tuple[str | None, int, int, float]
 
@@ -57,3 +59,34 @@ class Rises(TimeSensitiveOperator):
             for a, b in itertools.pairwise(events)
             if b.payload > a.payload
         ]
+
+
+class SumCount(IncrementalAggregate):
+    """A mean with a vectorized form; counts how its windows were folded."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        return (state[0] + value, state[1] + 1)
+
+    def add_many(self, state: tuple[float, int], values: Sequence[float]) -> tuple[float, int]:
+        SumCount.calls["add_many"] += 1
+        return (state[0] + sum(values), state[1] + len(values))
+
+    def add_segments(self, values: Any, bounds: Any) -> list[tuple[float, int]]:
+        SumCount.calls["add_segments"] += 1
+        sums = np.add.reduceat(values, bounds[:-1]).tolist()
+        return list(zip(sums, np.diff(bounds).tolist(), strict=True))
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
+class MergeableSumCount(SumCount):
+    """:class:`SumCount` with ``merge``, so partial states apply to it."""
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
