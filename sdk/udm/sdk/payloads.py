@@ -41,7 +41,20 @@ def freeze(value: Any) -> Any:
     """A hashable, order-independent stand-in for a payload (dicts become
     sorted item tuples, lists tuples), used for multiset comparison. Keys
     and set members keep their types (``{1: x}`` is not ``{"1": x}``) and
-    are sorted by rendering, so members of any mix of types sort."""
+    are sorted by rendering, so members of any mix of types sort.
+    Dataclasses compare by class and fields, arrays (anything with
+    ``tolist`` and ``shape``) item by item, other unhashable objects by
+    their own ``==``.
+
+    >>> freeze({"b": [1, 2.0], "a": float("nan")}) == freeze({"a": float("nan"), "b": (1, 2)})
+    True
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class Point:
+    ...     x: int
+    >>> freeze(Point(1)) == freeze(Point(1)) != freeze(Point(2))
+    True
+    """
     if isinstance(value, Mapping):
         items = ((freeze(k), freeze(v)) for k, v in value.items())
         return ("__map__", tuple(sorted(items, key=_rendered_key)))
