@@ -73,6 +73,7 @@ __all__ = [
     "non_negative_duration",
     "rewrite_sources",
     "sources",
+    "strongly_aligned",
     "walk",
     "with_consistency",
 ]
@@ -450,6 +451,32 @@ def sources(node: PlanNode) -> list[Source]:
     return [n for n in walk(node) if isinstance(n, Source)]
 
 
+def strongly_aligned(node: PlanNode) -> bool:
+    """Whether every path from ``node`` to a source passes an Align that
+    blocks until CTIs: the plan shape of the ``"strong"`` consistency
+    level, however it was written (``with_consistency("strong")``,
+    ``consistency="strong"``, or ``align(INFINITY)`` on every input). An
+    operator above it emits only what CTIs made final, so the output
+    never retracts.
+
+    >>> from udm.host.query import Stream
+    >>> s = Stream.from_cht([(0, 1, 5)])
+    >>> strongly_aligned(s.with_consistency("strong").shift(1).plan)
+    True
+    >>> strongly_aligned(s.with_consistency("strong").union(s).plan)
+    False
+    """
+    known: dict[int, bool] = {}
+    for current in walk(node):
+        if isinstance(current, AlignNode) and current.blocking >= INFINITY:
+            known[id(current)] = True
+        elif not current.inputs:
+            known[id(current)] = False
+        else:
+            known[id(current)] = all(known[id(i)] for i in current.inputs)
+    return known[id(node)]
+
+
 def linear_chain(node: PlanNode) -> tuple[Source, list[PlanNode]] | None:
     """A plan that is one chain of unary nodes as (source, nodes in order);
     ``None`` for a plan with a join or union.
@@ -509,13 +536,16 @@ def detached(op: WindowOp) -> WindowOp:
 
 
 def with_consistency(plan: PlanNode, blocking: int, remember: int) -> PlanNode:
-    """The plan with a Finalize (bounded ``remember``, or a physical-stream
-    source) and an Align (``blocking`` above zero) after every source: the
-    CEDR plan shape that sets a query's consistency level."""
+    """The plan with a Finalize (bounded ``remember``) and an Align
+    (``blocking`` above zero) after every source: the CEDR plan shape that
+    sets a query's consistency level. A Finalize that remembers everything
+    is left out: it would change nothing a plain run does (sources carrying
+    ExternalCTIs are repaired by the engines either way), and a no-op it
+    swallowed would move a later bounded Finalize's CTIs."""
 
     def at_source(src: Source) -> PlanNode:
         node: PlanNode = src
-        if remember < INFINITY or src.elements is not None:
+        if remember < INFINITY:
             node = FinalizeNode(node, remember)
         if blocking > 0:
             node = AlignNode(node, blocking)

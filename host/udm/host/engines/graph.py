@@ -13,9 +13,10 @@ and including its next CTI (at most :data:`RUN_LIMIT`), through
 a run at once; the others take it element by element.
 
 ``consistency`` (as ``Stream.with_consistency``) puts a Finalize and an
-Align after every source; at ``"strong"`` the window and anti-join
-operators are also conservative (they emit only what CTIs made final), so
-the output never retracts.
+Align after every source; at ``"strong"`` (an Align blocking until CTIs
+on every path to a source, however the query wrote it) the window and
+anti-join operators are also conservative (they emit only what CTIs made
+final), so the output never retracts.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from udm.host.plan import (
     Row,
     consistency_levels,
     sources,
+    strongly_aligned,
     walk,
     with_consistency,
 )
@@ -101,7 +103,6 @@ class HostEngine:
         self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
         self._finalizers: list[FinalizeOperator] = []
         self._windows: dict[int, WindowOperator] = {}
-        self._conservative = False
         self._drops: dict[str, int] = {}
         # live: sources are entry points fed from outside (LiveGraph), with
         # this CTI policy, rather than feeds the engine drains itself
@@ -115,7 +116,6 @@ class HostEngine:
         if self.consistency is not None:
             blocking, remember = consistency_levels(self.consistency)
             plan = with_consistency(plan, blocking, remember)
-            self._conservative = blocking >= INFINITY
         # a source with ExternalCTIs that a Finalize reads directly gives it
         # its raw elements, as the reference engine does; one without them
         # is still validated under its own cti_policy first (drop/adjust
@@ -319,7 +319,7 @@ class HostEngine:
                 "CTIs: drop watermark= (events that never end need a CTI to close windows)",
             )
         op = adapt_op(node, self._scalar_of(node.input))
-        mode = Consistency.CONSERVATIVE if self._conservative else Consistency.SPECULATIVE
+        mode = Consistency.CONSERVATIVE if strongly_aligned(node) else Consistency.SPECULATIVE
         window = WindowOperator(op, node.input.keys(), mode)
         self._windows[id(node)] = window
         self._scalar[id(node)] = False
@@ -412,7 +412,8 @@ class HostEngine:
             def predicate(lp: Any, rp: Any) -> Any:
                 return where(see_left(lp), see_right(rp))
 
-        anti = AntiJoinOperator(key_left, key_right, predicate, self._conservative, name)
+        strong = strongly_aligned(node)  # "strong", however it was written
+        anti = AntiJoinOperator(key_left, key_right, predicate, strong, name)
         self.compile(node.left).connect(anti, 0)
         self.compile(node.right).connect(anti, 1)
         self._scalar[id(node)] = self._scalar_of(node.left)

@@ -209,6 +209,7 @@ class FinalizeOperator(Operator):
         "cti_cause",
         "complete",
         "known",
+        "ids",
     )
 
     def __init__(self, remember: int, name: str = "finalize") -> None:
@@ -233,6 +234,10 @@ class FinalizeOperator(Operator):
         self.complete = SortedDict()
         # every sync time before this is complete (ExternalCTIs or CTIs)
         self.known = ORIGIN
+        # a bounded Finalize that drops a late retraction keeps the event
+        # live in its output; if the input then reuses its id (valid there:
+        # the input retracted it), the new event is renamed Reused(id, n)
+        self.ids = OutputIds()
 
     def set_state(self, state: dict[str, Any]) -> None:
         """As :meth:`Operator.set_state`; a state saved before ``seen`` and
@@ -244,7 +249,9 @@ class FinalizeOperator(Operator):
         known = ORIGIN if last == MIN_TIME else last
         if state.get("cti_cause", "") not in ("", "it received") and last != MIN_TIME:
             known = last + 1
-        defaults = {"seen": SortedDict(), "cti_cause": "", "complete": SortedDict()}
+        defaults: dict[str, Any] = {"seen": SortedDict(), "cti_cause": "", "complete": SortedDict()}
+        if "ids" not in state:
+            defaults["ids"] = _ids_of(state.get("live", {}), last)
         super().set_state({**defaults, "known": max(known, ORIGIN), **state})
 
     # -------------------------------------------------------------- CTIs
@@ -256,6 +263,7 @@ class FinalizeOperator(Operator):
         self.cti_cause = cause
         self.known = max(self.known, time)
         self.emit(Cti(time))
+        self.ids.advance(time)
         # forget what the CTI made final
         del self.received[: self.received.bisect_left(time)]
         while self.intervals and self.intervals.peekitem(0)[1][0] < time:
@@ -406,7 +414,8 @@ class FinalizeOperator(Operator):
                 del self.links[element.id]
         if end > element.start:
             self.live[element.id] = (element.start, end)
-            self.emit(Insert(element.id, element.start, end, element.payload))
+            name = self.ids.insert(element.id, end)
+            self.emit(Insert(name, element.start, end, element.payload))
         self._receive(element.start)
 
     def on_retract(self, port: int, element: Retract) -> None:
@@ -428,7 +437,7 @@ class FinalizeOperator(Operator):
                 del self.links[ident]
         if new == old:
             return
-        self.emit(Retract(ident, start, old, new))
+        self.emit(Retract(self.ids.retract(ident, start, new), start, old, new))
         if new == start:
             self.live.pop(ident, None)
         else:
@@ -436,6 +445,16 @@ class FinalizeOperator(Operator):
 
     def state_size(self) -> int:
         return len(self.live) + sum(len(v) for v in self.links.values()) + len(self.received)
+
+
+def _ids_of(live: dict[Any, tuple[int, int]], cti: int) -> OutputIds:
+    """The output ids of a Finalize state saved before they were kept: its
+    released events still live, under their own ids."""
+    ids = OutputIds()
+    ids.advance(cti)
+    for ident, (_, end) in live.items():
+        ids.insert(ident, end)
+    return ids
 
 
 def repaired(elements: Any) -> list[Any]:

@@ -46,7 +46,7 @@ class AlterLifetimeOperator(Operator):
     """
 
     name = "alter_lifetime"
-    state_fields = ("emitted", "last_cti", "cti_mapped", "starts", "live", "ends", "ids")
+    state_fields = ("emitted", "last_cti", "cti_mapped", "starts", "live", "ends", "seq", "ids")
 
     def __init__(
         self,
@@ -66,7 +66,10 @@ class AlterLifetimeOperator(Operator):
         self.cti_mapped = MIN_TIME
         self.starts = SortedDict()  # start -> its mapping, since the latest CTI
         self.live: dict[Any, tuple[int, int]] = {}  # id -> (start, end)
-        self.ends: list[tuple[int, Any]] = []  # (end, id), for cleanup
+        # (end, arrival, id), for cleanup: the arrival number breaks ties of
+        # ends, so ids (a str and a Reused, say) are never compared
+        self.ends: list[tuple[int, int, Any]] = []
+        self.seq = 0
         # a longer lifetime can keep an event live in the output after the
         # input's CTI freed its id for reuse: the later event is renamed
         self.ids = OutputIds()
@@ -109,7 +112,8 @@ class AlterLifetimeOperator(Operator):
         self._remember(element.start, s)
         if self.holds_ends:
             self.live[element.id] = (element.start, element.end)
-            heapq.heappush(self.ends, (element.end, element.id))
+            self.seq += 1
+            heapq.heappush(self.ends, (element.end, self.seq, element.id))
         self.emit(Insert(self.ids.insert(element.id, e), s, e, element.payload))
 
     def on_retract(self, port: int, element: Retract) -> None:
@@ -130,9 +134,19 @@ class AlterLifetimeOperator(Operator):
             )
         if self.holds_ends and element.id in self.live:
             self.live[element.id] = (element.start, element.new_end)
-            heapq.heappush(self.ends, (element.new_end, element.id))
+            self.seq += 1
+            heapq.heappush(self.ends, (element.new_end, self.seq, element.id))
         if new_end != old_end:
             self.emit(Retract(self.ids.retract(element.id, s, new_end), s, old_end, new_end))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Put back a saved state; one saved before ties of ends were
+        broken by arrival (``(end, id)`` pairs, no ``seq``) is numbered in
+        its heap order, which keeps it a heap."""
+        if "seq" not in state:
+            ends = [(end, n, ident) for n, (end, ident) in enumerate(state["ends"])]
+            state = {**state, "ends": ends, "seq": len(ends)}
+        super().set_state(state)
 
     def _held(self, time: int) -> int:
         """The least output end a retraction after a CTI at ``time`` could
@@ -171,7 +185,7 @@ class AlterLifetimeOperator(Operator):
         if time < INFINITY:
             self._remember(time, mapped)
         while self.ends and self.ends[0][0] < time:
-            end, ident = heapq.heappop(self.ends)
+            end, _, ident = heapq.heappop(self.ends)
             if self.live.get(ident, (0, None))[1] == end:
                 del self.live[ident]
         if self.holds_ends and time < INFINITY:
