@@ -659,6 +659,35 @@ def test_a_field_of_several_forms_is_one_mistake_naming_the_field(tmp_path: Path
     ]
 
 
+def test_a_missing_parquet_column_is_reported_with_field_mistakes(tmp_path: Path) -> None:
+    """A misspelt window kind hid the Parquet column the data lacks until
+    the next run (the column check needed a valid spec)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"ts": [1], "sensor": ["a"], "temp": [1.0]}), tmp_path / "r.parquet")
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: r.parquet, start: tss, key: sensr}
+        window: {kind: tumblin, size: 10}
+        aggregate: stats.mean
+        value: temp
+        """,
+        "two.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    columns = "its columns are ['ts', 'sensor', 'temp']"
+    assert lines[:2] == [
+        f"error: {bad}:1: source.start: column 'tss' is not in r.parquet; {columns}",
+        f"{bad}:1: source.key: column 'sensr' is not in r.parquet; {columns}",
+    ]
+    assert lines[2].startswith(f"{bad}:2: window.kind: Input should be 'hopping'")
+    assert len(lines) == 3
+
+
 @pytest.mark.spark
 def test_run_names_query_mistakes_without_a_traceback(
     spark: Any, readings: Path, tmp_path: Path

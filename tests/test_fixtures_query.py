@@ -119,6 +119,30 @@ expected: []
     ]
 
 
+def test_a_missing_input_is_reported_with_field_mistakes(tmp_path: Path) -> None:
+    """A misspelt option hid a step reading no input until it was fixed."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  s1: [{insert: a, start: 0, end: 6, payload: {P: 1}}]
+query:
+  - from: s1
+  - join: s3
+    onn: P
+  - union: [s1, s4]
+expected: []
+""",
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:5: query.1: no input or stream named 's3'; there are s1",
+        f"{path}:6: query.1.onn: Extra inputs are not permitted",
+        f"{path}:7: query.2: no input or stream named 's4'; there are s1",
+    ]
+
+
 def test_steps_that_cannot_be_built_are_reported_together(tmp_path: Path) -> None:
     path = write(
         tmp_path,

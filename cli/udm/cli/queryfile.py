@@ -478,16 +478,33 @@ def _udm_problems(path: Path, data: Any) -> list[str]:
 
 
 def _source_path_problem(path: Path, data: Any) -> list[str]:
-    """A ``source.path`` that does not exist, read from a spec that did not
-    validate (the other source checks need a valid spec)."""
+    """A ``source.path`` that does not exist or, for Parquet, the columns it
+    lacks, read from a spec that did not validate (so a misspelt field does
+    not hide them until it is fixed)."""
     source = data.get("source")
     given = source.get("path") if isinstance(source, dict) else None
     if not isinstance(given, str):
         return []
     found = Path(given) if Path(given).is_absolute() else path.parent / given
-    if found.exists():
+    if not found.exists():
+        return [f"{path}:{_line(data, 'source.path')}: source.path: {found} does not exist"]
+    fmt = source.get("format")
+    try:
+        parquet = (fmt if isinstance(fmt, str) else infer_format(found)) == "parquet"
+    except Exception:  # an unknown extension: the spec's own check says so
         return []
-    return [f"{path}:{_line(data, 'source.path')}: source.path: {found} does not exist"]
+    columns = _parquet_columns(found) if parquet else None
+    if columns is None:
+        return []
+    named = [(f"source.{f}", source.get(f)) for f in ("start", "end", "key")]
+    named.append(("value", data.get("value")))
+    return [
+        f"{path}:{_line(data, field)}: {field}: column {col!r} is not in {found.name}; "
+        f"its columns are {columns}"
+        for field, cols in named
+        for col in ([cols] if isinstance(cols, str) else cols if isinstance(cols, list) else [])
+        if isinstance(col, str) and col not in columns
+    ]
 
 
 def load_queries(path: Path, spark: Any) -> dict[str, Any]:
