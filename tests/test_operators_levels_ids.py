@@ -40,10 +40,12 @@ def _anti() -> Stream:
     [
         lambda: _anti().to_events(consistency="strong"),
         lambda: _anti().with_consistency("strong").to_events(),
-        lambda: Stream.from_events(LEFT)
-        .align(INFINITY)
-        .left_anti_join(Stream.from_events(RIGHT).align(INFINITY), on="k")
-        .to_events(),
+        lambda: (
+            Stream.from_events(LEFT)
+            .align(INFINITY)
+            .left_anti_join(Stream.from_events(RIGHT).align(INFINITY), on="k")
+            .to_events()
+        ),
     ],
     ids=["to_events", "with_consistency", "align_every_input"],
 )
