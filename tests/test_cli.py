@@ -688,6 +688,33 @@ def test_a_missing_parquet_column_is_reported_with_field_mistakes(tmp_path: Path
     assert len(lines) == 3
 
 
+@pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
+def test_a_returns_naming_no_type_is_refused_before_spark(
+    tmp_path: Path, engine: list[str]
+) -> None:
+    """``returns: notatype`` failed on Spark without file:line and ran on
+    ``--engine local``; valid one-word DDL types are left alone."""
+    bad = spec(
+        tmp_path,
+        """\
+        source: {path: nothere.parquet, start: ts}
+        window: {kind: tumbling, size: 10}
+        aggregate: stats.mean
+        value: temp
+        returns: notatype
+        """,
+        "ret.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"), *engine)
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert f"{bad}:5: returns: 'notatype' is not a Spark type; give one in Spark's DDL" in text
+    assert "Spark" not in text.split("returns:")[0]  # refused before Spark started
+    for ok in ("double", "bigint", "timestamp_ltz", "decimal(10,2)", "array<double>"):
+        good = spec(tmp_path, f"source: {{path: x.parquet, start: ts}}\nreturns: {ok}\n", "ok.yaml")
+        assert ": returns:" not in invoke("run", str(good), "-o", str(tmp_path / "o")).output
+
+
 @pytest.mark.spark
 def test_run_names_query_mistakes_without_a_traceback(
     spark: Any, readings: Path, tmp_path: Path

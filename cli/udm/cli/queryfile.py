@@ -433,6 +433,7 @@ def check_query_file(path: Path) -> None:
         except ValidationError as exc:
             problems += validation_messages(str(path), data, exc, ()).splitlines()
         problems += _udm_problems(path, data)
+        problems += _returns_problem(path, data)
         if spec is not None:
             try:
                 _check_source(path, spec, data)
@@ -445,6 +446,31 @@ def check_query_file(path: Path) -> None:
             raise QueryFileError("\n".join(sorted(problems, key=lambda m: _line_in(m, path))))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+
+
+#: one-word Spark DDL types that have no JSON name (Spark parses them)
+_DDL_WORDS = frozenset(
+    {"tinyint", "smallint", "int", "bigint", "real", "bool", "dec", "numeric"}
+    | {"timestamp_ltz", "char", "varchar", "interval", "variant", "time"}
+)
+
+
+def _returns_problem(path: Path, data: Any) -> list[str]:
+    """A ``returns:`` that is one word naming no Spark type, before Spark
+    starts and on every engine (``--engine local`` too, so a spec checked
+    locally does not fail on Spark); longer DDL (``struct<...>``) is
+    Spark's to parse."""
+    returns = data.get("returns")
+    if not isinstance(returns, str) or not re.fullmatch(r"\s*\w+\s*", returns):
+        return []
+    from udm.host.spark.types import parse_without_jvm
+
+    if parse_without_jvm(returns) is not None or returns.strip().lower() in _DDL_WORDS:
+        return []
+    return [
+        f"{path}:{_line(data, 'returns')}: returns: {returns!r} is not a Spark type; give "
+        "one in Spark's DDL, such as double, bigint, string or struct<lo: double, hi: double>"
+    ]
 
 
 def _line_in(message: str, path: Path) -> int:

@@ -28,7 +28,7 @@ from typing import Any
 from udm.host.errors import OperatorError
 from udm.host.plan import JoinPredicate, JoinProjection, Row
 from udm.host.rows import key_of
-from udm.host.time import INFINITY, to_duration_ticks
+from udm.host.time import INFINITY, MIN_TIME, to_duration_ticks
 
 __all__ = [
     "alter_lifetime",
@@ -250,7 +250,7 @@ def mapped_start(
     new_start = _ticks_of(
         _called(start_fn, (start,), "start", operator, element), "start", operator, element
     )
-    if not -INFINITY < new_start < INFINITY:
+    if not MIN_TIME <= new_start < INFINITY:
         raise OperatorError(
             operator, f"the new start {new_start} is outside the time range", element
         )

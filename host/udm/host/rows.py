@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -370,7 +371,9 @@ class _NanKey(float):
     engine's saved state, a Spark worker's)."""
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, float) and other != other
+        # math.isnan, not ``other != other``: that calls this __ne__ again
+        # when ``other`` is NAN_KEY itself (a join comparing two keys)
+        return isinstance(other, float) and math.isnan(other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)

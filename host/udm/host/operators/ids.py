@@ -54,6 +54,10 @@ class Reused:
     n: int
 
 
+#: "no entry" for ``dict.get``: ``None`` is an id like any other
+_NONE = object()
+
+
 def _fresh(ident: Any, taken: Container[Any]) -> Any:
     """``ident`` if it is free in ``taken``, else the first free
     :class:`Reused` of it."""
@@ -97,7 +101,7 @@ class OutputIds:
         if name in self.live:
             if new_end <= start:
                 del self.live[name]
-                if self.newest.get(ident) == name:
+                if self.newest.get(ident, _NONE) == name:
                     del self.newest[ident]
             else:
                 self.live[name] = new_end
@@ -113,7 +117,7 @@ class OutputIds:
             end, _, ident, name = heapq.heappop(ends)
             if live.get(name) == end:
                 del live[name]
-                if newest.get(ident) == name:
+                if newest.get(ident, _NONE) == name:
                     del newest[ident]
 
     def _push(self, end: int, ident: Any, name: Any) -> None:

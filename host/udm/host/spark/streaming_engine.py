@@ -25,6 +25,17 @@ class StreamingEngine:
 
     name = "streaming"
 
+    def collect(self, plan: Any) -> Any:
+        """Refused: a streaming query runs continuously and has no final
+        CHT to return (``to_cht(engine="streaming")``); the message says
+        which engine gives the same result in batch."""
+        raise ValueError(
+            "engine='streaming' runs continuously and returns no CHT: for the same result in "
+            "batch use to_cht(engine='spark') (or 'host', 'reference'); over spark.readStream "
+            "sources call to_stream() and start it with udm.host.spark.streaming.start_stream "
+            "(docs/streaming.md)"
+        )
+
     def to_stream(self, stream: Any, **options: Any) -> DataFrame:
         """Run continuously: the output changelog of this query over its
         streaming DataFrame sources, as a streaming DataFrame. Start it with

@@ -41,6 +41,7 @@ __all__ = [
     "from_returns",
     "infer_type",
     "normalize_value",
+    "parse_without_jvm",
     "type_name",
     "unify",
 ]
@@ -330,7 +331,7 @@ _DDL_ALIASES = {
 }
 
 
-def _parse_without_jvm(text: str) -> T.DataType | None:
+def parse_without_jvm(text: str) -> T.DataType | None:
     """Simple type names and JSON types, which SQL table functions' Python
     workers must parse without a JVM (DDL parsing needs the driver's)."""
     name = text.strip().lower()
@@ -350,14 +351,17 @@ def from_returns(returns: Any) -> T.DataType:
     if isinstance(returns, T.DataType):
         return returns
     if isinstance(returns, str):
-        simple = _parse_without_jvm(returns)
+        simple = parse_without_jvm(returns)
         if simple is not None:
             return simple
         try:
             parsed: T.DataType = T._parse_datatype_string(returns)
         except Exception as exc:
+            # Spark's parse errors start with a blank line: keep the first words
+            why = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
             raise ValueError(
-                f"returns={returns!r} is not a Spark type: {exc}. Python workers (the SQL "
+                f"returns={returns!r} is not a Spark type ({why or type(exc).__name__}). "
+                "Python workers (the SQL "
                 "returns => option) read simple type names such as 'double', 'bigint' or "
                 "'decimal(10,2)' and JSON types; pass complex DDL to register_sql(returns=...)"
             ) from None
