@@ -166,6 +166,65 @@ expected: []
     assert "different key columns" in lines[1]
 
 
+def test_field_mistakes_do_not_hide_steps_that_cannot_be_built(tmp_path: Path) -> None:
+    """A misspelt duration hid a join of streams keyed differently and an
+    unknown UDF until it was fixed (docs/testing.md: no mistake hides
+    another); the step with the field mistake is not built."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  s1: {key: k, events: [{insert: a, start: 0, end: 5, payload: {k: 1}}]}
+  s2: {key: j, events: [{insert: b, start: 0, end: 5, payload: {j: 1}}]}
+query:
+  - from: s1
+  - join: s2
+  - where: nosuch_udf
+  - alter_lifetime: {start: nosuch, duration: 5x}
+  - set_duration: 3
+expected: []
+""",
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    lines = str(err.value).splitlines()
+    assert [line.split(": ")[:3] for line in lines] == [
+        [f"{path}:6", "query.1", "join s2"],
+        [f"{path}:7", "query.2", "where nosuch_udf"],
+        [
+            f"{path}:8",
+            "query.3.alter_lifetime.duration",
+            "'5x' is not a duration; use int ticks or a number with a unit",
+        ],
+    ]
+    assert "the streams' keys differ (['k'] and ['j'])" in lines[0]
+    assert "no UDM is registered as 'nosuch_udf'" in lines[1]
+
+
+def test_mistakes_of_fields_that_do_not_fit_do_not_hide_steps_not_built(tmp_path: Path) -> None:
+    """Fields each valid but not fitting together (rows with and without a
+    key) hid an unknown UDF until they were fixed."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  s1: [{insert: a, start: 0, end: 5}]
+query:
+  - from: s1
+  - where: nosuch_udf
+expected:
+  - {key: 1, start: 0, end: 5, payload: null}
+  - {start: 0, end: 5, payload: null}
+""",
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith(f"{path}:5: query.1: where nosuch_udf: UnknownUdmError: ")
+    assert lines[1].startswith(f"{path}:6: expected: some expected rows give a key and others")
+    assert len(lines) == 2
+
+
 def test_an_expected_error_of_an_operator(tmp_path: Path) -> None:
     path = write(
         tmp_path,
