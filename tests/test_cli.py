@@ -688,6 +688,38 @@ def test_a_missing_parquet_column_is_reported_with_field_mistakes(tmp_path: Path
     assert len(lines) == 3
 
 
+@pytest.mark.parametrize("kind", ["tumblin", "tumbling"])
+def test_an_output_policy_the_udm_cannot_take_is_reported_at_its_line(
+    tmp_path: Path, kind: str
+) -> None:
+    """``output_policy: clip`` on an aggregate was reported only once the
+    other field mistakes were fixed, and then at the ``aggregate:`` line."""
+    bad = spec(
+        tmp_path,
+        f"""\
+        source: {{path: nothere.parquet, start: ts}}
+        window: {{kind: {kind}, size: 10}}
+        aggregate: stats.mean
+        value: temp
+        output_policy: clip
+        """,
+        "policy.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"), "--engine", "local")
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert (
+        f"{bad}:5: output_policy: output policy 'clip' keeps timestamps chosen by the UDM, but "
+        "'mean' is a time-insensitive incremental aggregate and does not timestamp its output; "
+        "use 'align' or 'point_end'"
+    ) in text
+    assert f"{bad}:1: source.path: " in text  # with the others, in line order
+    assert (f"{bad}:2: window.kind: " in text) == (kind == "tumblin")
+    assert ": aggregate:" not in text
+    ok = spec(tmp_path, bad.read_text().replace("clip", "point_end"), "ok.yaml")
+    assert ": output_policy:" not in invoke("run", str(ok), "-o", str(tmp_path / "o")).output
+
+
 @pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
 def test_a_returns_naming_no_type_is_refused_before_spark(
     tmp_path: Path, engine: list[str]

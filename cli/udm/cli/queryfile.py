@@ -319,6 +319,8 @@ def _field_of(message: str, udm_field: str) -> str:
     ):
         if message.startswith(prefix):
             return field
+    if message.startswith("output policy"):
+        return "output_policy"
     if any(w in message.lower() for w in ("where", "cannot resolve", "parse", "unresolved")):
         return "source.where"
     if "column" in message:
@@ -496,11 +498,34 @@ def _udm_problems(path: Path, data: Any) -> list[str]:
     wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
     kind = getattr(udm, "kind", "function")
     if kind == wanted:
-        return []
+        return _policy_problem(path, data, udm)
     what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
     other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
     advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
     return [f"{path}:{line}: {field}: {name!r} is a {what}; {advice}"]
+
+
+def _policy_problem(path: Path, data: Any, udm: Any) -> list[str]:
+    """An ``output_policy`` the UDM cannot take (``clip`` or ``keep`` on a
+    UDM that does not timestamp its output), at the ``output_policy:``
+    line and before Spark starts, with the spec's other mistakes (it was
+    found only once they were fixed, and blamed on ``aggregate:``)."""
+    from udm.host.policies import resolve_output_policy
+
+    policy = data.get("output_policy")
+    if not isinstance(policy, str):
+        return []  # the default fits every UDM; a non-string is a field mistake
+    try:
+        resolve_output_policy(policy, None, udm)  # the window matters for the default only
+    except ValueError as exc:
+        if policy not in _POLICIES:  # an unknown name: the validation says so
+            return []
+        return [f"{path}:{_line(data, 'output_policy')}: output_policy: {_first_line(exc)}"]
+    return []
+
+
+#: the output policies a spec may name (QuerySpec.output_policy)
+_POLICIES = frozenset({"align", "point_end", "clip", "keep", "time_bound"})
 
 
 def _source_path_problem(path: Path, data: Any) -> list[str]:
