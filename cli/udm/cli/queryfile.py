@@ -511,12 +511,15 @@ def _policy_problem(path: Path, data: Any, udm: Any) -> list[str]:
     line and before Spark starts, with the spec's other mistakes (it was
     found only once they were fixed, and blamed on ``aggregate:``)."""
     from udm.host.policies import resolve_output_policy
+    from udm.host.windows import SnapshotWindow
 
     policy = data.get("output_policy")
     if not isinstance(policy, str):
         return []  # the default fits every UDM; a non-string is a field mistake
     try:
-        resolve_output_policy(policy, None, udm)  # the window matters for the default only
+        # the window matters for the default only (a policy given is checked
+        # against the UDM alone), so any window does
+        resolve_output_policy(policy, SnapshotWindow(), udm)
     except ValueError as exc:
         if policy not in _POLICIES:  # an unknown name: the validation says so
             return []
