@@ -24,7 +24,13 @@ def load_versioned(blob: bytes, kind: str, version: int, what: str) -> dict[str,
     """The dict :func:`dump_versioned` saved, once its tags are checked:
     ``ValueError`` naming ``what`` (``host snapshot``) when the blob is not
     of this ``kind`` or was written in another layout ``version``."""
-    data = pickle.loads(blob)
+    try:
+        data = pickle.loads(blob)
+    except Exception as exc:  # garbage can fail unpickling in any way at all
+        raise ValueError(
+            f"not a udm {what}: the {type(blob).__name__} given cannot be read "
+            f"({type(exc).__name__}: {exc}); pass the bytes a snapshot() returned"
+        ) from None
     if not isinstance(data, dict) or data.get("format") != kind:
         raise ValueError(f"not a udm {what}")
     if data.get("version") != version:
