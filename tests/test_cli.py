@@ -720,6 +720,49 @@ def test_an_output_policy_the_udm_cannot_take_is_reported_at_its_line(
     assert ": output_policy:" not in invoke("run", str(ok), "-o", str(tmp_path / "o")).output
 
 
+def test_run_errors_name_the_field_at_fault_and_the_data_row(tmp_path: Path) -> None:
+    """An invalid time in the start column and an argument the UDM does not
+    take were blamed on the ``aggregate:`` line, and the row was the
+    table's 0-based index (``row 1`` for the second data row)."""
+    (tmp_path / "r.csv").write_text("ts,sensor,temp\n2024-01-01T00:00:00Z,a,1.0\nnotatime,b,2.0\n")
+    bad = spec(
+        tmp_path,
+        """\
+        name: bad
+        source:
+          path: r.csv
+          start: ts
+        window: {kind: tumbling, size: 10s}
+        aggregate: stats.mean
+        value: temp
+        """,
+        "row.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"), "--engine", "local")
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert (
+        f"{bad}:4: source.start: invalid event: 'ts' is not a valid time; data row 2: "
+        "{'ts': 'notatime', 'sensor': 'b', 'temp': 2.0}."
+    ) in text
+    args = spec(
+        tmp_path,
+        """\
+        source: {path: r.csv, start: ts}
+        window: {kind: tumbling, size: 10s}
+        aggregate: stats.quantile
+        value: temp
+        args: {qq: 0.5}
+        """,
+        "args.yaml",
+    )
+    (tmp_path / "r.csv").write_text("ts,sensor,temp\n2024-01-01T00:00:00Z,a,1.0\n")
+    result = invoke("run", str(args), "-o", str(tmp_path / "out"), "--engine", "local")
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert f"{args}:5: args: cannot create UDM 'quantile' with arguments {{'qq': 0.5}}" in text
+
+
 @pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
 def test_a_returns_naming_no_type_is_refused_before_spark(
     tmp_path: Path, engine: list[str]

@@ -312,7 +312,7 @@ def _refuse_run_choices(fmt: str, times: str, engine: str) -> None:
 def _query_failed(exc: Exception, name: str, query_file: Path, verbose: bool) -> typer.Exit:
     """The exit for a query that failed, its message in udm's words (a
     YAML query file's in the spec's words); with --verbose, the traceback."""
-    from udm.cli.queryfile import in_spec_words
+    from udm.cli.queryfile import in_spec_words, run_error_place
 
     if verbose:
         import traceback
@@ -321,7 +321,7 @@ def _query_failed(exc: Exception, name: str, query_file: Path, verbose: bool) ->
         traceback.print_exception(spark_error, file=sys.stderr)
     message = spark_message(exc)
     if query_file.suffix in (".yaml", ".yml"):
-        message = in_spec_words(message, query_file)
+        message = run_error_place(message, query_file) + in_spec_words(message, query_file)
     return fail(f"query {name!r} failed: {message}")
 
 

@@ -40,6 +40,7 @@ __all__ = [
     "check_query_file",
     "in_spec_words",
     "load_queries",
+    "run_error_place",
 ]
 
 
@@ -260,8 +261,8 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have
         # the Python API's advice, in the spec's words
-        message = in_spec_words(_first_line(exc), path)
-        field = _field_of(message, field)
+        message = _data_rows(in_spec_words(_first_line(exc), path))
+        field = _invalid_row_field(message, data) or _field_of(message, field, data)
         raise QueryFileError(f"{path}:{_line(data, field)}: {field}: {message}") from None
 
 
@@ -309,8 +310,50 @@ def in_spec_words(message: str, path: Path) -> str:
     return message
 
 
-def _field_of(message: str, udm_field: str) -> str:
-    """The spec field a Spark-time error is about (the UDM's by default)."""
+_ROW = re.compile(r"\brow (\d+): ")
+
+
+def _data_rows(message: str) -> str:
+    """An invalid row's 0-based index (``row 1:``, the Python API's table
+    position) as the data row a spec's user reads in the file: counted from
+    1, the header not counted (``data row 2:``; docs/cli.md)."""
+    return _ROW.sub(lambda m: f"data row {int(m.group(1)) + 1}: ", message)
+
+
+_INVALID = re.compile(r"^invalid event: (key )?'([^']*)'")
+
+
+def _invalid_row_field(message: str, data: Any) -> str | None:
+    """The source field naming the column an invalid row's reason is about
+    (``'ts' is not a valid time`` -> ``source.start`` when ``start: ts``,
+    ``key 'sensor' is null`` -> ``source.key``); None for other errors."""
+    m = _INVALID.match(message)
+    source = data.get("source") if isinstance(data, dict) else None
+    if m is None or not isinstance(source, dict):
+        return None
+    fields = ("key",) if m.group(1) else ("start", "end")
+    for name in fields:
+        cols = source.get(name)
+        if m.group(2) == cols or (isinstance(cols, list) and m.group(2) in cols):
+            return f"source.{name}"
+    return None
+
+
+def run_error_place(message: str, path: Path) -> str:
+    """``file:line: field: `` of the spec field an error of a running query
+    is about (an invalid row's column, found once Spark reads the data),
+    or '' when it names none (the message says what it is about)."""
+    try:
+        data = _document(path)
+    except QueryFileError:
+        return ""
+    field = _invalid_row_field(message, data)
+    return f"{path}:{_line(data, field)}: {field}: " if field else ""
+
+
+def _field_of(message: str, udm_field: str, data: Any = None) -> str:
+    """The spec field a Spark-time error is about (the UDM's by default,
+    ``args`` for arguments the UDM does not take)."""
     for prefix, field in (
         ("value column", "value"),
         ("start column", "source.start"),
@@ -325,6 +368,9 @@ def _field_of(message: str, udm_field: str) -> str:
         return "source.where"
     if "column" in message:
         return "source"
+    given_args = isinstance(data, dict) and "args" in data
+    if given_args and message.startswith(("cannot create UDM", "bad arguments")):
+        return "args"
     return udm_field
 
 
