@@ -720,6 +720,30 @@ def test_an_output_policy_the_udm_cannot_take_is_reported_at_its_line(
     assert ": output_policy:" not in invoke("run", str(ok), "-o", str(tmp_path / "o")).output
 
 
+def test_an_input_the_stream_refuses_is_invalid_unless_expected(tmp_path: Path) -> None:
+    """An insert before a CTI and a retraction ending before its start were
+    counted FAIL while an insert ending before its start was INVALID; an
+    input that is no valid physical stream is INVALID (docs/testing.md),
+    and under expected_error it is the error checked."""
+    for name, element in (
+        ("late", "{cti: 5}\n  - {insert: a, start: 1, payload: 1.0}"),
+        ("back", "{insert: a, start: 1, payload: 1.0}\n  - {retract: a, new_end: 0}"),
+    ):
+        path = tmp_path / f"{name}.udm.yaml"
+        body = f"udm: stats.mean\nwindow: {{kind: tumbling, size: 10}}\ninput:\n  - {element}\n"
+        path.write_text(body + "expected: []\n")
+        result = invoke("test", str(path), "--no-pytest")
+        assert result.exit_code == 1
+        assert "0 passed, 0 failed, 1 invalid" in result.output
+        assert f"{path}:5: input.1: " in result.output.replace("\n", "")
+        reason = "before the latest CTI 5" if name == "late" else "is before the event's start 1"
+        assert reason in result.output.replace("\n", "")
+        path.write_text(body + f"expected_error: {reason!r}\n")
+        result = invoke("test", str(path), "--no-pytest")
+        assert result.exit_code == 0, result.output
+        assert "1 passed, 0 failed" in result.output
+
+
 def test_run_errors_name_the_field_at_fault_and_the_data_row(tmp_path: Path) -> None:
     """An invalid time in the start column and an argument the UDM does not
     take were blamed on the ``aggregate:`` line, and the row was the
