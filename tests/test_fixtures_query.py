@@ -196,9 +196,11 @@ expected: []
             "query.3.alter_lifetime.duration",
             "'5x' is not a duration; use int ticks or a number with a unit",
         ],
+        [f"{path}:8", "query.3.alter_lifetime.start", "UnknownUdmError"],
     ]
     assert "the streams' keys differ (['k'] and ['j'])" in lines[0]
     assert "no UDM is registered as 'nosuch_udf'" in lines[1]
+    assert "no UDM is registered as 'nosuch'" in lines[3]  # in the step not built
 
 
 def test_mistakes_of_fields_that_do_not_fit_do_not_hide_steps_not_built(tmp_path: Path) -> None:
