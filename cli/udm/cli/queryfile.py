@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from udm.cli.specchecks import field_line, first_line, policy_problem, returns_problem
 from udm.testing.loading import validation_messages
 from udm.testing.schema import FixtureError, WindowModel
 from udm.testing.yamlread import read_documents
@@ -256,14 +257,14 @@ def _load_yaml(path: Path, spark: Any) -> dict[str, Any]:
     name = spec.name or path.name.split(".")[0]
     field, _ = spec.udm_field()
     try:
-        return {name: spec.stream(spark, path.parent, lambda f: f"{path}:{_line(data, f)}")}
+        return {name: spec.stream(spark, path.parent, lambda f: f"{path}:{field_line(data, f)}")}
     except QueryFileError:
         raise
     except Exception as exc:  # a UDM name, column or condition the data does not have
         # the Python API's advice, in the spec's words
-        message = _data_rows(in_spec_words(_first_line(exc), path))
+        message = _data_rows(in_spec_words(first_line(exc), path))
         field = _invalid_row_field(message, data) or _field_of(message, field, data)
-        raise QueryFileError(f"{path}:{_line(data, field)}: {field}: {message}") from None
+        raise QueryFileError(f"{path}:{field_line(data, field)}: {field}: {message}") from None
 
 
 #: the Python API's words in hints -> a YAML spec's (the field, as written there)
@@ -304,7 +305,7 @@ def in_spec_words(message: str, path: Path) -> str:
             continue
         message = pattern.sub(words, message)
         if field and isinstance(data, dict):
-            line = _line(data, field)
+            line = field_line(data, field)
             at = f"{path}:{line}" if line > 1 or field.split(".")[0] in data else f"{path}"
             message += f" ({field} goes at {at})"
     return message
@@ -348,7 +349,7 @@ def run_error_place(message: str, path: Path) -> str:
     except QueryFileError:
         return ""
     field = _invalid_row_field(message, data)
-    return f"{path}:{_line(data, field)}: {field}: " if field else ""
+    return f"{path}:{field_line(data, field)}: {field}: " if field else ""
 
 
 def _field_of(message: str, udm_field: str, data: Any = None) -> str:
@@ -374,15 +375,6 @@ def _field_of(message: str, udm_field: str, data: Any = None) -> str:
     return udm_field
 
 
-def _first_line(exc: BaseException) -> str:
-    """An exception's message without Spark's stack trace."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    if isinstance(exc, KeyError) and first.startswith(("'", '"')):
-        first = first[1:-1]  # KeyError quotes its message
-    return first or type(exc).__name__
-
-
 def _load_python(path: Path, spark: Any) -> dict[str, Any]:
     # the file's folder is importable here and in Spark's Python workers
     # (they inherit PYTHONPATH), so UDMs defined next to it can be pickled
@@ -405,7 +397,7 @@ def _load_python(path: Path, spark: Any) -> dict[str, Any]:
     except Exception as exc:  # the query file's own mistake: name its line
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
         where = f"{path}:{frames[-1].lineno}" if frames else str(path)
-        raise QueryFileError(f"{where}: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise QueryFileError(f"{where}: {type(exc).__name__}: {first_line(exc)}") from None
     raise QueryFileError(
         f"{path}: define queries(spark) -> dict[str, Stream] or query(spark) -> Stream"
     )
@@ -418,18 +410,6 @@ def worker_path(path: Path) -> None:
     parts = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in parts:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *parts])
-
-
-def _line(data: Any, field: str) -> int:
-    """The line of a dotted field (``source.start``) of a loaded spec; for a
-    field that is a list, the line of the list."""
-    line = 1
-    for part in field.split("."):
-        lines = getattr(data, "lines", None)
-        if not isinstance(lines, dict) or part not in lines:
-            break
-        line, data = lines[part], data[part]
-    return line
 
 
 def _parquet_columns(path: Path) -> list[str] | None:
@@ -448,7 +428,7 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
     all problems at once, each at its line, before Spark starts."""
     source = spec.source_path(path.parent)
     if not source.exists():
-        line = _line(data, "source.path")
+        line = field_line(data, "source.path")
         raise QueryFileError(f"{path}:{line}: source.path: {source} does not exist")
     if spec.source_format(path.parent) != "parquet":
         return  # CSV and JSON columns depend on Spark's reader options
@@ -456,7 +436,7 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
     if columns is None:
         return
     problems = [
-        f"{path}:{_line(data, field)}: {field}: column {col!r} is not in {source.name}; "
+        f"{path}:{field_line(data, field)}: {field}: column {col!r} is not in {source.name}; "
         f"its columns are {columns}"
         for field, col in spec.named_columns()
         if col not in columns
@@ -481,7 +461,7 @@ def check_query_file(path: Path) -> None:
         except ValidationError as exc:
             problems += validation_messages(str(path), data, exc, ()).splitlines()
         problems += _udm_problems(path, data)
-        problems += _returns_problem(path, data)
+        problems += returns_problem(path, data)
         if spec is not None:
             try:
                 _check_source(path, spec, data)
@@ -494,31 +474,6 @@ def check_query_file(path: Path) -> None:
             raise QueryFileError("\n".join(sorted(problems, key=lambda m: _line_in(m, path))))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
-
-
-#: one-word Spark DDL types that have no JSON name (Spark parses them)
-_DDL_WORDS = frozenset(
-    {"tinyint", "smallint", "int", "bigint", "real", "bool", "dec", "numeric"}
-    | {"timestamp_ltz", "char", "varchar", "interval", "variant", "time"}
-)
-
-
-def _returns_problem(path: Path, data: Any) -> list[str]:
-    """A ``returns:`` that is one word naming no Spark type, before Spark
-    starts and on every engine (``--engine local`` too, so a spec checked
-    locally does not fail on Spark); longer DDL (``struct<...>``) is
-    Spark's to parse."""
-    returns = data.get("returns")
-    if not isinstance(returns, str) or not re.fullmatch(r"\s*\w+\s*", returns):
-        return []
-    from udm.host.spark.types import parse_without_jvm
-
-    if parse_without_jvm(returns) is not None or returns.strip().lower() in _DDL_WORDS:
-        return []
-    return [
-        f"{path}:{_line(data, 'returns')}: returns: {returns!r} is not a Spark type; give "
-        "one in Spark's DDL, such as double, bigint, string or struct<lo: double, hi: double>"
-    ]
 
 
 def _line_in(message: str, path: Path) -> int:
@@ -535,46 +490,20 @@ def _udm_problems(path: Path, data: Any) -> list[str]:
     if len(named) != 1:
         return []  # none or both: the validation says so
     field, name = named[0]
-    line = _line(data, field)
+    line = field_line(data, field)
     try:
         udm = get_registry().resolve(name)
     except (UnknownUdmError, DuplicateUdmError) as exc:
-        return [f"{path}:{line}: {field}: {_first_line(exc)}"]
+        return [f"{path}:{line}: {field}: {first_line(exc)}"]
     # aggregate: takes a UDA, apply: a UDO
     wanted = {"aggregate": "aggregate", "apply": "operator"}[field]
     kind = getattr(udm, "kind", "function")
     if kind == wanted:
-        return _policy_problem(path, data, udm)
+        return policy_problem(path, data, udm)
     what = udm.flavor() if hasattr(udm, "flavor") else "UDF (span-based)"
     other = {"aggregate": "aggregate:", "operator": "apply:"}.get(kind)
     advice = f"use {other} for it" if other else "a UDF goes in a Python query file"
     return [f"{path}:{line}: {field}: {name!r} is a {what}; {advice}"]
-
-
-def _policy_problem(path: Path, data: Any, udm: Any) -> list[str]:
-    """An ``output_policy`` the UDM cannot take (``clip`` or ``keep`` on a
-    UDM that does not timestamp its output), at the ``output_policy:``
-    line and before Spark starts, with the spec's other mistakes (it was
-    found only once they were fixed, and blamed on ``aggregate:``)."""
-    from udm.host.policies import resolve_output_policy
-    from udm.host.windows import SnapshotWindow
-
-    policy = data.get("output_policy")
-    if not isinstance(policy, str):
-        return []  # the default fits every UDM; a non-string is a field mistake
-    try:
-        # the window matters for the default only (a policy given is checked
-        # against the UDM alone), so any window does
-        resolve_output_policy(policy, SnapshotWindow(), udm)
-    except ValueError as exc:
-        if policy not in _POLICIES:  # an unknown name: the validation says so
-            return []
-        return [f"{path}:{_line(data, 'output_policy')}: output_policy: {_first_line(exc)}"]
-    return []
-
-
-#: the output policies a spec may name (QuerySpec.output_policy)
-_POLICIES = frozenset({"align", "point_end", "clip", "keep", "time_bound"})
 
 
 def _source_path_problem(path: Path, data: Any) -> list[str]:
@@ -587,7 +516,7 @@ def _source_path_problem(path: Path, data: Any) -> list[str]:
         return []
     found = Path(given) if Path(given).is_absolute() else path.parent / given
     if not found.exists():
-        return [f"{path}:{_line(data, 'source.path')}: source.path: {found} does not exist"]
+        return [f"{path}:{field_line(data, 'source.path')}: source.path: {found} does not exist"]
     fmt = source.get("format")
     try:
         parquet = (fmt if isinstance(fmt, str) else infer_format(found)) == "parquet"
@@ -599,7 +528,7 @@ def _source_path_problem(path: Path, data: Any) -> list[str]:
     named = [(f"source.{f}", source.get(f)) for f in ("start", "end", "key")]
     named.append(("value", data.get("value")))
     return [
-        f"{path}:{_line(data, field)}: {field}: column {col!r} is not in {found.name}; "
+        f"{path}:{field_line(data, field)}: {field}: column {col!r} is not in {found.name}; "
         f"its columns are {columns}"
         for field, cols in named
         for col in ([cols] if isinstance(cols, str) else cols if isinstance(cols, list) else [])
