@@ -218,7 +218,8 @@ def test_plot_without_output_draws_or_says_why(tmp_path: Path) -> None:
     assert "Traceback" not in failed.output
     assert failed.output.splitlines()[-1] == f"timeline of unknown.udm.yaml written to {png}"
     assert png.read_bytes()[:4] == b"\x89PNG"
-    # an invalid input stream cannot be drawn: one line says why
+    # an invalid input stream makes the fixture invalid: it does not run,
+    # its element is named file:line and nothing is drawn
     dup = write(
         tmp_path,
         """\
@@ -235,10 +236,12 @@ def test_plot_without_output_draws_or_says_why(tmp_path: Path) -> None:
     skipped = runner.invoke(app, ["test", str(dup), "--plot", str(png), "--no-pytest"], env=env)
     assert skipped.exit_code == 1
     assert "Traceback" not in skipped.output
+    assert f"{dup}:5: input.1: event id 'a' is already live with lifetime [1, 5)" in (
+        skipped.output.replace("\n", "")
+    )
+    assert "0 passed, 0 failed, 1 invalid" in skipped.output
     assert skipped.output.splitlines()[-1] == (
-        f"no timeline of dup.udm.yaml: its input is not a valid stream: {dup}:5: input.1: event "
-        "id 'a' is already live with lifetime [1, 5); ids must be unique until their event is "
-        "fully retracted or ends before the latest CTI"
+        f"no timeline written to {png}: no fixture ran (all invalid)"
     )
     assert not png.exists()
 
