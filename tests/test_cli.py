@@ -82,10 +82,14 @@ def test_new_refuses_bad_names(tmp_path: Path) -> None:
     name of non-ASCII letters was refused as "not an identifier", which
     it is in Python), with a name that would do."""
     rule = (
-        "must be a Python identifier of lowercase ASCII letters (a-z), digits and _, not "
-        "starting with a digit and not a Python keyword, e.g. "
+        "must be a Python identifier of lowercase ASCII letters (a-z), digits and _, starting "
+        "with a letter, not ending with _ and not a Python keyword, e.g. "
     )
-    for name, example in (("My-Udms", "my_udms"), ("ünï", "uni"), ("class", "class_udms")):
+    # a leading or trailing _ became a leading or trailing - of the
+    # distribution's name, which PEP 508 refuses (the package did not build)
+    bad = [("My-Udms", "my_udms"), ("ünï", "uni"), ("class", "class_udms")]
+    bad += [("_x", "x"), ("x_", "x"), ("__x", "x"), ("1x", "udms_1x")]
+    for name, example in bad:
         result = invoke("new", name, "--no-input", "-o", str(tmp_path))
         assert result.exit_code == 1
         assert f"error: library name {name!r} {rule}{example}" in " ".join(result.output.split())

@@ -50,12 +50,14 @@ def new(
     import keyword
     import re
 
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
+    if not re.fullmatch(r"[a-z]([a-z0-9_]*[a-z0-9])?", name) or keyword.iskeyword(name):
         # ASCII only: the name is also the distribution's, which PyPI and
-        # pip take in ASCII letters, digits, _ and - only
+        # pip take in ASCII letters, digits, _ and - only, and not starting
+        # or ending with - (PEP 508), which a leading or trailing _ becomes
         raise fail(
             f"library name {name!r} must be a Python identifier of lowercase ASCII letters "
-            "(a-z), digits and _, not starting with a digit and not a Python keyword, "
+            "(a-z), digits and _, starting with a letter, not ending with _ and not a Python "
+            "keyword, "
             f"e.g. {_ascii_name(name)}"
         )
     distribution = name.replace("_", "-") if "_" in name else f"{name}-udms"
