@@ -294,7 +294,7 @@ class TestEndsOfTheTickRange:
     their own tests). The bounds below are computed by hand."""
 
     LOW = -(2**63) + 1  # MIN_TIME
-    OUTSIDE = "some of them would begin before MIN_TIME or end after INFINITY"
+    OUTSIDE = "some of them would begin at or before MIN_TIME or end at or after INFINITY"
 
     def test_time_bounds_of_a_tumbling_window(self) -> None:
         # the first window inside the range starts at the first multiple of
@@ -316,6 +316,27 @@ class TestEndsOfTheTickRange:
     def test_hop_beyond_the_size_leaves_no_end_bound(self) -> None:
         # a gap after the last window: every event before INFINITY fits
         assert HoppingWindow(10, 2**62).time_bounds[1] == INFINITY
+
+    @pytest.mark.parametrize(
+        "spec",
+        [TumblingWindow(7), HoppingWindow(10, 3), HoppingWindow(100, 30, offset=7)],
+        ids=repr,
+    )
+    def test_no_window_touches_the_ends_of_time(self, spec: Any) -> None:
+        """MIN_TIME and INFINITY are multiples of 7: the grid reached both,
+        so an event from the beginning of time had one tumbling window, and
+        a window ending at INFINITY read as an open event (black-box
+        acceptance). Windows now lie strictly inside the tick range."""
+        first, last = spec.index_bounds
+        assert spec.start_of(first) > self.LOW >= spec.start_of(first - 1)
+        assert spec.start_of(last) + spec.size < INFINITY <= spec.start_of(last + 1) + spec.size
+        low, high = spec.time_bounds
+        assert low > self.LOW and high < INFINITY
+        with pytest.raises(ValueError, match="beginning of time"):
+            spec.windows([E(self.LOW, self.LOW + 5, "x")])
+        with pytest.raises(ValueError, match="end at or after INFINITY"):
+            spec.windows([E(high, high + 1, "x")])
+        assert all(w.end < INFINITY for w in spec.windows([E(high - 1, high, "x")]))
 
     def test_events_just_inside_are_windowed(self) -> None:
         spec = TumblingWindow(100)

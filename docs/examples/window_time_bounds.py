@@ -8,7 +8,8 @@ def count(values):
 
 
 window = TumblingWindow(10)
-min_start, max_end = window.time_bounds  # the first window's start, the last one's end
+# events starting from min_start and ending by max_end fit the grid's windows
+min_start, max_end = window.time_bounds
 assert (min_start, max_end) == (-9_223_372_036_854_775_800, 9_223_372_036_854_775_800)
 assert min_start > MIN_TIME and max_end < INFINITY
 

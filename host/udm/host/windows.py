@@ -204,10 +204,13 @@ class HoppingWindow(WindowSpec):
 
     @cached_property
     def index_bounds(self) -> tuple[int, int]:
-        """The indexes of the first and last windows inside the tick range
-        (starting at or after ``MIN_TIME``, ending by ``INFINITY``)."""
-        first = -((self.offset - MIN_TIME) // self.hop)  # ceil((MIN_TIME - offset) / hop)
-        return first, (INFINITY - self.offset - self.size) // self.hop
+        """The indexes of the first and last windows strictly inside the
+        tick range (starting after ``MIN_TIME``, ending before ``INFINITY``):
+        a window from the beginning of time would hold an event from
+        ``MIN_TIME``, which belongs to infinitely many, and one ending at
+        ``INFINITY`` would read as an open event in every output."""
+        first = -((self.offset - MIN_TIME - 1) // self.hop)  # ceil((MIN_TIME + 1 - offset) / hop)
+        return first, (INFINITY - 1 - self.offset - self.size) // self.hop
 
     @cached_property
     def time_bounds(self) -> tuple[int, int]:
@@ -240,7 +243,7 @@ class HoppingWindow(WindowSpec):
         if from_min:
             what = "it starts at the beginning of time (MIN_TIME), so infinitely many hold it"
         else:
-            what = "some of them would begin before MIN_TIME or end after INFINITY"
+            what = "some of them would begin at or before MIN_TIME or end at or after INFINITY"
         return (
             f"event [{start}, {end}) cannot be windowed by {self!r}: {what}. Grid windows "
             f"take events starting at or after {min_start} and ending by {max_end} (or open, "
