@@ -27,9 +27,11 @@ from heapq import heappush
 from typing import Any
 
 from udm.host.gridcore import LINGER, GridCore
+from udm.host.gridslices import KeyEvents
 from udm.host.gridstate import DONE, NEVER
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.stream import Element, Insert, insert_of
+from udm.host.time import MIN_TIME
 
 __all__ = ["SliceRun"]
 
@@ -106,11 +108,13 @@ class SliceRun(GridCore):
                     return applied, row
                 moved = True
                 emitted = None
+                ms = MIN_TIME
             else:
                 emitted = ks.emitted_k
                 if ks.long or emitted is None:
                     return applied, row
-                m = ks.max_start if ks.max_start > cti else cti
+                ms = ks.max_start
+                m = ms if ms > cti else cti
                 moved = start > m
                 if moved:
                     m = start
@@ -135,11 +139,11 @@ class SliceRun(GridCore):
             if lo > hi:
                 pass  # in a gap between windows (hop > size): none to make
             elif hi not in wins:
-                if start >= ks.max_start and (hi == lo or hi - 1 in wins):
+                if start >= ms and (hi == lo or hi - 1 in wins):
                     wins[hi] = [None, 1, []]  # the one window an in-order event opens
                     made = (hi,)
                 else:
-                    if start >= ks.max_start:
+                    if start >= ms:
                         j = hi
                         while j >= lo and j not in wins:
                             j -= 1
@@ -148,13 +152,12 @@ class SliceRun(GridCore):
                         made = [k for k in range(lo, hi + 1) if k not in wins]
                     for k in made:
                         wins[k] = [None, 1, []]
-            elif start < ks.max_start:  # late: any of lo .. hi - 1 may be missing
+            elif start < ms:  # late: any of lo .. hi - 1 may be missing
                 made = [k for k in range(lo, hi) if k not in wins]
                 for k in made:
                     wins[k] = [None, 1, []]
             record = [start, end, value, key]
-            kev = ks.events
-            assert kev is not None
+            kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
             starts = kev.starts
             if starts and start > starts[-1] and end - start <= kev.maxdur:
                 # KeyEvents.add's in-order case inline: the key's next event
@@ -166,11 +169,10 @@ class SliceRun(GridCore):
             else:
                 kev.add(record, ident, payload)
             if due:
-                assert emitted is not None
                 w = wins.get(last)
                 if (
                     inline
-                    and last == emitted + 1
+                    and last == emitted + 1  # type: ignore[operator]  # not None: due
                     and w is not None
                     and not w[2]
                     and kev.maxdur <= 1
@@ -200,7 +202,16 @@ class SliceRun(GridCore):
                         del wins[last]
                 else:
                     self.run_applied = applied  # if it fails
-                    self._emit_general(ks, emitted, last, row, as_elements, out, made, record)
+                    self._emit_general(
+                        ks,
+                        emitted,  # type: ignore[arg-type]  # not None: due
+                        last,
+                        row,
+                        as_elements,
+                        out,
+                        made,
+                        record,
+                    )
                 # due when lo (the first not emitted) ends, or to forget (_register)
                 if ks.forget == NEVER:
                     ks.forget = lo * hop + off + size + linger
@@ -224,7 +235,7 @@ class SliceRun(GridCore):
                 # has no window, and the event's own windows end after the
                 # watermark
                 ks.emitted_k = last
-            if start > ks.max_start:
+            if start > ms:
                 ks.max_start = start
             if keep:
                 events[ident] = record
