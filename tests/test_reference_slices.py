@@ -24,6 +24,7 @@ from udm.host import (
 )
 from udm.host.reference import sliced_members
 from udm.sdk import aggregate
+from udm.sdk.payloads import payload_key
 
 WINDOWS = [
     TumblingWindow(4),
@@ -113,3 +114,34 @@ def test_by_key_reports_a_bad_lifetime_as_the_group_alone_does() -> None:
 def test_by_key_refuses_an_unknown_option_as_evaluate_does() -> None:
     with pytest.raises(TypeError, match="unexpected keyword"):
         evaluate_by_key([IntervalEvent(0, 1, {"k": 1})], "k", TumblingWindow(4), spread, bogus=1)
+
+
+@aggregate
+def first_minus_last(values: list[int]) -> int:
+    """Order-sensitive: shows the members' order."""
+    return values[0] - values[-1]
+
+
+@pytest.mark.parametrize("window", [HoppingWindow(6, 2), TumblingWindow(4)], ids=repr)
+@settings(max_examples=60, deadline=None)
+@given(events=events_strategy, shuffled=st.booleans())
+def test_an_order_sensitive_udm_sees_the_canonical_order(
+    window: Any, events: list[IntervalEvent[int]], shuffled: bool
+) -> None:
+    """Events in increasing start order are taken as they are, others (or
+    ties) sorted by start, then payload: literally, each window's members
+    by the overlap rule, sorted so."""
+    ordered = sorted(events, key=lambda e: e.start)
+    cht = events if shuffled else ordered
+    literal = [
+        (w.start, w.end, first_minus_last().compute_result([e.payload for e in members]))
+        for w in window.windows(cht)
+        if (
+            members := sorted(
+                (e for e in cht if e.start < w.end and w.start < e.end),
+                key=lambda e: (e.start, payload_key(e.payload)),
+            )
+        )
+    ]
+    got = evaluate(cht, window, first_minus_last)
+    assert sorted((e.start, e.end, e.payload) for e in got) == sorted(literal)
