@@ -203,3 +203,25 @@ def test_a_udm_error_in_the_loop_is_the_error_of_one_element_at_a_time(
     rest = stream[failed[0] :]
     assert batched.process_many(rest) == one_by_one(one, rest)
     assert batched.flush() == one.flush()
+
+
+def test_flush_pauses_the_garbage_collector_as_process_many_does() -> None:
+    """Windows computed at the end of the stream run with the collector
+    paused, and it runs again after (unless it was off already)."""
+    import gc
+
+    seen: list[bool] = []
+
+    @aggregate
+    def watching(values: list[int]) -> int:
+        seen.append(gc.isenabled())
+        return len(values)
+
+    host = Host(TumblingWindow(4), watching, key="k", value="v")
+    host.process_many([Insert(i, i, i + 1, {"k": 0, "v": i}) for i in range(3)])
+    assert seen == []
+    assert gc.isenabled()
+    out = host.flush()
+    assert [(o.start, o.end, o.payload) for o in out if isinstance(o, Insert)] == [(0, 4, 3)]
+    assert seen == [False]
+    assert gc.isenabled()
