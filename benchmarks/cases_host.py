@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from floors_median import floor_hopping_median, minimal_hopping_median
 from measure import Targets, best_of, timed
 
 from udm.host import Cti, Host, Insert, Retract, SnapshotWindow, TumblingWindow
@@ -313,36 +314,6 @@ def tumbling_mean_keys_rss(n: int, keys: int) -> dict[str, Any]:
     return {"events": n, "keys": keys, "outputs": outputs, "seconds": seconds}
 
 
-def floor_hopping_median(elements: list[Any], size: int, hop: int) -> int:
-    """The floor: over the same elements (CTIs skipped), per key the times
-    and values in time order; each window's values are a bisect slice,
-    passed to ``statistics.median``."""
-    import bisect
-    import statistics
-
-    by_key: dict[Any, tuple[list[int], list[float]]] = {}
-    for el in elements:
-        if type(el) is not Insert:
-            continue
-        p = el.payload
-        ts = by_key.get(p["k"])
-        if ts is None:
-            ts = by_key[p["k"]] = ([], [])
-        ts[0].append(el.start)
-        ts[1].append(p["v"])
-    n = 0
-    for times, values in by_key.values():
-        first = (times[0] - size) // hop + 1
-        last = times[-1] // hop
-        for j in range(first, last + 1):
-            lo = bisect.bisect_left(times, j * hop)
-            hi = bisect.bisect_left(times, j * hop + size)
-            if hi > lo:
-                statistics.median(values[lo:hi])
-                n += 1
-    return n
-
-
 def hopping_median(n: int = 1_000_000) -> dict[str, Any]:
     """Hopping windows (size = 10 hops) of a non-incremental Python median."""
     import statistics
@@ -356,17 +327,23 @@ def hopping_median(n: int = 1_000_000) -> dict[str, Any]:
 
     elements = _elements(_rows(n, 1000))
     window = HoppingWindow(HOP * 10, HOP)
-    s = _best(
+    s, cpu = _best_both(
         {
             "host": lambda: _host_run(window, median, elements),
             "floor": lambda: floor_hopping_median(elements, HOP * 10, HOP),
+            "minimal": lambda: minimal_hopping_median(elements, median, HOP * 10, HOP),
         }
     )
     return {
         "events": n,
         "seconds": s,
+        "cpu_seconds": cpu,
         "events_per_s": n / s["host"],
         "ratio_to_floor": s["host"] / s["floor"],
+        "cpu_ratio_to_floor": cpu["host"] / cpu["floor"],
+        "minimal_to_floor": s["minimal"] / s["floor"],
+        "cpu_minimal_to_floor": cpu["minimal"] / cpu["floor"],
+        "host_to_minimal": s["host"] / s["minimal"],
     }
 
 

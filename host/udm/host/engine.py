@@ -437,8 +437,13 @@ class Host(GeneralPath, Snapshots):
                 fast.settle(live, LiveEvent)
 
     def flush(self) -> list[Element]:
-        """End of stream: a CTI at the end of time finalizes every window."""
-        return self.process(Cti(INFINITY))
+        """End of stream: a CTI at the end of time finalizes every window.
+        The garbage collector is paused meanwhile, as in :meth:`process_many`:
+        after a large batch its first collections would scan every object
+        the batch left (on the hopping median at 200,000 events, 0.3 to 0.7 s
+        of CPU against 0.05 s paused)."""
+        with gc_paused():
+            return self.process(Cti(INFINITY))
 
     def live_outputs(self) -> Cht:
         """Outputs of the windows still open (final windows are forgotten at

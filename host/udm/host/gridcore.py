@@ -95,6 +95,10 @@ class GridCore(OperatorWindows):
         self._due_buckets: dict[int, list[GridKey]] = {}
         self._created = 0
         self._long_keys: set[Hashable] = set()  # keys that may hold long events
+        #: an id was reused (an :class:`ExpiredId` key may be in ``events``):
+        #: until then a retired event missing from ``events`` (pruned by a
+        #: CTI) is not looked for under one
+        self.reused = False
         self._saved_record: list[Any] | None = None
         self._inserted: tuple[GridKey, list[Any]] | None = None
         self._removed: tuple[Any] | None = None  # the payload a full retraction took out
@@ -306,6 +310,7 @@ class GridCore(OperatorWindows):
             # the reused id of an expired event: open windows still hold it,
             # and rebuilding their states after a UDM error needs it
             self.events[ExpiredId(e.id, expired[0])] = expired
+            self.reused = True
         self.events[e.id] = record
         if ks.events is not None:
             ks.events.add(record, e.id, payload)
@@ -573,11 +578,12 @@ class GridCore(OperatorWindows):
         # retired in bulk, once half can go (or no window is left), not at
         # every visit; those kept end before every open window's slice
         if kev is not None and kev.records and kev.retirable(bound, not ks.wins):
-            events = self.events
+            events, reused = self.events, self.reused
             for ident, record in kev.retire(bound):
-                if events.get(ident) is record:
+                found = events.get(ident)
+                if found is record:
                     del events[ident]
-                else:  # kept aside when its id was reused
+                elif reused or found is not None:  # kept aside when its id was reused
                     expired = ExpiredId(ident, record[0])
                     if events.get(expired) is record:
                         del events[expired]

@@ -24,10 +24,9 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 from udm.host.gridcolumns import GridColumns
-from udm.host.gridcore import LINGER
+from udm.host.gridslicerun import SliceRun
 from udm.host.gridstate import (
     DONE,
-    NEVER,
     ExpiredId,
     GridKey,
     eligible,
@@ -41,7 +40,7 @@ from udm.host.time import INFINITY, MIN_TIME
 __all__ = ["DONE", "GridPath", "eligible", "slice_eligible"]
 
 
-class GridPath(GridColumns):
+class GridPath(GridColumns, SliceRun):
     """The grid path of one query: :class:`~udm.host.gridcore.GridCore`
     with batches (also columnar: :class:`~udm.host.gridcolumns.GridColumns`),
     undo and persistence."""
@@ -188,10 +187,14 @@ class GridPath(GridColumns):
         (in the slice mode a count and an append), no more: deliberately
         one flat loop with its checks inline (complexity over 20).
 
-        Given ``out``, the slice mode also takes an insert that moves its
-        key's watermark past windows' ends, and emits those windows here
-        (:meth:`emit_due`): over in-order data nearly every insert does,
-        and handing each to :meth:`insert_raw` would repeat its checks."""
+        Given ``out``, the slice mode with speculative output takes its own
+        loop, :meth:`~udm.host.gridslicerun.SliceRun.run_slices`, which
+        also takes an insert that moves its key's watermark past windows'
+        ends and emits those windows: over in-order data nearly every
+        insert does, and handing each to :meth:`insert_raw` would repeat
+        its checks."""
+        if out is not None and self.lazy:  # the slice mode's own loop
+            return self.run_slices(rows, as_elements, live, out)
         cti, size, hop, off = self.cti, self.size, self.hop, self.offset
         floor, max_end = self.floor, self.max_end
         keep = self.keep_events
@@ -205,7 +208,6 @@ class GridPath(GridColumns):
         single = keys.get(None) if key_fn is None else None
         key: Hashable = None
         applied = 0
-        emit_here = out is not None and slices and not conservative
         for row in rows:
             if as_elements:
                 if type(row) is not Insert:
@@ -234,7 +236,6 @@ class GridPath(GridColumns):
                 return applied, row  # the slower paths name the element
             lo = (start - size - off) // hop + 1
             hi = -((off - end) // hop) - 1
-            due = False
             if ks is None:
                 # a new key's first event: what insert() does when it opens
                 # no window that has begun to end (speculative, after the CTI)
@@ -262,9 +263,7 @@ class GridPath(GridColumns):
                 if hi > (m - off) // hop:
                     return applied, row  # reaches an unbegun window
                 if moved and last > emitted and (ks.wins or lo <= last):
-                    if not emit_here:
-                        return applied, row  # windows become due: insert_raw emits them
-                    due = True  # the slice mode emits them below (emit_due)
+                    return applied, row  # windows become due: insert_raw emits them
                 if lo <= emitted and not conservative:
                     return applied, row  # changes an emitted window's output
             if value_fn is not None and value_field is None:
@@ -332,34 +331,6 @@ class GridPath(GridColumns):
                     kev.payloads.append(payload)
                 else:
                     kev.add(record, ident, payload)
-            if due:  # emit_here: the slices hold the event already
-                assert out is not None and emitted is not None
-                # named if the UDM fails
-                self.current = row if as_elements else Insert(ident, start, end, payload)
-                try:
-                    w = wins.get(last)
-                    if last == emitted + 1 and w is not None and not w[2]:
-                        if self.operator:
-                            self._refresh(ks, key, last, out)
-                        else:  # emit_due's common case: in-order data, one window
-                            self._emit_slice(ks, last, w, out)
-                    else:
-                        self.emit_due(ks, emitted, last, out)
-                except Exception:
-                    self.run_applied = applied
-                    for k in made:  # the windows it made (none emitted)
-                        del wins[k]
-                    ks.events.remove(record)  # type: ignore[union-attr]
-                    raise
-                self.current = None
-                # due when lo (the first not emitted) ends, or to forget (_register)
-                if ks.forget == NEVER:
-                    ks.forget = lo * hop + off + size + LINGER * hop
-                nd = lo * hop + off + size
-                if ks.forget < nd:
-                    nd = ks.forget
-                if nd != ks.due:
-                    self._push(ks, nd)
             if lo <= hi and lo * hop + off + size < ks.due:
                 self._push(ks, lo * hop + off + size)
             if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
@@ -536,6 +507,7 @@ class GridPath(GridColumns):
         self._set_cti(data["cti"])
         self._swept = data["swept"]
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
+        self.reused = any(type(i) is ExpiredId for i in self.events)
         self.keys = {}
         self._due_times, self._due_buckets = [], {}
         self._long_keys, self._created = set(), 0

@@ -11,7 +11,11 @@ this module is, and a hand-computed test should say so).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+import inspect
+from bisect import bisect_left
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from itertools import islice
+from operator import ge
 from typing import Any
 
 from udm.host.cht import Cht
@@ -32,6 +36,7 @@ __all__ = [
     "filter_events",
     "grid_windows",
     "project",
+    "sliced_members",
 ]
 
 
@@ -110,14 +115,27 @@ def _evaluate(
     watermark: Any,
     emit_empty: bool,
     args: dict[str, Any] | None,
+    checked: bool = False,
 ) -> Cht:
-    """:func:`evaluate`, the collector paused."""
+    """:func:`evaluate`, the collector paused. ``checked``: ``cht`` is a
+    list of :class:`IntervalEvent` whose lifetimes were checked already (by
+    :func:`evaluate_by_key`), so it is not checked again."""
     instance = instantiate(udm, args)
     clipping = InputClipping.parse(input_clipping)
     policy = resolve_output_policy(output_policy, window, instance)
     value_fn = make_value_fn(value)
-    events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
+    if checked:
+        events: list[IntervalEvent[Any]] = cht  # type: ignore[assignment]
+    else:
+        events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
+    # payloads mapped first, each once (not once per window it belongs to):
+    # every later pass reads the mapped events, allocated together, rather
+    # than the caller's, which may lie scattered over a large input (one
+    # key's events among a million): what is read more than once is small
+    mapped = _mapped(events, value_fn)
+    if mapped is not None:
+        events, value_fn = mapped, None
     if emit_empty:
         grid = window.grid  # grid windows alone may be empty
         if grid is None:
@@ -129,24 +147,26 @@ def _evaluate(
     else:
         windows = window.windows(events, wm)
     ordered = False
-    mapped = _mapped(events, value_fn)
-    if mapped is not None:
-        # each payload mapped once, not once per window it belongs to; a
-        # time-insensitive UDM's canonical order (start, then payload) put
+    if mapped is not None and not instance.time_sensitive:
+        # a time-insensitive UDM's canonical order (start, then payload) put
         # on the events once, so every window's members come in it (a
         # subsequence of a stable sort is in the order its own stable sort
-        # would give): the cost is the memberships, not memberships x log
-        events, value_fn = mapped, None
-        if not instance.time_sensitive:
+        # would give): the cost is the memberships, not memberships x log.
+        # Events already in strictly increasing start order (the usual
+        # input) are in it: no sort, and no payload read for one
+        starts = [e.start for e in events]
+        if any(map(ge, starts, islice(starts, 1, None))):
             events.sort(key=_canonical_start)
-            ordered = True
+        ordered = True
+    if ordered:
+        members: Iterable[list[IntervalEvent[Any]]] = sliced_members(window, windows, events)
+    else:
+        members = assign_members(window, windows, events)
     out: list[IntervalEvent[Any]] = []
-    for w, members in zip(windows, assign_members(window, windows, events), strict=True):
-        if not members and not emit_empty:
+    for w, found in zip(windows, members, strict=True):
+        if not found and not emit_empty:
             continue
-        out.extend(
-            compute_window(instance, w, members, clipping, policy, value_fn, ordered=ordered)
-        )
+        out.extend(compute_window(instance, w, found, clipping, policy, value_fn, ordered=ordered))
     return Cht(out)
 
 
@@ -212,6 +232,36 @@ def assign_members(
     return members
 
 
+def sliced_members(
+    window: WindowSpec, windows: Sequence[WindowDescriptor], events: Sequence[IntervalEvent[Any]]
+) -> Iterator[list[IntervalEvent[Any]]]:
+    """:func:`assign_members` of ``events`` sorted by start, one window's
+    members at a time: under the overlap rule a window's members are the
+    events starting in it, or at most the longest lifetime before it, that
+    end after it starts: a slice of ``events`` (two bisections), filtered
+    by end unless every event is a point. No member lists are built for
+    all windows at once, and no event is visited once per window it
+    belongs to before its windows are computed. Other rules, and lifetimes
+    longer than the shortest window (the slices would hold many events
+    that are not members), take :func:`assign_members`."""
+    if not windows or not events or not _overlap_rule(window):
+        yield from assign_members(window, windows, events)
+        return
+    starts = [e.start for e in events]
+    longest = max(e.end - e.start for e in events)
+    if longest > min(w.end - w.start for w in windows):
+        yield from assign_members(window, windows, events)
+        return
+    items = list(events)
+    for w in windows:
+        lo = bisect_left(starts, w.start - longest + 1)
+        chosen = items[lo : bisect_left(starts, w.end)]
+        if longest > 1:  # points starting in it end after it starts
+            start = w.start
+            chosen = [e for e in chosen if e.end > start]
+        yield chosen
+
+
 def _grid_origin(window: WindowSpec, windows: Sequence[WindowDescriptor]) -> int | None:
     """The index of the first of ``windows`` when they are consecutive
     windows of a hopping or tumbling grid (the usual case): an event's
@@ -269,9 +319,41 @@ def evaluate_by_key(
     assert key_fn is not None
     with gc_paused():
         groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
+        # lifetimes checked here, in the input's order, when every event is
+        # an IntervalEvent with start < end (what Cht would check, per group,
+        # reading each key's events scattered over the input once more);
+        # otherwise each group is checked as evaluate checks it, with the
+        # same errors
+        checked = True
         for e in cht:
             groups.setdefault(key_fn(e.payload), []).append(e)
-        return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
+            if checked and not (type(e) is IntervalEvent and e.start < e.end):
+                checked = False
+        if not checked or not _plain_options(options):
+            return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
+        return {
+            k: _evaluate(events, window, udm, checked=True, **_full_options(options))
+            for k, events in groups.items()
+        }
+
+
+def _plain_options(options: dict[str, Any]) -> bool:
+    """Whether ``options`` are keyword arguments :func:`evaluate` takes (so
+    :func:`evaluate_by_key` may call :func:`_evaluate` directly; otherwise
+    :func:`evaluate` raises its own TypeError)."""
+    return set(options) <= set(_DEFAULTS)
+
+
+def _full_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {**_DEFAULTS, **options}
+
+
+#: :func:`evaluate`'s keyword arguments and their defaults
+_DEFAULTS: dict[str, Any] = {
+    name: p.default
+    for name, p in inspect.signature(evaluate).parameters.items()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+}
 
 
 def project(cht: Iterable[IntervalEvent[Any]], fn: Function | Callable[[Any], Any]) -> Cht:
