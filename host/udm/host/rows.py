@@ -32,6 +32,7 @@ __all__ = [
     "adapt_op",
     "check_output_names",
     "check_row",
+    "group_key",
     "invalid_event",
     "is_datetime",
     "key_of",
@@ -402,19 +403,26 @@ def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
     (field, value) pairs, since lists and dicts cannot be dict keys; a
     NaN (anywhere in it) is :data:`NAN_KEY`, so all NaN keys are one."""
 
-    def hashable(v: Any) -> Any:
-        if isinstance(v, float) and v != v:
-            return NAN_KEY
-        if isinstance(v, list):
-            return tuple(hashable(x) for x in v)
-        if isinstance(v, dict):
-            return tuple((f, hashable(x)) for f, x in v.items())
-        return v
-
     if len(keys) == 1:
-        found: Hashable = hashable(p[keys[0]])
-        return found
-    return tuple(hashable(p[k]) for k in keys)
+        return group_key(p[keys[0]])
+    return tuple(group_key(p[k]) for k in keys)
+
+
+def group_key(value: Any) -> Hashable:
+    """A key value as a dict key: a NaN (anywhere in it) is :data:`NAN_KEY`,
+    a list a tuple and a dict a tuple of (field, value) pairs.
+
+    >>> group_key(float("nan")) is NAN_KEY, group_key([1, {"a": 2}])
+    (True, (1, (('a', 2),)))
+    """
+    if isinstance(value, float) and value != value:
+        return NAN_KEY
+    if isinstance(value, (list, tuple)):
+        return tuple(group_key(x) for x in value)
+    if isinstance(value, dict):
+        return tuple((f, group_key(x)) for f, x in value.items())
+    found: Hashable = value
+    return found
 
 
 def rows_to_cht(
