@@ -7,13 +7,26 @@ in-process engine with the reference evaluator or a hand-computed CHT."""
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import pytest
+from engine_support import Mean
 
-from udm.host import MIN_TIME, Cht, Insert
+from udm.host import (
+    MIN_TIME,
+    Cht,
+    Cti,
+    HoppingWindow,
+    Host,
+    Insert,
+    SnapshotWindow,
+    TumblingWindow,
+    evaluate_by_key,
+)
 from udm.host.query import Stream
 from udm.host.rows import NAN_KEY
+from udm.sdk import aggregate
 
 
 @pytest.mark.parametrize(
@@ -64,3 +77,53 @@ def test_a_new_start_at_min_time_is_in_the_time_range(engine: str) -> None:
 def test_to_cht_on_the_streaming_engine_names_the_batch_engines() -> None:
     with pytest.raises(ValueError, match=r"runs continuously.*to_cht\(engine='spark'\)"):
         Stream.from_cht([(0, 5, 1)]).shift(1).to_cht(engine="streaming")
+
+
+@aggregate
+def count(values: list[Any]) -> int:
+    """How many events a window holds."""
+    return len(values)
+
+
+@aggregate
+def median(values: list[float]) -> float:
+    """A non-incremental aggregate: the host's slice path."""
+    return statistics.median(values)
+
+
+@pytest.mark.parametrize(
+    ("window", "udm"),
+    [
+        (TumblingWindow(5), count),
+        (TumblingWindow(5), Mean),
+        (HoppingWindow(10, 5), median),
+        (SnapshotWindow(), count),
+    ],
+    ids=["tumbling", "tumbling-incremental", "hopping-median", "snapshot"],
+)
+@pytest.mark.parametrize("key", ["k", lambda p: (p["k"], 1)], ids=["field", "tuple"])
+def test_every_nan_key_is_one_group_in_the_host_and_evaluate_by_key(
+    window: Any, udm: Any, key: Any
+) -> None:
+    """Each NaN object hashes apart: ``evaluate_by_key`` and ``Host(key=)``
+    made a group of each NaN event (black-box acceptance). Distinct NaN
+    objects, keyed by a field or inside a tuple key, are one group, as the
+    query API and Spark make them (docs/concepts.md, "Group keys")."""
+    rows = [(i, i + 1, {"k": float("nan") if i % 2 else 1.5, "v": float(i)}) for i in range(40)]
+    expected = evaluate_by_key(Cht(rows), key, window, udm, value="v")
+    assert len(expected) == 2
+    want = {(k[0] if isinstance(k, tuple) else k) is NAN_KEY for k in expected}
+    assert want == {True, False}
+    elements = [Insert(i, s, e, p) for i, (s, e, p) in enumerate(rows)] + [Cti(60)]
+    for batch in (True, False):
+        host = Host(window, udm, key=key, value="v")
+        if batch:
+            out = host.process_many(elements) + host.flush()
+        else:
+            out = [o for el in elements for o in host.process(el)] + host.flush()
+        got: dict[Any, list[Any]] = {}
+        for k, s, e, p in (
+            (o.id.key, o.start, o.end, o.payload) for o in out if isinstance(o, Insert)
+        ):
+            got.setdefault(k, []).append((s, e, p))
+        assert {k: Cht(v) for k, v in got.items()} == expected

@@ -33,6 +33,7 @@ from typing import Any
 from udm.host.gridcore import GridCore
 from udm.host.gridstate import GridKey
 from udm.host.invoke import PLAIN_TYPES, detached
+from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, insert_of
 
 __all__ = ["MIN_COLUMN_RUN", "GridColumns"]
@@ -140,8 +141,8 @@ class GridColumns(GridCore):
             for i, key, value, k, s in zip(count(), keys_col, values, wins_of, starts):
                 ks = keys_get(key)
                 if ks is None:
-                    if not grouped or s <= cti:
-                        break  # what run() leaves to the general path
+                    if not grouped or s <= cti or type(key) in NORMALIZED:
+                        break  # what run() leaves to the general path (a NaN key too)
                     ks = self._new_key(key)
                     try:
                         ks.wins[k] = [add(initial(), value), 1, []]

@@ -34,6 +34,7 @@ from udm.host.gridstate import (
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
+from udm.host.rows import NORMALIZED, group_key
 from udm.host.stream import Cti, Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -85,6 +86,8 @@ class GridPath(GridColumns, SliceRun):
             return False  # a duplicate, or the reused id of an expired event
         try:
             key = self.key_fn(payload) if self.key_fn is not None else None
+            if type(key) in NORMALIZED:  # every NaN one key (docs/concepts.md)
+                key = group_key(key)
             ks = self.keys.get(key)  # TypeError: an unhashable key
         except Exception as exc:
             raise key_failed(Insert(ident, start, end, payload), exc) from None
@@ -239,8 +242,8 @@ class GridPath(GridColumns, SliceRun):
             if ks is None:
                 # a new key's first event: what insert() does when it opens
                 # no window that has begun to end (speculative, after the CTI)
-                if conservative or key_fn is None or start <= cti:
-                    return applied, row
+                if conservative or key_fn is None or start <= cti or type(key) in NORMALIZED:
+                    return applied, row  # (a new float or tuple key: a NaN is normalized there)
                 m = start
                 last = (m - size - off) // hop
                 if hi > (m - off) // hop or lo <= last:

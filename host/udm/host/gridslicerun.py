@@ -30,6 +30,7 @@ from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridslices import KeyEvents
 from udm.host.gridstate import DONE, NEVER
 from udm.host.invoke import PLAIN_TYPES, detached
+from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, Insert, insert_of
 from udm.host.time import MIN_TIME
 
@@ -101,8 +102,8 @@ class SliceRun(GridCore):
             if ks is None:
                 # a new key's first event that opens no window that has
                 # begun to end (after the CTI): as GridPath.run
-                if key_fn is None or start <= cti:
-                    return applied, row
+                if key_fn is None or start <= cti or type(key) in NORMALIZED:
+                    return applied, row  # (a new float or tuple key: a NaN is normalized there)
                 last = (start - size - off) // hop
                 if hi > (start - off) // hop or lo <= last:
                     return applied, row

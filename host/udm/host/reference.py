@@ -22,7 +22,7 @@ from udm.host.cht import Cht
 from udm.host.gcpause import gc_paused
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.rows import group_key
+from udm.host.rows import NORMALIZED, group_key
 from udm.host.time import INFINITY, to_ticks
 from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
@@ -328,7 +328,7 @@ def evaluate_by_key(
         checked = True
         for e in cht:
             k = key_fn(e.payload)
-            if type(k) in _NORMALIZED:  # every NaN one key (docs/concepts.md)
+            if type(k) in NORMALIZED:  # every NaN one key (docs/concepts.md)
                 k = group_key(k)
             groups.setdefault(k, []).append(e)
             if checked and not (type(e) is IntervalEvent and e.start < e.end):
@@ -351,9 +351,6 @@ def _plain_options(options: dict[str, Any]) -> bool:
 def _full_options(options: dict[str, Any]) -> dict[str, Any]:
     return {**_DEFAULTS, **options}
 
-
-#: key types :func:`evaluate_by_key` passes through :func:`group_key`
-_NORMALIZED = frozenset({float, tuple, list, dict})
 
 #: :func:`evaluate`'s keyword arguments and their defaults
 _DEFAULTS: dict[str, Any] = {

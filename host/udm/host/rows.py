@@ -24,6 +24,7 @@ from udm.sdk.events import IntervalEvent
 
 __all__ = [
     "NAN_KEY",
+    "NORMALIZED",
     "OPEN_BY_SHAPE",
     "OPEN_IN_MEMORY",
     "SUB_MICROSECOND",
@@ -406,6 +407,10 @@ def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
     if len(keys) == 1:
         return group_key(p[keys[0]])
     return tuple(group_key(p[k]) for k in keys)
+
+
+#: key types that :func:`group_key` may change (a NaN in them)
+NORMALIZED = frozenset({float, tuple, list, dict})
 
 
 def group_key(value: Any) -> Hashable:
