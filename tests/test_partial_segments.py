@@ -1,18 +1,21 @@
-"""The vectorized partial fold (``add_segments``, :mod:`udm.host.spark.partialfold`),
+"""The partial fold from one sort (:mod:`udm.host.spark.partialfold`),
 in-process (no Spark session) and once on Spark: partial states folded per
-input partition by one ``add_segments`` call, merged after the shuffle,
-must give the reference evaluator's CHT; where an event is in several
-states (intervals across windows or panes) or a value column has nulls,
-the per-event fold runs instead; a failing or wrong-sized ``add_segments``
-names its window and key; the planner picks partial states for such UDAs
-from dense groups alone.
+input partition by one ``add_segments`` call, or by ``add_many`` (``add``)
+per state over slices of a Python list, merged after the shuffle, must
+give the reference evaluator's CHT; where an event is in several states
+(intervals across windows or panes) the per-event fold runs instead, and
+a value column with nulls goes to ``add_many``; a failing or wrong-sized
+``add_segments``, a failing ``add_many``, ``add`` or value function names
+its window and key; the planner picks partial states for such UDAs from
+dense groups alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import example, given, settings
@@ -31,7 +34,7 @@ from worker_support import MergeableSumCount as SumCount  # noqa: E402
 from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
-from udm.host.spark import grid, partialfold  # noqa: E402
+from udm.host.spark import grid, panes, partialfold  # noqa: E402
 from udm.host.spark.arrowio import arrow_schema_with_marks  # noqa: E402
 from udm.host.strategy import KeySample, choose_partial, folds_by_segments  # noqa: E402
 
@@ -69,13 +72,58 @@ class Failing(SumCount):
         raise ValueError("no segments today")
 
 
+class ManyMean(IncrementalAggregate):
+    """A mergeable mean without a vectorized form: ``add_many`` per state."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        ManyMean.calls["add"] += 1
+        return (state[0] + value, state[1] + 1)
+
+    def add_many(self, state: tuple[float, int], values: Sequence[float]) -> tuple[float, int]:
+        ManyMean.calls["add_many"] += 1
+        if any(v == 13.0 for v in values):
+            raise ValueError("13 is unlucky")
+        return (state[0] + sum(values), state[1] + len(values))
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
+class AddMax(IncrementalAggregate):
+    """A mergeable maximum by ``add`` alone; fails on 13."""
+
+    def initial_state(self) -> float | None:
+        return None
+
+    def add(self, state: float | None, value: float) -> float:
+        if value == 13.0:
+            raise ValueError("13 again")
+        return value if state is None else max(state, value)
+
+    def merge(self, a: float | None, b: float | None) -> float | None:
+        return b if a is None else a if b is None else max(a, b)
+
+    def result(self, state: float | None) -> float | None:
+        return state
+
+
 class MergeFails(SumCount):
     def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
         raise ValueError("cannot merge")
 
 
-def _op(udms: list[Any], window: HoppingWindow, watermark: int = INFINITY) -> WindowOp:
-    calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
+def _op(
+    udms: list[Any], window: HoppingWindow, watermark: int = INFINITY, value: Any = "v"
+) -> WindowOp:
+    calls = tuple(UdmCall(f"r{i}", u(), value) for i, u in enumerate(udms))
     return WindowOp(
         Source(rows=()),
         window,
@@ -196,7 +244,7 @@ def test_segment_fold_is_exact_and_vectorized() -> None:
     assert SumCount.calls == Counter({"add_segments": 2})
 
 
-def test_a_column_with_nulls_takes_the_per_event_fold() -> None:
+def test_a_column_with_nulls_folds_by_add_many() -> None:
     """``add_segments`` reads numbers only: a column with a null goes
     through ``add_many`` (None added as Python sees it)."""
     table = pa.table(
@@ -208,12 +256,108 @@ def test_a_column_with_nulls_takes_the_per_event_fold() -> None:
         }
     )
     op = _op([SumCount], HoppingWindow(5, 5))
-    assert partialfold.segment_inputs(op, table) is None
-    assert partialfold.segment_inputs(op, table.slice(0, 2)) is not None
+    assert partialfold.fold_inputs(op, table) == [None]
+    assert partialfold.fold_inputs(op, table.slice(0, 2))[0] is not None
     SumCount.calls.clear()
     with pytest.raises(UdmInvocationError, match=r"window \[0, 5\) of key 'b'"):
         _run(op, [], 1, table)
     assert SumCount.calls["add_segments"] == 0
+
+
+def _sorted_runs(op: WindowOp, rows: list[Any], parts: int) -> tuple[list[Any], int]:
+    """:func:`_run`, and how many partitions the sorted fold folded."""
+    folded = 0
+    real = panes.sorted_fold
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        nonlocal folded
+        got = real(*args, **kwargs)
+        folded += got is not None
+        return got
+
+    panes.sorted_fold = spy  # type: ignore[assignment]
+    try:
+        return _run(op, rows, parts), folded
+    finally:
+        panes.sorted_fold = real  # type: ignore[assignment]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rows=EVENTS,
+    window=WINDOWS,
+    parts=st.integers(1, 3),
+    watermark=st.sampled_from([INFINITY, 30]),
+    sizes=st.sampled_from([(partialfold.RUNS, partialfold.EVENTS), (2, 3), (50, 1)]),
+)
+def test_add_many_and_add_fold_from_one_sort(
+    rows: list[Any], window: HoppingWindow, parts: int, watermark: int, sizes: tuple[int, int]
+) -> None:
+    """UDAs without ``add_segments`` (``add_many``; ``add`` alone; beside
+    a vectorized one) fold from the same sort where each event is in one
+    state, in chunks bounded by runs and by events: the reference's CHT
+    per key, and one ``add_many`` call per state."""
+    rows = [r for r in rows if r[3] != 13.0]
+    udms: list[Any] = [ManyMean, AddMax, SumCount]
+    op = _op(udms, window, watermark)
+    ManyMean.calls.clear()
+    old = partialfold.RUNS, partialfold.EVENTS
+    partialfold.RUNS, partialfold.EVENTS = sizes
+    try:
+        out, folded = _sorted_runs(op, rows, parts)
+    finally:
+        partialfold.RUNS, partialfold.EVENTS = old
+    assert ManyMean.calls["add"] == 0
+    for i, udm in enumerate(udms):
+        assert by_key(out, f"__udm_r{i}") == reference(rows, window, udm, watermark=watermark)
+    k_lo, k_hi = window.index_range(
+        np.array([s for _, s, _, _ in rows], np.int64),
+        np.array([min(e, watermark) for _, _, e, _ in rows], np.int64),
+    )
+    if window.size > window.hop:
+        one_state = all(e == s + 1 for _, s, e, _ in rows)
+    else:
+        one_state = bool(((k_lo == k_hi) | (k_lo > k_hi)).all()) if rows else True
+    if one_state:  # every partition with events folded from the sort
+        assert folded == min(parts, len(rows))
+
+
+def test_a_value_function_folds_from_one_sort() -> None:
+    """Hand-computed: a value function over whole payloads, tumbling
+    windows of 10, one ``add_many`` call per (key, window) state."""
+    rows = [("a", 1, 2, 4.0), ("a", 3, 4, 5.0), ("b", 0, 1, 0.5), ("a", 12, 13, 1.0)]
+    ManyMean.calls.clear()
+    op = _op([ManyMean], HoppingWindow(10, 10), value=lambda p: p["v"] * 2)
+    out, folded = _sorted_runs(op, rows, 1)
+    got = sorted((r["key"], r[S_COL], r[E_COL], r["__udm_r0"]) for r in out)
+    assert got == [("a", 0, 10, 9.0), ("a", 10, 20, 2.0), ("b", 0, 10, 1.0)]
+    assert (folded, ManyMean.calls) == (1, Counter({"add_many": 3}))
+
+
+@pytest.mark.parametrize(
+    ("udm", "window", "value", "where"),
+    [
+        (ManyMean, HoppingWindow(6, 6), "v", r"'many_mean' failed on window \[12, 18\) of key 'b'"),
+        (ManyMean, HoppingWindow(6, 2), "v", r"'many_mean' failed on window \[12, 14\) of key 'b'"),
+        (AddMax, HoppingWindow(6, 6), "v", r"'add_max' failed on window \[12, 18\) of key 'b'"),
+        (
+            ManyMean,
+            HoppingWindow(6, 6),
+            lambda p: 1.0 / (p["v"] - 13.0),
+            r"'many_mean' failed on window \[12, 18\) of key 'b': ZeroDivisionError",
+        ),
+    ],
+)
+def test_a_failing_add_many_names_its_window_and_key(
+    udm: Any, window: HoppingWindow, value: Any, where: str
+) -> None:
+    """``add_many``, ``add`` or the value function failing on the value
+    13 (at time 13, key b) names the state's window, or its pane under
+    hopping windows, and key."""
+    rows = [("a", t, t + 1, float(t)) for t in range(13)]
+    rows += [("b", t, t + 1, float(t)) for t in range(10, 16)]
+    with pytest.raises(UdmInvocationError, match=where):
+        _run(_op([udm], window, value=value), rows, 2)
 
 
 @pytest.mark.parametrize(

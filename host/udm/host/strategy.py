@@ -22,6 +22,7 @@ __all__ = [
     "choose_partial",
     "describe_strategy",
     "folds_by_segments",
+    "folds_by_sort",
     "partial_is_open",
     "sample_unit",
     "spark_route",
@@ -100,6 +101,19 @@ def folds_by_segments(op: WindowOp) -> bool:
         and c.udm.implements("add_segments")
         and isinstance(c.value, str)
         for c in op.calls
+    )
+
+
+def folds_by_sort(op: WindowOp) -> bool:
+    """Whether the partial fold may run from one sort of a partition's
+    events by (key, start) (:func:`udm.host.spark.partialfold.sorted_fold`):
+    every call a time-insensitive incremental UDA, which folds a state's
+    values by ``add_segments``, ``add_many`` or ``add`` without reading
+    lifetimes. It does where each event is in one state -- tumbling
+    windows, point events under panes (checked per partition: otherwise
+    the per-event fold)."""
+    return op.kind == "aggregate" and all(
+        c.udm.incremental and not c.udm.time_sensitive for c in op.calls
     )
 
 
@@ -209,10 +223,15 @@ def describe_strategy(
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
             if uses_panes(op):
                 run += ", point events folded once per pane of gcd(size, hop)"
-            if folds_by_segments(op):
+            if folds_by_sort(op):
+                how = (
+                    "one add_segments call per UDA"
+                    if folds_by_segments(op)
+                    else "add_segments per UDA where defined, else add_many (or add) per state,"
+                )
                 run += (
-                    ", by one add_segments call per UDA over the partition's events sorted"
-                    " by (key, start) where each event is in one state"
+                    f", by {how} over the partition's events sorted by (key, start)"
+                    " where each event is in one state"
                 )
             return (
                 f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "
