@@ -254,18 +254,18 @@ def mean_parts() -> dict[str, Any]:
     """Where the vectorized mean's time goes against the floor: the floor
     followed by a second stage shuffling one row per partition (what a
     plan with partial states costs before any Python work), and the mean
-    by ``add_segments`` with partial states (the planner's choice on
-    this layout) and without (the sliced path, which shuffles every
-    event), round-robin in one session; seconds and CPU seconds."""
+    by ``add_segments`` and by ``add_many`` with partial states and
+    without (the sliced path, which shuffles every event), round-robin in
+    one session; seconds and CPU seconds."""
     from udm.host.query import Stream
 
     spark = _session()
     df = _events(spark)
     cols = df.select("key", "ts", "v")
 
-    def mean(partial: bool) -> Any:
+    def mean(partial: bool, uda: Any = MeanVector) -> Any:
         stream = Stream.from_dataframe(df, start="ts", key="key").tumbling_window(TUMBLING)
-        return stream.aggregate(MeanVector, value="v", partial=partial).to_dataframe()
+        return stream.aggregate(uda, value="v", partial=partial).to_dataframe()
 
     cpu: dict[str, float] = {}
     seconds = _time_all(
@@ -276,6 +276,8 @@ def mean_parts() -> dict[str, Any]:
             ),
             "udm_mean_vector_partial": lambda: mean(True),
             "udm_mean_vector_sliced": lambda: mean(False),
+            "udm_mean_partial": lambda: mean(True, Mean),
+            "udm_mean_sliced": lambda: mean(False, Mean),
         },
         cpu,
     )

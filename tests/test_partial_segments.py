@@ -36,7 +36,12 @@ from worker_support import by_key, reference, worker_table  # noqa: E402
 from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
 from udm.host.spark import grid, panes, partialfold  # noqa: E402
 from udm.host.spark.arrowio import arrow_schema_with_marks  # noqa: E402
-from udm.host.strategy import KeySample, choose_partial, folds_by_segments  # noqa: E402
+from udm.host.strategy import (  # noqa: E402
+    KeySample,
+    choose_partial,
+    folds_by_segments,
+    folds_by_sort,
+)
 
 
 class Extremes(IncrementalAggregate):
@@ -289,15 +294,24 @@ def _sorted_runs(op: WindowOp, rows: list[Any], parts: int) -> tuple[list[Any], 
     parts=st.integers(1, 3),
     watermark=st.sampled_from([INFINITY, 30]),
     sizes=st.sampled_from([(partialfold.RUNS, partialfold.EVENTS), (2, 3), (50, 1)]),
+    in_time_order=st.booleans(),
 )
 def test_add_many_and_add_fold_from_one_sort(
-    rows: list[Any], window: HoppingWindow, parts: int, watermark: int, sizes: tuple[int, int]
+    rows: list[Any],
+    window: HoppingWindow,
+    parts: int,
+    watermark: int,
+    sizes: tuple[int, int],
+    in_time_order: bool,
 ) -> None:
     """UDAs without ``add_segments`` (``add_many``; ``add`` alone; beside
     a vectorized one) fold from the same sort where each event is in one
-    state, in chunks bounded by runs and by events: the reference's CHT
-    per key, and one ``add_many`` call per state."""
+    state, in chunks bounded by runs and by events, from partitions in
+    time order (sorted by (key, index) by radix passes) or not: the
+    reference's CHT per key, and one ``add_many`` call per state."""
     rows = [r for r in rows if r[3] != 13.0]
+    if in_time_order:
+        rows.sort(key=lambda r: r[1])
     udms: list[Any] = [ManyMean, AddMax, SumCount]
     op = _op(udms, window, watermark)
     ManyMean.calls.clear()
@@ -320,6 +334,27 @@ def test_add_many_and_add_fold_from_one_sort(
         one_state = bool(((k_lo == k_hi) | (k_lo > k_hi)).all()) if rows else True
     if one_state:  # every partition with events folded from the sort
         assert folded == min(parts, len(rows))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spans=st.lists(st.integers(1, 5_000), min_size=1, max_size=3),
+    n=st.integers(1, 300),
+    seed=st.integers(0, 2**16),
+)
+def test_group_order_is_a_stable_sort(spans: list[int], n: int, seed: int) -> None:
+    """One or two radix passes (packed ranges up to 2**16, up to 2**32),
+    or None beyond: the order ``np.lexsort`` gives (stable, the first
+    column primary)."""
+    rng = np.random.default_rng(seed)
+    cols = [rng.integers(-5, span - 5, n) for span in spans]
+    got = partialfold.group_order(cols)
+    room = int(np.prod([int(c.max()) - int(c.min()) + 1 for c in cols]))
+    if room > 2**32:
+        assert got is None
+    else:
+        assert got is not None
+        assert got.tolist() == np.lexsort(cols[::-1]).tolist()
 
 
 def test_a_value_function_folds_from_one_sort() -> None:
@@ -394,32 +429,35 @@ def test_a_failing_merge_names_its_window() -> None:
 
 
 def test_the_planner_picks_partial_states_from_dense_groups_alone() -> None:
-    """Many cold keys: the per-event fold goes sliced, ``add_segments``
-    UDAs over tumbling windows take partial states when the groups are
-    dense enough; over panes they still go sliced."""
-    from test_query import Mean
+    """Many cold keys: over tumbling windows UDAs that fold from one sort
+    (``add_segments``, ``add_many`` or ``add``) take partial states when
+    the groups are dense enough; over panes, and for a time-sensitive UDA,
+    the heavy-key rule stands and they go sliced."""
+    from test_query import Mean, Span
 
     many = KeySample(rows=10_000, keys=1_000, hottest=0.002, groups=5_800, heavy=0.0)
     sparse = KeySample(rows=10_000, keys=1_000, hottest=0.002, groups=9_000, heavy=0.0)
     tumbling = HoppingWindow(60, 60)
-    vector = dataclasses.replace(_op([SumCount], tumbling), partial=None)
-    assert folds_by_segments(vector)
-    choice = choose_partial(vector, many)
-    assert choice.partial is True
-    assert choice.reason.endswith(
-        "0% of events in keys of >= 0.5% each (any share: every UDA folds by "
-        "add_segments, windows do not overlap), 1.7 events per (key, window) group "
-        "(>= 1.5): partial states"
-    )
-    # under panes the heavy-key rule stands (cold keys' pane states are
-    # merged into every window holding them)
-    panes = dataclasses.replace(_op([SumCount], HoppingWindow(60, 6)), partial=None)
-    assert folds_by_segments(panes)
-    assert choose_partial(panes, many).partial is False
-    assert choose_partial(vector, sparse).partial is False
-    plain = dataclasses.replace(_op([Mean], tumbling), partial=None)
-    assert not folds_by_segments(plain)
-    assert choose_partial(plain, many).partial is False
+    for udms in ([SumCount], [ManyMean], [Mean], [ManyMean, SumCount]):
+        vector = dataclasses.replace(_op(udms, tumbling), partial=None)
+        assert folds_by_sort(vector)
+        assert folds_by_segments(vector) == (udms == [SumCount])
+        choice = choose_partial(vector, many)
+        assert choice.partial is True
+        assert choice.reason.endswith(
+            "0% of events in keys of >= 0.5% each (any share: every UDA folds from one "
+            "sort, windows do not overlap), 1.7 events per (key, window) group "
+            "(>= 1.5): partial states"
+        )
+        assert choose_partial(vector, sparse).partial is False
+        # under panes the heavy-key rule stands (cold keys' pane states are
+        # merged into every window holding them)
+        panes = dataclasses.replace(_op(udms, HoppingWindow(60, 6)), partial=None)
+        assert folds_by_sort(panes)
+        assert choose_partial(panes, many).partial is False
+    timed = dataclasses.replace(_op([Span], tumbling), partial=None)
+    assert not folds_by_sort(timed)
+    assert choose_partial(timed, many).partial is False
 
 
 @pytest.mark.spark

@@ -144,13 +144,16 @@ def choose_partial(
     (few keys, densely: the fold shrinks what is shuffled, and no key
     sits on one worker), else the sliced path (many keys, or a hot key
     among many cold ones: a state per cold (key, pane) costs more than the
-    shuffle it saves). Where every UDA folds by ``add_segments``
-    (:func:`folds_by_segments`) over windows that do not overlap, the fold
-    makes no Python value per event and each state is merged into one
-    window, so the key shares do not matter: dense groups alone choose
-    partial states (measured: docs/performance.md, "Against the transfer
-    floor"; under panes a hot key among cold ones still goes sliced).
-    Without a sample the sliced path, which is faster on many keys."""
+    shuffle it saves). Where every UDA folds from one sort of the
+    partition (:func:`folds_by_sort`: time-insensitive, by
+    ``add_segments``, ``add_many`` or ``add``) over windows that do not
+    overlap, a state costs one call per UDA and is merged into one window,
+    so the key shares do not matter: dense groups alone choose partial
+    states (measured: docs/performance.md, "Against the transfer floor" and
+    "Where a udm mean's time goes"; under panes each state is merged into
+    every window holding it, and a hot key among cold ones still goes
+    sliced). Without a sample the sliced path, which is faster on many
+    keys."""
     if op.partial is not None:
         op.check_partial()
         return PartialChoice(op.partial, f"partial={op.partial} forces it")
@@ -165,16 +168,16 @@ def choose_partial(
     if not sample.rows:
         return PartialChoice(False, "the sample of the input is empty: sliced path")
     per = sample.per_group
-    # the vectorized fold over windows that do not overlap costs per state,
-    # hardly per event, and each state is merged once per window; under
+    # the fold from one sort over windows that do not overlap costs a call
+    # per state and UDA, and each state is merged once per window; under
     # panes each state is merged into every window holding it
-    segments = folds_by_segments(op) and not uses_panes(op)
-    heavy_ok = segments or sample.heavy >= PARTIAL_MIN_HEAVY
+    by_sort = folds_by_sort(op) and not uses_panes(op)
+    heavy_ok = by_sort or sample.heavy >= PARTIAL_MIN_HEAVY
     dense_ok = per >= PARTIAL_MIN_PER_GROUP
     unit = "pane" if uses_panes(op) else "window"
     heavy = f"{sample.heavy:.0%} of events in keys of >= {HEAVY_KEY_SHARE:.1%} each"
-    if segments:
-        heavy += " (any share: every UDA folds by add_segments, windows do not overlap)"
+    if by_sort:
+        heavy += " (any share: every UDA folds from one sort, windows do not overlap)"
     else:
         heavy += f" (>= {PARTIAL_MIN_HEAVY:.0%})" if heavy_ok else f" (< {PARTIAL_MIN_HEAVY:.0%})"
     dense = f"{per:.1f} events per (key, {unit}) group"

@@ -175,15 +175,47 @@ def sorted_fold(
     if not len(keep):
         return iter(())
     codes = [fold_codes(table.column(c))[keep] for c in keys]
-    # a window's (or pane's) index grows with the start: sorting by (key,
-    # start) sorts by (key, index, start) too
-    sub = lexsort((s[keep], *reversed(codes)))
+    kept_s = s[keep]
+    idx = w.pane_index.at(kept_s) if panes else k_min[keep]
+    sub = None
+    if bool((kept_s[1:] >= kept_s[:-1]).all()):
+        # events in time order (as a time-ordered source's partitions are):
+        # a stable sort by (key, index) keeps them so within each state
+        sub = group_order([*codes, idx])
+    if sub is None:
+        # a window's (or pane's) index grows with the start: sorting by
+        # (key, start) sorts by (key, index, start) too
+        sub = lexsort((kept_s, *reversed(codes)))
     order = keep[sub]
     codes = [c[sub] for c in codes]
-    idx = w.pane_index.at(s[order]) if panes else k_min[order]
+    idx = idx[sub]
     starts = run_starts(idx, *codes)
     runs = SortedRuns(order, idx, codes, starts)
     return _chunks(op, table, names, runs, fold_inputs(op, table), panes)
+
+
+def group_order(cols: list[np.ndarray]) -> np.ndarray | None:
+    """A stable order of rows by integer columns ``cols`` (the first
+    primary): their values packed into one number, sorted by one or two
+    stable passes over its 16-bit digits (numpy sorts 16-bit integers
+    stably by radix sort, about ten times faster than a quicksort of
+    int64, which is not stable). None when the packed range exceeds 32
+    bits."""
+    packed = np.zeros(len(cols[0]), dtype=np.int64)
+    room = 1  # the packed range so far, as a Python int (no overflow)
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        room *= span
+        if room > 2**32:
+            return None
+        packed *= span
+        packed += c.astype(np.int64, copy=False) - lo
+    if room <= 2**16:
+        return np.argsort(packed.astype(np.uint16), kind="stable")
+    order = np.argsort((packed & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (packed >> 16).astype(np.uint16)
+    return order[np.argsort(high[order], kind="stable")]
 
 
 class SortedRuns(NamedTuple):
