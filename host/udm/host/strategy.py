@@ -226,15 +226,16 @@ def describe_strategy(
             run = "partial states folded per partition and per window in the worker (mapInArrow)"
             if uses_panes(op):
                 run += ", point events folded once per pane of gcd(size, hop)"
-            if folds_by_sort(op):
-                how = (
-                    "one add_segments call per UDA"
-                    if folds_by_segments(op)
-                    else "add_segments per UDA where defined, else add_many (or add) per state,"
-                )
+            if folds_by_segments(op):
                 run += (
-                    f", by {how} over the partition's events sorted by (key, start)"
-                    " where each event is in one state"
+                    ", by one add_segments call per UDA over the partition's events sorted"
+                    " by (key, start) where each event is in one state"
+                )
+            elif folds_by_sort(op):
+                run += (
+                    ", from the partition's events sorted by (key, start) where each event"
+                    " is in one state (add_many or add per state and UDA, add_segments"
+                    " where defined)"
                 )
             return (
                 f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "
