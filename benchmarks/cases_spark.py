@@ -144,6 +144,7 @@ FLOOR_CONTENDERS = (
     "floor",
     "native_avg",
     "udm_mean",
+    "udm_mean_sliced",
     "udm_mean_vector",
     "pandas_udf_mean",
     "native_median",
@@ -180,6 +181,9 @@ def _contenders(df: Any) -> dict[str, Callable[[], Any]]:
         "native_avg": lambda: df.groupBy("key", win).agg(F.avg("v")),
         "native_median": lambda: df.groupBy("key", win).agg(F.median("v")),
         "udm_mean": lambda: udm(Mean, TUMBLING, TUMBLING),
+        # the same mean forced to the path without partial states (the
+        # planner's choice for it before issue #32's fold from one sort)
+        "udm_mean_sliced": lambda: udm(Mean, TUMBLING, TUMBLING, partial=False),
         "udm_mean_by_add": lambda: udm(MeanByAdd, TUMBLING, TUMBLING),
         "udm_mean_vector": lambda: udm(MeanVector, TUMBLING, TUMBLING),
         "udm_median": lambda: udm(median, TUMBLING, TUMBLING),
@@ -203,6 +207,7 @@ def _floor_ratios(s: dict[str, float]) -> dict[str, float]:
     """The mean and median against the floor, native and pandas_udf."""
     return {
         "udm_mean_vs_floor": s["udm_mean"] / s["floor"],
+        "udm_mean_sliced_vs_floor": s["udm_mean_sliced"] / s["floor"],
         "udm_mean_vector_vs_floor": s["udm_mean_vector"] / s["floor"],
         "native_avg_vs_floor": s["native_avg"] / s["floor"],
         "udm_mean_vs_native_avg": s["udm_mean"] / s["native_avg"],
@@ -227,6 +232,7 @@ def floor() -> dict[str, Any]:
     spark.stop()
     cpu_ratios = {
         "udm_mean_vs_floor": cpu["udm_mean"] / cpu["floor"],
+        "udm_mean_sliced_vs_floor": cpu["udm_mean_sliced"] / cpu["floor"],
         "udm_mean_vector_vs_floor": cpu["udm_mean_vector"] / cpu["floor"],
         "native_avg_vs_floor": cpu["native_avg"] / cpu["floor"],
     }
@@ -254,18 +260,18 @@ def mean_parts() -> dict[str, Any]:
     """Where the vectorized mean's time goes against the floor: the floor
     followed by a second stage shuffling one row per partition (what a
     plan with partial states costs before any Python work), and the mean
-    by ``add_segments`` with partial states (the planner's choice on
-    this layout) and without (the sliced path, which shuffles every
-    event), round-robin in one session; seconds and CPU seconds."""
+    by ``add_segments`` and by ``add_many`` with partial states and
+    without (the sliced path, which shuffles every event), round-robin in
+    one session; seconds and CPU seconds."""
     from udm.host.query import Stream
 
     spark = _session()
     df = _events(spark)
     cols = df.select("key", "ts", "v")
 
-    def mean(partial: bool) -> Any:
+    def mean(partial: bool, uda: Any = MeanVector) -> Any:
         stream = Stream.from_dataframe(df, start="ts", key="key").tumbling_window(TUMBLING)
-        return stream.aggregate(MeanVector, value="v", partial=partial).to_dataframe()
+        return stream.aggregate(uda, value="v", partial=partial).to_dataframe()
 
     cpu: dict[str, float] = {}
     seconds = _time_all(
@@ -276,6 +282,8 @@ def mean_parts() -> dict[str, Any]:
             ),
             "udm_mean_vector_partial": lambda: mean(True),
             "udm_mean_vector_sliced": lambda: mean(False),
+            "udm_mean_partial": lambda: mean(True, Mean),
+            "udm_mean_sliced": lambda: mean(False, Mean),
         },
         cpu,
     )
@@ -542,6 +550,12 @@ def _floor_rows(case: str, r: dict[str, Any], row: Callable[..., dict[str, Any]]
     return [
         row(f"{tag}: udm mean (add_many) time / no-op mapInArrow floor", a, "<= 1.5", a <= 1.5),
         row(f"{tag}: udm mean (add_segments) time / floor", v, "<= 1.5", v <= 1.5),
+        row(
+            f"{tag}: udm mean (add_many) forced sliced (partial=False) / floor",
+            r["udm_mean_sliced_vs_floor"],
+            "reported",
+            None,
+        ),
         row(f"{tag}: native avg / floor", r["native_avg_vs_floor"], "reported", None),
         row(f"{tag}: udm mean / native avg", r["udm_mean_vs_native_avg"], "reported", None),
         row(f"{tag}: udm Python median time / native median", b, "<= 1.5", b <= 1.5),

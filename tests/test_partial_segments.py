@@ -1,18 +1,21 @@
-"""The vectorized partial fold (``add_segments``, :mod:`udm.host.spark.partialfold`),
+"""The partial fold from one sort (:mod:`udm.host.spark.partialfold`),
 in-process (no Spark session) and once on Spark: partial states folded per
-input partition by one ``add_segments`` call, merged after the shuffle,
-must give the reference evaluator's CHT; where an event is in several
-states (intervals across windows or panes) or a value column has nulls,
-the per-event fold runs instead; a failing or wrong-sized ``add_segments``
-names its window and key; the planner picks partial states for such UDAs
-from dense groups alone.
+input partition by one ``add_segments`` call, or by ``add_many`` (``add``)
+per state over slices of a Python list, merged after the shuffle, must
+give the reference evaluator's CHT; where an event is in several states
+(intervals across windows or panes) the per-event fold runs instead, and
+a value column with nulls goes to ``add_many``; a failing or wrong-sized
+``add_segments``, a failing ``add_many``, ``add`` or value function names
+its window and key; the planner picks partial states for such UDAs from
+dense groups alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import example, given, settings
@@ -31,9 +34,14 @@ from worker_support import MergeableSumCount as SumCount  # noqa: E402
 from worker_support import by_key, reference, worker_table  # noqa: E402
 
 from udm.host.plan import E_COL, S_COL, Source, UdmCall, WindowOp  # noqa: E402
-from udm.host.spark import grid, partialfold  # noqa: E402
+from udm.host.spark import grid, panes, partialfold  # noqa: E402
 from udm.host.spark.arrowio import arrow_schema_with_marks  # noqa: E402
-from udm.host.strategy import KeySample, choose_partial, folds_by_segments  # noqa: E402
+from udm.host.strategy import (  # noqa: E402
+    KeySample,
+    choose_partial,
+    folds_by_segments,
+    folds_by_sort,
+)
 
 
 class Extremes(IncrementalAggregate):
@@ -69,13 +77,58 @@ class Failing(SumCount):
         raise ValueError("no segments today")
 
 
+class ManyMean(IncrementalAggregate):
+    """A mergeable mean without a vectorized form: ``add_many`` per state."""
+
+    calls: ClassVar[Counter[str]] = Counter()
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        ManyMean.calls["add"] += 1
+        return (state[0] + value, state[1] + 1)
+
+    def add_many(self, state: tuple[float, int], values: Sequence[float]) -> tuple[float, int]:
+        ManyMean.calls["add_many"] += 1
+        if any(v == 13.0 for v in values):
+            raise ValueError("13 is unlucky")
+        return (state[0] + sum(values), state[1] + len(values))
+
+    def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
+        return (a[0] + b[0], a[1] + b[1])
+
+    def result(self, state: tuple[float, int]) -> float:
+        return state[0] / state[1]
+
+
+class AddMax(IncrementalAggregate):
+    """A mergeable maximum by ``add`` alone; fails on 13."""
+
+    def initial_state(self) -> float | None:
+        return None
+
+    def add(self, state: float | None, value: float) -> float:
+        if value == 13.0:
+            raise ValueError("13 again")
+        return value if state is None else max(state, value)
+
+    def merge(self, a: float | None, b: float | None) -> float | None:
+        return b if a is None else a if b is None else max(a, b)
+
+    def result(self, state: float | None) -> float | None:
+        return state
+
+
 class MergeFails(SumCount):
     def merge(self, a: tuple[float, int], b: tuple[float, int]) -> tuple[float, int]:
         raise ValueError("cannot merge")
 
 
-def _op(udms: list[Any], window: HoppingWindow, watermark: int = INFINITY) -> WindowOp:
-    calls = tuple(UdmCall(f"r{i}", u(), "v") for i, u in enumerate(udms))
+def _op(
+    udms: list[Any], window: HoppingWindow, watermark: int = INFINITY, value: Any = "v"
+) -> WindowOp:
+    calls = tuple(UdmCall(f"r{i}", u(), value) for i, u in enumerate(udms))
     return WindowOp(
         Source(rows=()),
         window,
@@ -196,7 +249,7 @@ def test_segment_fold_is_exact_and_vectorized() -> None:
     assert SumCount.calls == Counter({"add_segments": 2})
 
 
-def test_a_column_with_nulls_takes_the_per_event_fold() -> None:
+def test_a_column_with_nulls_folds_by_add_many() -> None:
     """``add_segments`` reads numbers only: a column with a null goes
     through ``add_many`` (None added as Python sees it)."""
     table = pa.table(
@@ -208,12 +261,138 @@ def test_a_column_with_nulls_takes_the_per_event_fold() -> None:
         }
     )
     op = _op([SumCount], HoppingWindow(5, 5))
-    assert partialfold.segment_inputs(op, table) is None
-    assert partialfold.segment_inputs(op, table.slice(0, 2)) is not None
+    assert partialfold.fold_inputs(op, table) == [None]
+    assert partialfold.fold_inputs(op, table.slice(0, 2))[0] is not None
     SumCount.calls.clear()
     with pytest.raises(UdmInvocationError, match=r"window \[0, 5\) of key 'b'"):
         _run(op, [], 1, table)
     assert SumCount.calls["add_segments"] == 0
+
+
+def _sorted_runs(op: WindowOp, rows: list[Any], parts: int) -> tuple[list[Any], int]:
+    """:func:`_run`, and how many partitions the sorted fold folded."""
+    folded = 0
+    real = panes.sorted_fold
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        nonlocal folded
+        got = real(*args, **kwargs)
+        folded += got is not None
+        return got
+
+    panes.sorted_fold = spy  # type: ignore[assignment]
+    try:
+        return _run(op, rows, parts), folded
+    finally:
+        panes.sorted_fold = real  # type: ignore[assignment]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rows=EVENTS,
+    window=WINDOWS,
+    parts=st.integers(1, 3),
+    watermark=st.sampled_from([INFINITY, 30]),
+    sizes=st.sampled_from([(partialfold.RUNS, partialfold.EVENTS), (2, 3), (50, 1)]),
+    in_time_order=st.booleans(),
+)
+def test_add_many_and_add_fold_from_one_sort(
+    rows: list[Any],
+    window: HoppingWindow,
+    parts: int,
+    watermark: int,
+    sizes: tuple[int, int],
+    in_time_order: bool,
+) -> None:
+    """UDAs without ``add_segments`` (``add_many``; ``add`` alone; beside
+    a vectorized one) fold from the same sort where each event is in one
+    state, in chunks bounded by runs and by events, from partitions in
+    time order (sorted by (key, index) by radix passes) or not: the
+    reference's CHT per key, and one ``add_many`` call per state."""
+    rows = [r for r in rows if r[3] != 13.0]
+    if in_time_order:
+        rows.sort(key=lambda r: r[1])
+    udms: list[Any] = [ManyMean, AddMax, SumCount]
+    op = _op(udms, window, watermark)
+    ManyMean.calls.clear()
+    old = partialfold.RUNS, partialfold.EVENTS
+    partialfold.RUNS, partialfold.EVENTS = sizes
+    try:
+        out, folded = _sorted_runs(op, rows, parts)
+    finally:
+        partialfold.RUNS, partialfold.EVENTS = old
+    assert ManyMean.calls["add"] == 0
+    for i, udm in enumerate(udms):
+        assert by_key(out, f"__udm_r{i}") == reference(rows, window, udm, watermark=watermark)
+    k_lo, k_hi = window.index_range(
+        np.array([s for _, s, _, _ in rows], np.int64),
+        np.array([min(e, watermark) for _, _, e, _ in rows], np.int64),
+    )
+    if window.size > window.hop:
+        one_state = all(e == s + 1 for _, s, e, _ in rows)
+    else:
+        one_state = bool(((k_lo == k_hi) | (k_lo > k_hi)).all()) if rows else True
+    if one_state:  # every partition with events folded from the sort
+        assert folded == min(parts, len(rows))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spans=st.lists(st.integers(1, 5_000), min_size=1, max_size=3),
+    n=st.integers(1, 300),
+    seed=st.integers(0, 2**16),
+)
+def test_group_order_is_a_stable_sort(spans: list[int], n: int, seed: int) -> None:
+    """One or two radix passes (packed ranges up to 2**16, up to 2**32),
+    or None beyond: the order ``np.lexsort`` gives (stable, the first
+    column primary)."""
+    rng = np.random.default_rng(seed)
+    cols = [rng.integers(-5, span - 5, n) for span in spans]
+    got = partialfold.group_order(cols)
+    room = int(np.prod([int(c.max()) - int(c.min()) + 1 for c in cols]))
+    if room > 2**32:
+        assert got is None
+    else:
+        assert got is not None
+        assert got.tolist() == np.lexsort(cols[::-1]).tolist()
+
+
+def test_a_value_function_folds_from_one_sort() -> None:
+    """Hand-computed: a value function over whole payloads, tumbling
+    windows of 10, one ``add_many`` call per (key, window) state."""
+    rows = [("a", 1, 2, 4.0), ("a", 3, 4, 5.0), ("b", 0, 1, 0.5), ("a", 12, 13, 1.0)]
+    ManyMean.calls.clear()
+    op = _op([ManyMean], HoppingWindow(10, 10), value=lambda p: p["v"] * 2)
+    out, folded = _sorted_runs(op, rows, 1)
+    got = sorted((r["key"], r[S_COL], r[E_COL], r["__udm_r0"]) for r in out)
+    assert got == [("a", 0, 10, 9.0), ("a", 10, 20, 2.0), ("b", 0, 10, 1.0)]
+    assert (folded, ManyMean.calls) == (1, Counter({"add_many": 3}))
+
+
+@pytest.mark.parametrize(
+    ("udm", "window", "value", "where"),
+    [
+        (ManyMean, HoppingWindow(6, 6), "v", r"'many_mean' failed on window \[12, 18\) of key 'b'"),
+        (ManyMean, HoppingWindow(6, 2), "v", r"'many_mean' failed on window \[12, 14\) of key 'b'"),
+        (AddMax, HoppingWindow(6, 6), "v", r"'add_max' failed on window \[12, 18\) of key 'b'"),
+        (
+            ManyMean,
+            HoppingWindow(6, 6),
+            lambda p: 1.0 / (p["v"] - 13.0),
+            r"'many_mean' failed on window \[12, 18\) of key 'b': ZeroDivisionError",
+        ),
+    ],
+)
+def test_a_failing_add_many_names_its_window_and_key(
+    udm: Any, window: HoppingWindow, value: Any, where: str
+) -> None:
+    """``add_many``, ``add`` or the value function failing on the value
+    13 (at time 13, key b) names the state's window, or its pane under
+    hopping windows, and key."""
+    rows = [("a", t, t + 1, float(t)) for t in range(13)]
+    rows += [("b", t, t + 1, float(t)) for t in range(10, 16)]
+    with pytest.raises(UdmInvocationError, match=where):
+        _run(_op([udm], window, value=value), rows, 2)
 
 
 @pytest.mark.parametrize(
@@ -250,32 +429,35 @@ def test_a_failing_merge_names_its_window() -> None:
 
 
 def test_the_planner_picks_partial_states_from_dense_groups_alone() -> None:
-    """Many cold keys: the per-event fold goes sliced, ``add_segments``
-    UDAs over tumbling windows take partial states when the groups are
-    dense enough; over panes they still go sliced."""
-    from test_query import Mean
+    """Many cold keys: over tumbling windows UDAs that fold from one sort
+    (``add_segments``, ``add_many`` or ``add``) take partial states when
+    the groups are dense enough; over panes, and for a time-sensitive UDA,
+    the heavy-key rule stands and they go sliced."""
+    from test_query import Mean, Span
 
     many = KeySample(rows=10_000, keys=1_000, hottest=0.002, groups=5_800, heavy=0.0)
     sparse = KeySample(rows=10_000, keys=1_000, hottest=0.002, groups=9_000, heavy=0.0)
     tumbling = HoppingWindow(60, 60)
-    vector = dataclasses.replace(_op([SumCount], tumbling), partial=None)
-    assert folds_by_segments(vector)
-    choice = choose_partial(vector, many)
-    assert choice.partial is True
-    assert choice.reason.endswith(
-        "0% of events in keys of >= 0.5% each (any share: every UDA folds by "
-        "add_segments, windows do not overlap), 1.7 events per (key, window) group "
-        "(>= 1.5): partial states"
-    )
-    # under panes the heavy-key rule stands (cold keys' pane states are
-    # merged into every window holding them)
-    panes = dataclasses.replace(_op([SumCount], HoppingWindow(60, 6)), partial=None)
-    assert folds_by_segments(panes)
-    assert choose_partial(panes, many).partial is False
-    assert choose_partial(vector, sparse).partial is False
-    plain = dataclasses.replace(_op([Mean], tumbling), partial=None)
-    assert not folds_by_segments(plain)
-    assert choose_partial(plain, many).partial is False
+    for udms in ([SumCount], [ManyMean], [Mean], [ManyMean, SumCount]):
+        vector = dataclasses.replace(_op(udms, tumbling), partial=None)
+        assert folds_by_sort(vector)
+        assert folds_by_segments(vector) == (udms == [SumCount])
+        choice = choose_partial(vector, many)
+        assert choice.partial is True
+        assert choice.reason.endswith(
+            "0% of events in keys of >= 0.5% each (any share: every UDA folds from one "
+            "sort, windows do not overlap), 1.7 events per (key, window) group "
+            "(>= 1.5): partial states"
+        )
+        assert choose_partial(vector, sparse).partial is False
+        # under panes the heavy-key rule stands (cold keys' pane states are
+        # merged into every window holding them)
+        panes = dataclasses.replace(_op(udms, HoppingWindow(60, 6)), partial=None)
+        assert folds_by_sort(panes)
+        assert choose_partial(panes, many).partial is False
+    timed = dataclasses.replace(_op([Span], tumbling), partial=None)
+    assert not folds_by_sort(timed)
+    assert choose_partial(timed, many).partial is False
 
 
 @pytest.mark.spark

@@ -378,7 +378,9 @@ def test_explain_names_every_stage() -> None:
         "partial states when >= 75% of its events are in keys of >= 0.5% each and its "
         "(key, pane) groups hold >= 1.5 events on average, else sliced",
         "      with partial states: partial states folded per partition and per window in "
-        "the worker (mapInArrow), point events folded once per pane of gcd(size, hop); "
+        "the worker (mapInArrow), point events folded once per pane of gcd(size, hop), "
+        "from the partition's events sorted by (key, start) where each event is in one "
+        "state (add_many or add per state and UDA, add_segments where defined); "
         "shuffled by (sensor, bucket of windows); merged per window (mapInArrow)",
         "      sliced: events shuffled by (sensor); windows assigned, sorted and evaluated in "
         "the worker (mapInArrow); over point events each window is a slice of the events "

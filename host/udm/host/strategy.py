@@ -22,6 +22,7 @@ __all__ = [
     "choose_partial",
     "describe_strategy",
     "folds_by_segments",
+    "folds_by_sort",
     "partial_is_open",
     "sample_unit",
     "spark_route",
@@ -103,6 +104,19 @@ def folds_by_segments(op: WindowOp) -> bool:
     )
 
 
+def folds_by_sort(op: WindowOp) -> bool:
+    """Whether the partial fold may run from one sort of a partition's
+    events by (key, start) (:func:`udm.host.spark.partialfold.sorted_fold`):
+    every call a time-insensitive incremental UDA, which folds a state's
+    values by ``add_segments``, ``add_many`` or ``add`` without reading
+    lifetimes. It does where each event is in one state -- tumbling
+    windows, point events under panes (checked per partition: otherwise
+    the per-event fold)."""
+    return op.kind == "aggregate" and all(
+        c.udm.incremental and not c.udm.time_sensitive for c in op.calls
+    )
+
+
 def partial_is_open(op: WindowOp) -> bool:
     """Whether the planner chooses between partial states and the sliced
     path from a sample of the input: ``partial=None`` on hopping and
@@ -130,13 +144,16 @@ def choose_partial(
     (few keys, densely: the fold shrinks what is shuffled, and no key
     sits on one worker), else the sliced path (many keys, or a hot key
     among many cold ones: a state per cold (key, pane) costs more than the
-    shuffle it saves). Where every UDA folds by ``add_segments``
-    (:func:`folds_by_segments`) over windows that do not overlap, the fold
-    makes no Python value per event and each state is merged into one
-    window, so the key shares do not matter: dense groups alone choose
-    partial states (measured: docs/performance.md, "Against the transfer
-    floor"; under panes a hot key among cold ones still goes sliced).
-    Without a sample the sliced path, which is faster on many keys."""
+    shuffle it saves). Where every UDA folds from one sort of the
+    partition (:func:`folds_by_sort`: time-insensitive, by
+    ``add_segments``, ``add_many`` or ``add``) over windows that do not
+    overlap, a state costs one call per UDA and is merged into one window,
+    so the key shares do not matter: dense groups alone choose partial
+    states (measured: docs/performance.md, "Against the transfer floor" and
+    "Where a udm mean's time goes"; under panes each state is merged into
+    every window holding it, and a hot key among cold ones still goes
+    sliced). Without a sample the sliced path, which is faster on many
+    keys."""
     if op.partial is not None:
         op.check_partial()
         return PartialChoice(op.partial, f"partial={op.partial} forces it")
@@ -151,16 +168,16 @@ def choose_partial(
     if not sample.rows:
         return PartialChoice(False, "the sample of the input is empty: sliced path")
     per = sample.per_group
-    # the vectorized fold over windows that do not overlap costs per state,
-    # hardly per event, and each state is merged once per window; under
+    # the fold from one sort over windows that do not overlap costs a call
+    # per state and UDA, and each state is merged once per window; under
     # panes each state is merged into every window holding it
-    segments = folds_by_segments(op) and not uses_panes(op)
-    heavy_ok = segments or sample.heavy >= PARTIAL_MIN_HEAVY
+    by_sort = folds_by_sort(op) and not uses_panes(op)
+    heavy_ok = by_sort or sample.heavy >= PARTIAL_MIN_HEAVY
     dense_ok = per >= PARTIAL_MIN_PER_GROUP
     unit = "pane" if uses_panes(op) else "window"
     heavy = f"{sample.heavy:.0%} of events in keys of >= {HEAVY_KEY_SHARE:.1%} each"
-    if segments:
-        heavy += " (any share: every UDA folds by add_segments, windows do not overlap)"
+    if by_sort:
+        heavy += " (any share: every UDA folds from one sort, windows do not overlap)"
     else:
         heavy += f" (>= {PARTIAL_MIN_HEAVY:.0%})" if heavy_ok else f" (< {PARTIAL_MIN_HEAVY:.0%})"
     dense = f"{per:.1f} events per (key, {unit}) group"
@@ -213,6 +230,12 @@ def describe_strategy(
                 run += (
                     ", by one add_segments call per UDA over the partition's events sorted"
                     " by (key, start) where each event is in one state"
+                )
+            elif folds_by_sort(op):
+                run += (
+                    ", from the partition's events sorted by (key, start) where each event"
+                    " is in one state (add_many or add per state and UDA, add_segments"
+                    " where defined)"
                 )
             return (
                 f"{run}; shuffled by ({', '.join([*keys, 'bucket of windows'])}); "

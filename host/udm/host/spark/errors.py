@@ -21,6 +21,7 @@ import functools
 import logging
 import re
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -145,18 +146,28 @@ def running(source: Any) -> Iterator[None]:
         yield
 
 
+#: SparkContexts whose task loggers are already cut: once per context, since
+#: the lookups through py4j were some 40 round trips per query planned
+_QUIETED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def quiet_task_failures(spark: Any) -> None:
     """Cut Spark's per-task failure logs (a Java stack trace each, the same
-    error the action raises) to FATAL, unless :data:`LOGGER` is at DEBUG.
-    A no-op without a JVM here (Spark Connect: the server logs)."""
+    error the action raises) to FATAL, unless :data:`LOGGER` is at DEBUG;
+    once per SparkContext. A no-op without a JVM here (Spark Connect: the
+    server logs)."""
     if LOGGER.isEnabledFor(logging.DEBUG):
         return
     try:
-        jvm = spark.sparkContext._jvm
+        sc = spark.sparkContext
+        if sc in _QUIETED:
+            return
+        jvm = sc._jvm
         configurator = jvm.org.apache.logging.log4j.core.config.Configurator
         fatal = jvm.org.apache.logging.log4j.Level.FATAL
         for name in _TASK_LOGGERS:
             configurator.setLevel(name, fatal)
+        _QUIETED.add(sc)
     except Exception:  # Spark Connect, or another logging backend
         return
 

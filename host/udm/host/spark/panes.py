@@ -41,8 +41,8 @@ from udm.host.spark.members import (
     run_starts,
     table_of,
 )
-from udm.host.spark.partialfold import StateRuns, segment_fold, state_batch
-from udm.host.strategy import folds_by_segments, uses_panes
+from udm.host.spark.partialfold import StateRuns, sorted_fold, state_batch
+from udm.host.strategy import folds_by_sort, uses_panes
 from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -95,17 +95,17 @@ def fold_fn(
     sensitive = [u.time_sensitive for u in udms]
     n_udms = len(udms)
     clipping: InputClipping = op.clipping
-    segments = folds_by_segments(op)
+    by_sort = folds_by_sort(op)
 
     def fold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = grid_events(batches, w, watermark)
         if events is None:
             return
         table, s, e, k_min, k_max = events
-        if segments:
-            vector = segment_fold(op, table, keys, (s, e, k_min, k_max), panes)
-            if vector is not None:
-                for states in vector:
+        if by_sort:
+            folded = sorted_fold(op, table, (keys, payload), (s, e, k_min, k_max), panes)
+            if folded is not None:
+                for states in folded:
                     yield state_batch(states, keys, w, k_last, n_bucket)
                 return
         point = (e == s + 1) if panes else np.zeros(len(s), dtype=bool)

@@ -1,21 +1,23 @@
-"""Partial states of an input partition as shuffle rows, and their
-vectorized fold.
+"""Partial states of an input partition as shuffle rows, and their fold
+from one sort.
 
 Both folds of :func:`udm.host.spark.panes.fold_fn` end here: the
-per-event fold (``add_many`` or ``add`` per (key, window or pane) run)
-and, where every UDA defines ``add_segments``, :func:`segment_fold`: one
-packed int64 sort of the partition's events by (key, start), whose runs
-of equal (key, window or pane) are the segments of one ``add_segments``
-call per UDA, for a chunk of up to :data:`RUNS` runs. No Python value is
-made per event; what is left per state is pickling it.
-:func:`state_batch` packs a chunk's states into one row per (key, bucket
-of windows), the rows the shuffle moves.
+per-event fold (memberships sorted on five keys, for time-sensitive UDAs
+and events in several states) and, where each event is in one state of
+time-insensitive UDAs, :func:`sorted_fold`: one packed int64 sort of the
+partition's events by (key, start), whose runs of equal (key, window or
+pane) are the states, folded a chunk of runs at a time by one
+``add_segments`` call per UDA that defines it (no Python value per event)
+or by one ``add_many`` call per run (``add`` per value) on slices of a
+Python list made once per chunk. :func:`state_batch` packs a chunk's
+states into one row per (key, bucket of windows), the rows the shuffle
+moves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +28,7 @@ from udm.host.spark.gridevents import BUCKET_COL
 from udm.host.spark.members import (
     RunFailed,
     explode,
+    fold_values,
     key_codes,
     lexsort,
     run_starts,
@@ -35,12 +38,15 @@ from udm.host.spark.types import dumps
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import WindowDescriptor
 
-__all__ = ["RUNS", "StateRuns", "segment_fold", "state_batch"]
+__all__ = ["EVENTS", "RUNS", "StateRuns", "sorted_fold", "state_batch"]
 
 #: (key, window or pane) runs folded by one ``add_segments`` call per UDA:
 #: bounds a chunk's Python states (at 15 events a run, 65,536 runs are
 #: about a million events)
 RUNS = 65_536
+#: events of a chunk whose Python values are made at once (``add_many``,
+#: ``add``): bounds the chunk's Python objects
+EVENTS = 262_144
 
 
 class StateRuns:
@@ -105,21 +111,28 @@ def state_batch(
     return pa.RecordBatch.from_arrays(arrays, names=[*keys, BUCKET_COL, STATE])
 
 
-def segment_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray] | None:
-    """Each call's value column as a numpy array, when every call folds by
-    ``add_segments`` over it: a column of numbers without nulls (else None:
-    the per-event fold, which reads Python values)."""
-    got = []
+def fold_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray | None]:
+    """Per call, its value column as a numpy array where the UDA folds by
+    ``add_segments`` over it (a column of numbers without nulls), else None
+    (``add_many`` or ``add`` over Python values)."""
+    got: list[np.ndarray | None] = []
     for call in op.calls:
         u: Any = call.udm
-        if not isinstance(call.value, str) or not u.implements("add_segments"):
-            return None
-        column = table.column(call.value)
-        kind = column.type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)) or column.null_count:
-            return None
-        got.append(column)
-    return [c.to_numpy() for c in got]
+        column = table.column(call.value) if isinstance(call.value, str) else None
+        got.append(
+            column.to_numpy()
+            if column is not None and u.implements("add_segments") and plain_numbers(column)
+            else None
+        )
+    return got
+
+
+def plain_numbers(column: pa.ChunkedArray) -> bool:
+    """Whether a column is integers or floats without nulls: numpy holds it
+    as it is, and its ``tolist()`` gives the Python values Arrow would."""
+    kind = column.type
+    wide = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
+    return wide and not column.null_count
 
 
 def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
@@ -131,25 +144,28 @@ def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
     return key_codes(column)
 
 
-def segment_fold(
+def sorted_fold(
     op: WindowOp,
     table: pa.Table,
-    keys: list[str],
+    names: tuple[list[str], list[str]],
     events: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     panes: bool,
 ) -> Iterator[StateRuns] | None:
-    """A partition's partial states by ``add_segments``, a chunk of runs
-    at a time, where it applies: every UDA defines it over a column of
-    numbers without nulls, and each event is in one state (tumbling
-    windows, or windows with gaps, where an event is in at most one
-    window; point events under panes). Else None (the caller folds event
-    by event). Within a run events are in start order (input order among
-    equal starts), as the per-event fold adds them."""
+    """A partition's partial states from one sort, a chunk of runs at a
+    time, where each event is in one state (tumbling windows, or windows
+    with gaps, where an event is in at most one window; point events under
+    panes): the events sorted by (key, start) by one packed int64 sort
+    (:func:`~udm.host.spark.members.lexsort`), whose runs of equal (key,
+    window or pane) are the states. Per UDA, one ``add_segments`` call per
+    chunk over a column of numbers without nulls, else per run one
+    ``add_many`` call (or ``add`` per value) on the slice of a Python list
+    made once per chunk. Else None (the caller folds event by event).
+    ``names``: the key columns and the payload columns the calls read.
+    Within a run events are in start order (input order among equal
+    starts), as the per-event fold adds them."""
     s, e, k_min, k_max = events
+    keys = names[0]
     w = op.window.require_grid("partial states of grid windows")
-    inputs = segment_inputs(op, table)
-    if inputs is None:
-        return None
     keep = np.flatnonzero(k_min <= k_max)
     if panes:
         if not bool((e[keep] == s[keep] + 1).all()):
@@ -159,38 +175,131 @@ def segment_fold(
     if not len(keep):
         return iter(())
     codes = [fold_codes(table.column(c))[keep] for c in keys]
-    # a window's (or pane's) index grows with the start: sorting by (key,
-    # start) sorts by (key, index, start) too
-    sub = lexsort((s[keep], *reversed(codes)))
+    kept_s = s[keep]
+    idx = w.pane_index.at(kept_s) if panes else k_min[keep]
+    sub = None
+    if bool((kept_s[1:] >= kept_s[:-1]).all()):
+        # events in time order (as a time-ordered source's partitions are):
+        # a stable sort by (key, index) keeps them so within each state
+        sub = group_order([*codes, idx])
+    if sub is None:
+        # a window's (or pane's) index grows with the start: sorting by
+        # (key, start) sorts by (key, index, start) too
+        sub = lexsort((kept_s, *reversed(codes)))
     order = keep[sub]
     codes = [c[sub] for c in codes]
-    idx = w.pane_index.at(s[order]) if panes else k_min[order]
+    idx = idx[sub]
     starts = run_starts(idx, *codes)
-    return _chunks(op, table, keys, (order, idx, codes, starts), inputs, panes)
+    runs = SortedRuns(order, idx, codes, starts)
+    return _chunks(op, table, names, runs, fold_inputs(op, table), panes)
+
+
+def group_order(cols: list[np.ndarray]) -> np.ndarray | None:
+    """A stable order of rows by integer columns ``cols`` (the first
+    primary): their values packed into one number, sorted by one or two
+    stable passes over its 16-bit digits (numpy sorts 16-bit integers
+    stably by radix sort, about ten times faster than a quicksort of
+    int64, which is not stable). None when the packed range exceeds 32
+    bits."""
+    packed = np.zeros(len(cols[0]), dtype=np.int64)
+    room = 1  # the packed range so far, as a Python int (no overflow)
+    for c in cols:
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        room *= span
+        if room > 2**32:
+            return None
+        packed *= span
+        packed += c.astype(np.int64, copy=False) - lo
+    if room <= 2**16:
+        return np.argsort(packed.astype(np.uint16), kind="stable")
+    order = np.argsort((packed & 0xFFFF).astype(np.uint16), kind="stable")
+    high = (packed >> 16).astype(np.uint16)
+    return order[np.argsort(high[order], kind="stable")]
+
+
+class SortedRuns(NamedTuple):
+    """A partition's kept events sorted by (key, start) (``order``: table
+    rows), each one's window or pane index and key codes, and where each
+    run of one (key, window or pane) begins."""
+
+    order: np.ndarray
+    idx: np.ndarray
+    codes: list[np.ndarray]
+    starts: np.ndarray
+
+
+class ChunkValues:
+    """The Python values of one chunk's events (table rows ``picked``, in
+    run order) per call, each column converted once however many calls
+    read it: numbers by numpy (``tolist``), other columns by Arrow, whole
+    payloads as one dict per row."""
+
+    def __init__(self, table: pa.Table, payload: list[str], picked: np.ndarray) -> None:
+        self.table, self.payload, self.picked = table, payload, picked
+        self.cache: dict[str | None, list[Any]] = {}
+
+    def values(self, call: Any) -> tuple[list[Any], Any]:
+        """The call's raw values and the value function still to apply."""
+        name = call.value if isinstance(call.value, str) else None
+        got = self.cache.get(name)
+        if got is None:
+            rows = pa.array(self.picked, pa.int64())
+            if name is None:
+                got = self.table.select(self.payload).take(rows).to_pylist()
+            else:
+                column = self.table.column(name)
+                if plain_numbers(column):
+                    got = cast(np.ndarray, column.to_numpy())[self.picked].tolist()
+                else:
+                    got = column.take(rows).to_pylist()
+            self.cache[name] = got
+        return got, None if name is not None else call.value_fn
+
+
+def chunk_ends(bounds: np.ndarray, python: bool) -> Iterator[tuple[int, int]]:
+    """Consecutive runs ``[i, j)`` folded together: at most :data:`RUNS`,
+    and where Python values are made, about :data:`EVENTS` events (a run
+    longer than that alone)."""
+    n = len(bounds) - 1
+    i = 0
+    while i < n:
+        j = min(i + RUNS, n)
+        if python:
+            by_events = int(np.searchsorted(bounds, bounds[i] + EVENTS, side="right")) - 1
+            j = max(min(j, by_events), i + 1)
+        yield i, j
+        i = j
 
 
 def _chunks(
     op: WindowOp,
     table: pa.Table,
-    keys: list[str],
-    sorted_runs: tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray],
-    inputs: list[np.ndarray],
+    names: tuple[list[str], list[str]],
+    runs: SortedRuns,
+    inputs: list[np.ndarray | None],
     panes: bool,
 ) -> Iterator[StateRuns]:
-    """The states of :func:`segment_fold`'s runs, :data:`RUNS` at a time."""
-    order, idx, codes, starts = sorted_runs
+    """The states of :func:`sorted_fold`'s runs, a chunk at a time."""
+    order, idx, codes, starts = runs
+    keys, payload = names
     w = op.window.require_grid("partial states of grid windows")
     bounds = np.append(starts, len(order))
-    for i in range(0, len(starts), RUNS):
-        j = min(i + RUNS, len(starts))
+    for i, j in chunk_ends(bounds, any(v is None for v in inputs)):
         lo, hi = int(bounds[i]), int(bounds[j])
         picked = order[lo:hi]
         local = bounds[i : j + 1] - lo
+        local_list: list[int] | None = None
+        values = ChunkValues(table, payload, picked)
         columns: list[list[Any]] = []
         for call, column in zip(op.calls, inputs, strict=True):
             u: Any = call.udm
             try:
-                columns.append(segment_states(u, column[picked], local))
+                if column is not None:
+                    columns.append(segment_states(u, column[picked], local))
+                    continue
+                local_list = local.tolist() if local_list is None else local_list
+                columns.append(fold_values(u, values.values(call), local_list))
             except RunFailed as failed:
                 r = i + failed.run
                 first = int(idx[starts[r]])
