@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain, compress, count, repeat
-from operator import is_not
+from itertools import chain, compress, count
+from operator import not_
 from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.errors import InvalidElementError
 from udm.host.gcpause import gc_paused
 from udm.host.general import GeneralPath
-from udm.host.gridcolumns import MIN_COLUMN_RUN
+from udm.host.gridcolumns import COLUMN_CHUNK, MIN_COLUMN_RUN
 from udm.host.gridpath import DONE, GridPath
 from udm.host.hostsnapshot import Snapshots, udm_arguments
 from udm.host.hoststate import Consistency, Journal, KeyState, OutputId
@@ -46,6 +46,9 @@ from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
+
+#: the element types the columnar loop takes (a CTI ends its run)
+_RUN_TYPES = frozenset({Insert, Retract})
 
 
 class Host(GeneralPath, Snapshots):
@@ -317,28 +320,40 @@ class Host(GeneralPath, Snapshots):
             b.position += 1
 
     def _columns(self, elements: list[Element], b: _Batch) -> None:
-        """:meth:`process_many` of a list: each run of inserts up to the next
-        other element through the grid path's columnar loop
-        (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`), the element
-        after it alone, and what the loop leaves of a run (with the element
-        after it) through :meth:`_elements`."""
+        """:meth:`process_many` of a list: the inserts and retractions up to
+        the next other element (a CTI), a chunk at a time, through the grid
+        path's columnar loop
+        (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`); an element
+        the loop leaves alone through :meth:`_elements`, then the loop again
+        (twice in a row nothing applied: the rest of the run one by one);
+        the element after the run alone."""
         fast = self._fast
         assert fast is not None
         validator = self.validator
         live = validator.live
         out = b.out
         n = len(elements)
-        # the positions of the elements that are not inserts, without a
-        # Python-level loop over the inserts
-        others = compress(count(), map(is_not, map(type, elements), repeat(Insert)))
+        # the positions of the elements that are neither inserts nor
+        # retractions, without a Python-level loop over the others
+        others = compress(count(), map(not_, map(_RUN_TYPES.__contains__, map(type, elements))))
         pos = 0
         for stop in chain(others, (n,)):
-            if stop - pos >= MIN_COLUMN_RUN:
+            stuck = False
+            while stop - pos >= MIN_COLUMN_RUN:
+                upto = min(stop, pos + COLUMN_CHUNK)
                 fast.current = None
-                applied = fast.run_columns(elements, pos, stop, live, LiveEvent, out)
+                applied = fast.run_columns(elements, pos, upto, live, LiveEvent, out)
                 validator.position += applied
                 b.position += applied
                 pos += applied
+                if pos == upto:
+                    stuck = False
+                    continue
+                if stuck and not applied:
+                    break  # the run's checks fail: the element loop takes the rest
+                stuck = not applied
+                self._elements(iter(elements[pos : pos + 1]), b)  # the one it left
+                pos += 1
             if pos < stop:
                 self._elements(iter(elements[pos : stop + 1]), b)
             elif stop < n:  # the run applied: the element after it at once
