@@ -163,19 +163,25 @@ SETTINGS = settings(
     seed=st.integers(0, 10**6),
     keys=st.sampled_from([1, 3, 30]),
     partial=st.sampled_from([0.0, 0.05]),
+    policy=st.sampled_from(["align", "point_end"]),
 )
 def test_late_data_and_retractions_give_the_outputs_of_one_element_at_a_time(
-    window: Any, seed: int, keys: int, partial: float, element_retractions: list[int]
+    window: Any,
+    seed: int,
+    keys: int,
+    partial: float,
+    policy: str,
+    element_retractions: list[int],
 ) -> None:
     """Exactly the output elements of feeding the elements one by one; the
     output CHT is the reference evaluator's; without partial retractions
     the element loop applies none of the retractions."""
     stream = late_stream(random.Random(seed), 300, keys, window.size, partial=partial)
-    one = Host(window, Mean, key="k", value="v")
+    one = Host(window, Mean, key="k", value="v", output_policy=policy)
     expected, error = one_at_a_time(one, stream)
     assert error is None
     element_retractions.clear()
-    host = Host(window, Mean, key="k", value="v")
+    host = Host(window, Mean, key="k", value="v", output_policy=policy)
     got, got_error = batched(host, stream)
     assert got_error is None
     assert got == expected
@@ -184,7 +190,7 @@ def test_late_data_and_retractions_give_the_outputs_of_one_element_at_a_time(
     flushed = host.flush()
     assert flushed == one.flush()
     cht = derive_cht(stream)[0]
-    reference = evaluate_by_key(cht, "k", window, Mean, value="v")
+    reference = evaluate_by_key(cht, "k", window, Mean, value="v", output_policy=policy)
     assert output_cht_by_key(got + flushed) == {k: c for k, c in reference.items() if len(c)}
 
 

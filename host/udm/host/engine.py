@@ -16,6 +16,7 @@ its state.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -518,6 +519,7 @@ def _batch() -> Iterator[_Batch]:
     :meth:`Host.process_many`), and on an error the outputs so far and the
     failing element's index attached to the exception."""
     batch = _Batch([])
+    collecting = gc.isenabled()
     with gc_paused():
         try:
             yield batch
@@ -525,6 +527,24 @@ def _batch() -> Iterator[_Batch]:
             exc.outputs = batch.out  # type: ignore[attr-defined]
             exc.position = batch.position  # type: ignore[attr-defined]
             raise
+        finally:
+            if collecting:
+                _promote_young()
+
+
+def _promote_young() -> None:
+    """Move the objects the batch allocated (and every other young one)
+    to the collector's oldest generation, without scanning them, before it
+    runs again: its next young collection would otherwise traverse every
+    object allocated and kept during the pause (the outputs, the window
+    states, the validator's records), a fifth of a million-event batch's
+    time, and move them only one generation up. ``freeze`` then
+    ``unfreeze`` is that move; skipped when the caller has frozen objects
+    (``unfreeze`` would release them). A reference cycle made during the
+    batch is collected by the next full collection instead."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 def output_cht(outputs: Iterable[Element]) -> Cht:

@@ -72,6 +72,9 @@ class GridColumns(GridCore):
     #: (live, make_live) -> rows: the validator's entries of the events a
     #: run applied (:meth:`GridPath.settle <udm.host.gridpath.GridPath.settle>`)
     settle: Callable[..., list[Any]]
+    #: the window whose state a failing ``remove`` or ``result`` may have
+    #: changed in place (see :meth:`_retract_plain`)
+    spoiled: tuple[GridKey, int] | None = None
 
     def run_columns(
         self,
@@ -172,6 +175,7 @@ class GridColumns(GridCore):
                         ri = ri if ri >= 0 else ~ri
                     r_next = r_at[ri]
                     if r_next == i:
+                        done = self._unspoil(ins, done, i, ids, starts, ends, values, keys_col)
                         break  # a retraction the element loop takes
                 ks = keys_get(key)
                 if ks is None:
@@ -285,6 +289,7 @@ class GridColumns(GridCore):
                         done = self._records(ins, done, i, ids, starts, ends, values, keys_col)
                     ri = retract_plain(rets, r_at, ri, live, make_live, out)
                     ri = ri if ri >= 0 else ~ri
+                    done = self._unspoil(ins, done, i, ids, starts, ends, values, keys_col)
         except Exception:
             self.current = None  # the element loop applies it again and raises
         if keep:
@@ -314,7 +319,8 @@ class GridColumns(GridCore):
         validator's entry dropped, and, if the window was emitted, its
         output retracted and the new one (if it has events left)
         inserted. A UDM error applies nothing (the element loop then
-        raises it)."""
+        raises it): the window is left in :attr:`spoiled`, for the caller
+        to rebuild once the run's records are written (:meth:`_unspoil`)."""
         at = r_at[ri]
         keep = self.keep_events
         events = self.events
@@ -352,7 +358,7 @@ class GridColumns(GridCore):
                     if type(new) not in PLAIN_TYPES:
                         new = detached(new)
             except Exception:
-                self.rebuild(ks, k)  # (a state the remove changed in place)
+                self.spoiled = (ks, k)  # (a state the remove changed in place)
                 return ri
             w[0], w[1] = state, n
             del events[ident]
@@ -374,6 +380,28 @@ class GridColumns(GridCore):
                         w[2] = [out_insert]
             ri += 1
         return ri
+
+    def _unspoil(
+        self,
+        ins: list[Any],
+        done: int,
+        i: int,
+        ids: list[Any],
+        starts: list[int],
+        ends: list[int],
+        values: Any,
+        keys_col: Any,
+    ) -> int:
+        """After a retraction the UDM failed on: write the run's records of
+        ``ins[done:i]`` and rebuild the window it left in :attr:`spoiled`
+        from them; return how many records are written."""
+        spoiled = self.spoiled
+        if spoiled is None:
+            return done
+        self.spoiled = None
+        done = self._records(ins, done, i, ids, starts, ends, values, keys_col)
+        self.rebuild(*spoiled)
+        return done
 
     def rebuild(self, ks: GridKey, k: int) -> None:
         """Window ``k``'s state and count of ``ks`` again from the id index
