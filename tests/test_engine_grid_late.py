@@ -217,7 +217,7 @@ def test_a_failing_udm_among_late_data_fails_as_one_element_at_a_time(
     assert (got_error[0], got_error[2]) == (error[0], error[2])
     rest = stream[error[2] + 1 :]
     assert batched(host, rest) == batched(one, rest)
-    end = [Cti(INFINITY)]  # the flush: a failing window fails both again
+    end: list[Element] = [Cti(INFINITY)]  # the flush: a failing window fails both again
     assert one_at_a_time(host, end) == one_at_a_time(one, end)
 
 
@@ -285,7 +285,7 @@ def test_a_failing_remove_in_a_run_fails_as_one_element_at_a_time(emitted: bool)
     expected = one_at_a_time(one, stream)
     assert expected[1] is not None and "fourteen" in expected[1][1]
     assert batched(host, stream) == expected
-    end = [Cti(INFINITY)]
+    end: list[Element] = [Cti(INFINITY)]
     assert one_at_a_time(host, end) == one_at_a_time(one, end)
 
 
