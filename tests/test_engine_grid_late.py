@@ -9,7 +9,7 @@ them) likewise, and output CHTs with the reference evaluator."""
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from engine_support import Mean
@@ -332,3 +332,63 @@ def test_a_retraction_of_an_event_the_run_applied_finds_it_settled() -> None:
     one_at_a_time(one, stream)
     more: list[Element] = [Insert(5, 30, 31, {"k": 0, "v": 2.0}), Cti(40)]
     assert host.process_many(more) == one_at_a_time(one, more)[0]
+
+
+def test_a_batch_leaves_the_collector_running_and_the_callers_frozen_objects_frozen() -> None:
+    """``process_many`` promotes what it allocated past the young
+    collections (``gc.freeze`` then ``gc.unfreeze``): nothing stays in the
+    permanent generation, the collector runs again, and objects the caller
+    froze stay frozen (then nothing is promoted)."""
+    import gc
+
+    stream: list[Element] = [Insert(i, i, i + 1, {"k": i % 3, "v": 1.0}) for i in range(50)]
+    assert gc.isenabled()
+    Host(TumblingWindow(4), Mean, key="k", value="v").process_many(stream)
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        Host(TumblingWindow(4), Mean, key="k", value="v").process_many(stream)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_promoted_objects_get_a_full_collection_once_they_outnumber_the_tracked_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reference cycle made during a batch is promoted with the rest, and
+    collected by the full collection that runs once the promoted objects
+    outnumber all tracked ones."""
+    import gc
+    import weakref
+
+    from udm.host import engine
+
+    class Node:
+        pass
+
+    def cycle() -> weakref.ref[Node]:
+        node = Node()
+        node.me = node  # type: ignore[attr-defined]
+        return weakref.ref(node)
+
+    class Cyclic(Mean):
+        """Makes a reference cycle (then drops it) at each result."""
+
+        made: ClassVar[list[weakref.ref[Node]]] = []
+
+        def result(self, state: tuple[float, int]) -> float:
+            self.made.append(cycle())
+            return super().result(state)
+
+    stream: list[Element] = [Insert(i, i, i + 1, {"k": 0, "v": 1.0}) for i in range(50)]
+    gc.collect()
+    monkeypatch.setattr(engine, "_promoted", 0)
+    Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
+    assert Cyclic.made and all(ref() is not None for ref in Cyclic.made)  # promoted
+    monkeypatch.setattr(engine, "_promoted", 10**12)  # as if they outnumbered all
+    Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
+    assert all(ref() is None for ref in Cyclic.made)

@@ -532,6 +532,11 @@ def _batch() -> Iterator[_Batch]:
                 _promote_young()
 
 
+#: objects :func:`_promote_young` moved to the oldest generation since it
+#: last ran a full collection
+_promoted = 0
+
+
 def _promote_young() -> None:
     """Move the objects the batch allocated (and every other young one)
     to the collector's oldest generation, without scanning them, before it
@@ -540,11 +545,22 @@ def _promote_young() -> None:
     states, the validator's records), a fifth of a million-event batch's
     time, and move them only one generation up. ``freeze`` then
     ``unfreeze`` is that move; skipped when the caller has frozen objects
-    (``unfreeze`` would release them). A reference cycle made during the
-    batch is collected by the next full collection instead."""
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
+    (``unfreeze`` would release them). Objects moved so do not count
+    towards the collector's own trigger for full collections, so once the
+    moved objects outnumber all tracked ones a full collection runs here:
+    a reference cycle a UDM makes during batches is collected by then, as
+    memory at most doubles (a long stream of batches stays bounded)."""
+    global _promoted
+    if gc.get_freeze_count():
+        return
+    young = gc.get_count()[0]
+    gc.freeze()
+    tracked = gc.get_freeze_count()
+    gc.unfreeze()
+    _promoted += young
+    if _promoted > tracked:
+        _promoted = 0
+        gc.collect()
 
 
 def output_cht(outputs: Iterable[Element]) -> Cht:
