@@ -334,15 +334,20 @@ def test_a_retraction_of_an_event_the_run_applied_finds_it_settled() -> None:
     assert host.process_many(more) == one_at_a_time(one, more)[0]
 
 
-def test_a_batch_leaves_the_collector_running_and_the_callers_frozen_objects_frozen() -> None:
+def test_a_batch_leaves_the_collector_running_and_the_callers_frozen_objects_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``process_many`` promotes what it allocated past the young
     collections (``gc.freeze`` then ``gc.unfreeze``): nothing stays in the
     permanent generation, the collector runs again, and objects the caller
     froze stay frozen (then nothing is promoted)."""
     import gc
 
+    from udm.host import engine
+
     stream: list[Element] = [Insert(i, i, i + 1, {"k": i % 3, "v": 1.0}) for i in range(50)]
     assert gc.isenabled()
+    monkeypatch.setattr(engine, "PROMOTE_AT", 0)  # (50 events make few objects)
     Host(TumblingWindow(4), Mean, key="k", value="v").process_many(stream)
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
@@ -386,6 +391,7 @@ def test_promoted_objects_get_a_full_collection_once_they_outnumber_the_tracked_
 
     stream: list[Element] = [Insert(i, i, i + 1, {"k": 0, "v": 1.0}) for i in range(50)]
     gc.collect()
+    monkeypatch.setattr(engine, "PROMOTE_AT", 0)
     monkeypatch.setattr(engine, "_promoted", 0)
     Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
     assert Cyclic.made and all(ref() is not None for ref in Cyclic.made)  # promoted

@@ -17,6 +17,7 @@ its state.
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -535,6 +536,9 @@ def _batch() -> Iterator[_Batch]:
 #: objects :func:`_promote_young` moved to the oldest generation since it
 #: last ran a full collection
 _promoted = 0
+#: fewer young objects than this are left to the collector (a young
+#: collection of them costs about a millisecond)
+PROMOTE_AT = 10_000
 
 
 def _promote_young() -> None:
@@ -544,21 +548,23 @@ def _promote_young() -> None:
     object allocated and kept during the pause (the outputs, the window
     states, the validator's records), a fifth of a million-event batch's
     time, and move them only one generation up. ``freeze`` then
-    ``unfreeze`` is that move; skipped when the caller has frozen objects
-    (``unfreeze`` would release them). Objects moved so do not count
-    towards the collector's own trigger for full collections, so once the
-    moved objects outnumber all tracked ones a full collection runs here:
-    a reference cycle a UDM makes during batches is collected by then, as
-    memory at most doubles (a long stream of batches stays bounded)."""
+    ``unfreeze`` is that move (two list splices); skipped for a few young
+    objects, and when the caller has frozen objects (``unfreeze`` would
+    release them). Objects moved so do not count towards the collector's
+    own trigger for full collections, so once the moved objects outnumber
+    the allocated memory blocks (``sys.getallocatedblocks``, more than the
+    tracked objects) a full collection runs here: a reference cycle a UDM
+    makes during batches is collected by then (a long stream of batches
+    stays bounded)."""
     global _promoted
-    if gc.get_freeze_count():
-        return
     young = gc.get_count()[0]
+    # (get_freeze_count walks the frozen objects: asked only for a batch)
+    if young < PROMOTE_AT or gc.get_freeze_count():
+        return
     gc.freeze()
-    tracked = gc.get_freeze_count()
     gc.unfreeze()
     _promoted += young
-    if _promoted > tracked:
+    if _promoted > sys.getallocatedblocks():
         _promoted = 0
         gc.collect()
 
