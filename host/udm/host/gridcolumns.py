@@ -1,25 +1,32 @@
-"""The grid path's columnar loop: a run of in-order inserts between two CTIs.
+"""The grid path's columnar loop: the inserts and retractions between two CTIs.
 
 :meth:`GridPath.run <udm.host.gridpath.GridPath.run>` checks each insert
 inline (its fields, time bounds, id, key, window arithmetic, due windows)
 before the UDM's ``add``; at many keys that bookkeeping, not the ``add``,
 is most of the host's time. :meth:`GridColumns.run_columns` takes a whole
-run of ``Insert`` elements (a list slice between two CTIs) and checks what
-it can for the run at once with C-level builtins (``map``, ``set``,
-``min``/``max``, dict views: no numpy, which the in-process host does not
-require): times within the grid's bounds and after the CTI, fresh unique
-ids, one tumbling window per event, the key and value fields. Its
-per-event loop is then the key's state, the window and the ``add``. The
-records a retraction needs (the grid's id index and the validator's
-pending rows) are written a slice at a time.
+run of ``Insert`` and ``Retract`` elements (a list slice between two CTIs)
+and checks what it can for the run's inserts at once with C-level
+builtins (``map``, ``set``, ``min``/``max``, dict views: no numpy, which
+the in-process host does not require): times within the grid's bounds and
+after the CTI, fresh unique ids, one tumbling window per event, the key
+and value fields. Its per-event loop is then the key's state, the window
+and the ``add``. The records a retraction needs (the grid's id index and
+the validator's pending rows) are written a slice at a time.
 
-An event whose key has windows to emit, or any other case, goes to
+A late insert into an emitted window is added there and the window's
+output retracted and inserted again in the loop; a retraction between the
+inserts, where it is the plain case (the full retraction of a live event
+within one window, quoting its lifetime, at or after the CTI), is removed
+from its window's state, likewise (:meth:`GridColumns._retract_plain`).
+An event whose key has windows to emit, or any other insert, goes to
 :meth:`~udm.host.gridpath.GridPath.insert_raw` inline (in order, so
 outputs, ids and their order stay exactly those of the per-event path);
-one that needs the general path ends the loop, and the host hands the rest
-of the run to the element loop. A UDM error does too: nothing of the
-failing event is applied, and the element loop applies it again, which
-raises with the usual undo and message.
+an element that needs the general path ends the loop, and the host hands
+it to the element loop, then the rest of the run to this loop again. A UDM
+error does too: nothing of the failing element is applied (a state the UDM
+may have changed in place is rebuilt from the window's events), and the
+element loop applies it again, which raises with the usual undo and
+message.
 """
 
 from __future__ import annotations
