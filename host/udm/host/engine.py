@@ -21,8 +21,8 @@ import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import chain, compress, count
-from operator import not_
+from itertools import chain, compress, count, repeat
+from operator import is_not
 from typing import Any
 
 from udm.host.cht import Cht
@@ -48,9 +48,6 @@ from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
-
-#: the element types the columnar loop takes (a CTI ends its run)
-_RUN_TYPES = frozenset({Insert, Retract})
 
 
 class Host(GeneralPath, Snapshots):
@@ -336,15 +333,21 @@ class Host(GeneralPath, Snapshots):
         out = b.out
         n = len(elements)
         # the positions of the elements that are neither inserts nor
-        # retractions, without a Python-level loop over the others
-        others = compress(count(), map(not_, map(_RUN_TYPES.__contains__, map(type, elements))))
+        # retractions (a CTI ends a run), without a Python-level loop over
+        # the inserts
+        kinds = list(map(type, elements))
+        others = [
+            p
+            for p in compress(count(), map(is_not, kinds, repeat(Insert)))
+            if kinds[p] is not Retract
+        ]
         pos = 0
         for stop in chain(others, (n,)):
             stuck = False
             while stop - pos >= MIN_COLUMN_RUN:
                 upto = min(stop, pos + COLUMN_CHUNK)
                 fast.current = None
-                applied = fast.run_columns(elements, pos, upto, live, LiveEvent, out)
+                applied = fast.run_columns(elements, pos, upto, live, LiveEvent, out, kinds)
                 validator.position += applied
                 b.position += applied
                 pos += applied

@@ -91,10 +91,12 @@ class GridColumns(GridCore):
         live: dict[Hashable, Any],
         make_live: Any,
         out: list[Element],
+        kinds: list[type] | None = None,
     ) -> int:
         """Apply ``elements[a:b]`` (of types ``Insert`` and ``Retract``
         only: the caller checks, nothing between them the validator must
-        see) as :meth:`GridPath.run`, :meth:`GridPath.insert_raw` and
+        see; ``kinds``, if given, are the types of ``elements``) as
+        :meth:`GridPath.run`, :meth:`GridPath.insert_raw` and
         :meth:`~udm.host.gridcore.GridCore.retract` would, one after the
         other; return how many were applied (from the first). Fewer than
         ``b - a`` means the next one needs the element loop: the run's
@@ -107,7 +109,7 @@ class GridColumns(GridCore):
         :meth:`GridPath.run` it keeps and the late insert into an emitted
         window (complexity over 20, deliberately one flat loop)."""
         seg = elements[a:b]
-        types = list(map(type, seg))
+        types = list(map(type, seg)) if kinds is None else kinds[a:b]
         if Retract in types:
             rpos = list(compress(count(), map(is_, types, repeat(Retract))))
             rets: list[Any] = [seg[p] for p in rpos]
