@@ -446,12 +446,14 @@ def floor_add_remove(elements: list[Any], size: int = TUMBLE) -> int:
 
 def late_and_retractions(n: int = 1_000_000) -> dict[str, Any]:
     """Tumbling mean with 20% late events and 10% retractions, against the
-    add/remove dict loop and :func:`minimal_late_host`, round-robin; the
+    add/remove dict loop and ``hostfloors.minimal_late_host``, round-robin; the
     floors run with the garbage collector paused, as the host pauses it
     (with it running, the dict loop's time depends on what the host run
     before it left for the collector: 0.5 to 1.4 s on the same machine).
     The final CHT is compared with the reference evaluator's on the first
     100,000 events' stream (the reference is not what is timed)."""
+    from hostfloors import minimal_late_host
+
     from udm.host import derive_cht, output_cht
 
     elements = late_stream(n)
@@ -460,7 +462,7 @@ def late_and_retractions(n: int = 1_000_000) -> dict[str, Any]:
         {
             "host": lambda: _host_run(window, Mean, elements),
             "floor": lambda: _gc_paused(floor_add_remove, elements),
-            "minimal": lambda: _gc_paused(minimal_late_host, elements),
+            "minimal": lambda: _gc_paused(minimal_late_host, elements, Mean(), TUMBLE),
         }
     )
     small = late_stream(100_000)
@@ -530,123 +532,6 @@ def minimal_host(elements: list[Any], size: int = TUMBLE) -> int:
     return len(out)
 
 
-def minimal_late_host(elements: list[Any], size: int = TUMBLE) -> int:
-    """A lower bound for any host with this one's contract over the late
-    stream (:func:`late_stream`), over the same elements: per insert the
-    UDA's ``add`` on a per-(key, window) state and the record a retraction
-    needs (id -> [start, end, value, key]); per retraction the record's
-    removal and the UDA's ``remove``; a key's window emitted (``result``
-    and one output ``Insert`` with its id) when an event of that key moves
-    past its end; a late event or retraction changing an emitted window
-    retracts its output and inserts the new one (none when the window is
-    left empty). No validation, CTI, output CTI or cleanup (so the windows
-    the CTIs would finalize are emitted at the end)."""
-    from udm.host import OutputId
-    from udm.host.stream import insert_of, retract_of
-
-    mean = Mean()
-    add, remove, initial, result = mean.add, mean.remove, mean.initial_state, mean.result
-    acc: dict[tuple[Any, int], list[Any]] = {}  # (key, window) -> [state, n, output]
-    events: dict[Any, list[Any]] = {}
-    top: dict[Any, int] = {}  # key -> its latest window
-    out: list[Any] = []
-    n_out = 0
-    for el in elements:
-        t = type(el)
-        if t is Insert:
-            p = el.payload
-            key, value = p["k"], p["v"]
-            j = el.start // size
-            w = acc.get((key, j))
-            if w is None:
-                w = acc[(key, j)] = [initial(), 0, None]
-            w[0] = add(w[0], value)
-            w[1] += 1
-            events[el.id] = [el.start, el.end, value, key]
-            old = w[2]
-            if old is not None:  # an emitted window changed (False: emitted empty)
-                if old:
-                    out.append(retract_of(old.id, old.start, old.end, old.start, old.payload))
-                w[2] = new = insert_of(
-                    tuple.__new__(OutputId, (key, n_out)), j * size, j * size + size, result(w[0])
-                )
-                n_out += 1
-                out.append(new)
-                continue
-            last = top.get(key)
-            if last is None or j > last:
-                for jj in range(j if last is None else last, j):
-                    v = acc.get((key, jj))
-                    if v is not None and v[2] is None and v[1]:
-                        v[2] = new = insert_of(
-                            tuple.__new__(OutputId, (key, n_out)),
-                            jj * size,
-                            jj * size + size,
-                            result(v[0]),
-                        )
-                        n_out += 1
-                        out.append(new)
-                top[key] = j
-        elif t is Retract:
-            start, _end, value, key = events.pop(el.id)
-            j = start // size
-            w = acc[(key, j)]
-            w[0] = remove(w[0], value)
-            w[1] -= 1
-            old = w[2]
-            if old:
-                out.append(retract_of(old.id, old.start, old.end, old.start, old.payload))
-                if w[1]:
-                    w[2] = new = insert_of(
-                        tuple.__new__(OutputId, (key, n_out)),
-                        j * size,
-                        j * size + size,
-                        result(w[0]),
-                    )
-                    n_out += 1
-                    out.append(new)
-                else:
-                    w[2] = False
-    for (key, j), w in acc.items():
-        if w[2] is None and w[1]:
-            out.append(
-                insert_of(
-                    tuple.__new__(OutputId, (key, n_out)), j * size, j * size + size, result(w[0])
-                )
-            )
-            n_out += 1
-    return len(out)
-
-
-def late_floors(n: int = 1_000_000) -> dict[str, Any]:
-    """The add/remove dict loop and :func:`minimal_late_host` over the late
-    stream (garbage collector paused, as the host pauses it): what 3x the
-    dict loop asks, asked of a host that does only what its output needs."""
-    import gc
-
-    elements = late_stream(n)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        s, cpu = _best_both(
-            {
-                "floor": lambda: floor_add_remove(elements),
-                "minimal": lambda: minimal_late_host(elements),
-            }
-        )
-    finally:
-        if collecting:
-            gc.enable()
-    return {
-        "events": n,
-        "minimal_outputs": minimal_late_host(elements),
-        "seconds": s,
-        "cpu_seconds": cpu,
-        "minimal_to_floor": s["minimal"] / s["floor"],
-        "cpu_minimal_to_floor": cpu["minimal"] / cpu["floor"],
-    }
-
-
 def floors_by_keys(n: int = 1_000_000) -> dict[str, Any]:
     """The dict loop and :func:`minimal_host` at 1,000, 10,000 and 100,000
     keys (the garbage collector paused, as the host pauses it): what the
@@ -683,7 +568,6 @@ CASES.update(
         "host.hopping_median": hopping_median,
         "host.reference_linear": reference_linear,
         "host.late_retractions": late_and_retractions,
-        "host.late_floors": late_floors,
     }
 )
 
