@@ -31,7 +31,7 @@ from udm.host.hoststate import Consistency, HostAttributes, Journal, KeyState, O
 from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
 from udm.host.kinds import WindowKind
-from udm.host.rows import NORMALIZED, group_key
+from udm.host.rows import NORMALIZED, nan_free
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -75,7 +75,7 @@ class GeneralPath(HostAttributes):
             try:
                 key = self._key_fn(e.payload)
                 if type(key) in NORMALIZED:  # every NaN one key (docs/concepts.md)
-                    key = group_key(key)
+                    key = nan_free(key)
                 hash(key)
             except Exception as exc:
                 raise key_failed(e, exc) from None

@@ -19,7 +19,7 @@ from udm.host.gridstate import (
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
-from udm.host.rows import NORMALIZED, group_key
+from udm.host.rows import NORMALIZED, nan_free
 from udm.host.stream import Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.host.windows import HoppingWindow
@@ -289,7 +289,7 @@ class GridCore(OperatorWindows):
         try:
             key = self.key_fn(payload) if self.key_fn is not None else None
             if type(key) in NORMALIZED:  # every NaN one key (docs/concepts.md)
-                key = group_key(key)
+                key = nan_free(key)
             ks = self.keys.get(key)  # TypeError: an unhashable key
         except Exception as exc:
             raise key_failed(e, exc) from None

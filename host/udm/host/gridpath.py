@@ -34,7 +34,7 @@ from udm.host.gridstate import (
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
-from udm.host.rows import NORMALIZED, group_key
+from udm.host.rows import NORMALIZED, nan_free
 from udm.host.stream import Cti, Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 
@@ -87,7 +87,7 @@ class GridPath(GridColumns, SliceRun):
         try:
             key = self.key_fn(payload) if self.key_fn is not None else None
             if type(key) in NORMALIZED:  # every NaN one key (docs/concepts.md)
-                key = group_key(key)
+                key = nan_free(key)
             ks = self.keys.get(key)  # TypeError: an unhashable key
         except Exception as exc:
             raise key_failed(Insert(ident, start, end, payload), exc) from None

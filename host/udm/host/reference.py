@@ -22,7 +22,7 @@ from udm.host.cht import Cht
 from udm.host.gcpause import gc_paused
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.rows import NORMALIZED, group_key
+from udm.host.rows import NORMALIZED, nan_free
 from udm.host.time import INFINITY, to_ticks
 from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
@@ -329,7 +329,7 @@ def evaluate_by_key(
         for e in cht:
             k = key_fn(e.payload)
             if type(k) in NORMALIZED:  # every NaN one key (docs/concepts.md)
-                k = group_key(k)
+                k = nan_free(k)
             groups.setdefault(k, []).append(e)
             if checked and not (type(e) is IntervalEvent and e.start < e.end):
                 checked = False

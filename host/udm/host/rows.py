@@ -37,6 +37,7 @@ __all__ = [
     "invalid_event",
     "is_datetime",
     "key_of",
+    "nan_free",
     "normalize_value",
     "op_layout",
     "reason_end_of_time",
@@ -409,8 +410,23 @@ def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
     return tuple(group_key(p[k]) for k in keys)
 
 
-#: key types that :func:`group_key` may change (a NaN in them)
-NORMALIZED = frozenset({float, tuple, list, dict})
+#: key types that :func:`nan_free` may change (a NaN in them)
+NORMALIZED = frozenset({float, tuple})
+
+
+def nan_free(value: Any) -> Any:
+    """A key with every NaN in it (itself, or inside a tuple) made
+    :data:`NAN_KEY`, the one NaN key; anything else as it is (a list stays
+    a list, so an unhashable key is still refused as such).
+
+    >>> nan_free((1, float("nan"))) == (1, NAN_KEY), nan_free([1])
+    (True, [1])
+    """
+    if isinstance(value, float) and value != value:
+        return NAN_KEY
+    if isinstance(value, tuple):
+        return tuple(map(nan_free, value))
+    return value
 
 
 def group_key(value: Any) -> Hashable:
