@@ -10,12 +10,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
-from udm.host.gridstate import (
-    NEVER,
-    ExpiredId,
-    GridKey,
-    NoState,
-)
+from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
