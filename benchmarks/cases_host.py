@@ -510,12 +510,13 @@ def minimal_host(elements: list[Any], size: int = TUMBLE) -> int:
 
 
 def floors_by_keys(n: int = 1_000_000) -> dict[str, Any]:
-    """The dict loop and :func:`minimal_host` at 1,000, 10,000 and 100,000
-    keys (the garbage collector paused, as the host pauses it): what the
-    many-key targets ask of the host, asked of the floors themselves."""
+    """The dict loop and :func:`minimal_host` at one, 1,000, 10,000 and
+    100,000 keys (the garbage collector paused, as the host pauses it):
+    what the many-key targets ask of the host, asked of the floors
+    themselves."""
     import gc
 
-    streams = {k: _elements(_rows(n, k)) for k in (1000, 10_000, 100_000)}
+    streams = {k: _elements(_rows(n, k)) for k in (1, 1000, 10_000, 100_000)}
     contenders: dict[str, Any] = {}
     for k, e in streams.items():
         contenders[f"floor_{k}_keys"] = lambda e=e: floor_tumbling_mean(e)
@@ -529,6 +530,8 @@ def floors_by_keys(n: int = 1_000_000) -> dict[str, Any]:
             gc.enable()
     out: dict[str, Any] = {"events": n, "seconds": s, "cpu_seconds": cpu}
     out["cpu_minimal_to_floor_1k_keys"] = cpu["minimal_1000_keys"] / cpu["floor_1000_keys"]
+    out["cpu_floor_1k_keys_to_1_key"] = cpu["floor_1000_keys"] / cpu["floor_1_keys"]
+    out["cpu_minimal_1k_keys_to_1_key"] = cpu["minimal_1000_keys"] / cpu["minimal_1_keys"]
     for k in (10_000, 100_000):
         out[f"cpu_floor_{k}_to_1k_keys"] = cpu[f"floor_{k}_keys"] / cpu["floor_1000_keys"]
         out[f"cpu_minimal_{k}_to_1k_keys"] = cpu[f"minimal_{k}_keys"] / cpu["minimal_1000_keys"]
