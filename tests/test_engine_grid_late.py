@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from udm.host import (
     Cti,
+    HoppingWindow,
     Host,
     Insert,
     OutputId,
@@ -27,9 +28,11 @@ from udm.host import (
     evaluate_by_key,
     output_cht_by_key,
 )
+from udm.host.errors import UdmInvocationError
 from udm.host.gridcore import GridCore
 from udm.host.stream import Element
 from udm.host.time import INFINITY
+from udm.sdk import IncrementalAggregate
 
 
 class Picky(Mean):
@@ -398,3 +401,71 @@ def test_promoted_objects_get_a_full_collection_once_they_outnumber_the_tracked_
     monkeypatch.setattr(engine, "_promoted", 10**12)  # as if they outnumbered all
     Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
     assert all(ref() is None for ref in Cyclic.made)
+
+
+class _BrokenRemove(IncrementalAggregate):
+    """An invertible-declared mean whose ``remove`` always fails, whose
+    ``result`` fails on two events and whose ``add`` fails on 99 in an empty
+    window."""
+
+    def initial_state(self) -> tuple[float, int]:
+        return (0.0, 0)
+
+    def add(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        if value == 99 and not state[1]:
+            raise ArithmeticError("add refuses 99 in an empty window")
+        return (state[0] + value, state[1] + 1)
+
+    def remove(self, state: tuple[float, int], value: float) -> tuple[float, int]:
+        raise ValueError("remove is broken")
+
+    def result(self, state: tuple[float, int]) -> float:
+        if state[1] == 2:
+            raise ZeroDivisionError("two events")
+        return state[0] / state[1]
+
+
+@pytest.mark.parametrize(
+    ("window", "elements", "cause"),
+    [
+        (  # c makes [0, 10) due, whose result fails; undoing c's add fails
+            TumblingWindow(10),
+            [
+                Insert("a", 1, 2, {"k": 1, "v": 1.0}),
+                Insert("b", 2, 3, {"k": 1, "v": 2.0}),
+                Insert("c", 12, 13, {"k": 1, "v": 3.0}),
+            ],
+            "ZeroDivisionError: two events",
+        ),
+        (  # d's add fails in its second window; undoing the first fails
+            HoppingWindow(10, 5),
+            [
+                Insert("a", 1, 2, {"k": 1, "v": 1.0}),
+                Insert("d", 6, 7, {"k": 1, "v": 99.0}),
+            ],
+            "ArithmeticError: add refuses 99 in an empty window",
+        ),
+    ],
+    ids=["result", "add"],
+)
+def test_a_failing_remove_while_undoing_leaves_the_udm_error(
+    window: Any, elements: list[Any], cause: str
+) -> None:
+    """The batch path undoes a failed insert with the UDM's ``remove``; when
+    that failed too, ``remove``'s own ValueError escaped instead of the UDM
+    error the element path raises. Now the same UdmInvocationError, with a
+    note that the undo failed."""
+    errors = []
+    for feed in ("process", "process_many"):
+        host = Host(window, _BrokenRemove, key="k", value="v")
+        with pytest.raises(UdmInvocationError) as err:
+            if feed == "process":
+                for e in elements:
+                    host.process(e)
+            else:
+                host.process_many(elements)
+        assert cause in str(err.value)
+        errors.append(err.value)
+    notes = [getattr(e, "__notes__", []) for e in errors]
+    told = "undoing the insert failed too: the UDM's remove raised ValueError"
+    assert any(n and told in n[0] for n in notes)

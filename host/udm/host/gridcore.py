@@ -10,7 +10,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
-from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState
+from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState, undo_note
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
@@ -253,10 +253,14 @@ class GridCore(OperatorWindows):
         """The UDM failed adding a new event's value to window ``k``: take
         the value out of windows ``lo .. k - 1`` again and name the event
         (built from its ``fields`` if the caller held no element)."""
-        self._compensate(ks, lo, k - 1, value)
         if self.current is None:
             self.current = Insert(*fields)
-        return self._fail(k, exc, ks)
+        failed = self._fail(k, exc, ks)
+        try:
+            self._compensate(ks, lo, k - 1, value)
+        except Exception as undo:  # remove failed too: told, not raised
+            failed.add_note(undo_note(undo))
+        return failed
 
     def _value_failed(
         self, ks: GridKey, fields: tuple[Hashable, int, int, Any], exc: Exception

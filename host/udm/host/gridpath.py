@@ -31,6 +31,7 @@ from udm.host.gridstate import (
     GridKey,
     eligible,
     slice_eligible,
+    undo_note,
 )
 from udm.host.hoststate import OutputId
 from udm.host.invoke import key_failed
@@ -151,12 +152,15 @@ class GridPath(GridColumns, SliceRun):
                     ks.emitted_k = last
                 elif emitted is None or last > emitted:
                     ks.emitted_k = last
-        except Exception:
+        except Exception as failed:
             del out[mark:]
             for w, outputs in saved_outputs:
                 w[2] = outputs
             ks.emitted_k = emitted
-            self._compensate(ks, lo, hi, value)
+            try:
+                self._compensate(ks, lo, hi, value)
+            except Exception as undo:  # remove failed too: the UDM's error, told
+                failed.add_note(undo_note(undo))
             if ks.events is not None:
                 ks.events.remove(record)
             raise

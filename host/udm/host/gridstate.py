@@ -25,6 +25,7 @@ __all__ = [
     "eligible",
     "same_value",
     "slice_eligible",
+    "undo_note",
 ]
 
 #: a window without events has no output (a UDA's result may be None)
@@ -134,3 +135,14 @@ def same_value(a: Any, b: Any) -> bool:
         return bool(a == b) and type(a) is type(b)
     except Exception:
         return False
+
+
+def undo_note(undo: Exception) -> str:
+    """The note a UDM error gets when undoing the failed insert by the
+    UDM's ``remove`` failed too: the UDM's error is raised (as the element
+    path, which restores saved states, raises it), not ``remove``'s."""
+    return (
+        f"undoing the insert failed too: the UDM's remove raised {type(undo).__name__}: {undo}; "
+        "a window of this key may keep the event's value: restore a snapshot "
+        "(Host.restore) before going on"
+    )
