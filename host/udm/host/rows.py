@@ -430,19 +430,18 @@ def nan_free(value: Any) -> Any:
 
 
 def group_key(value: Any) -> Hashable:
-    """A key value as a dict key: a NaN (anywhere in it) is :data:`NAN_KEY`,
-    a list a tuple and a dict a tuple of (field, value) pairs.
+    """A key value as a dict key: :func:`nan_free`, and (as Spark rows hold
+    array and struct keys) a list a tuple and a dict a tuple of (field,
+    value) pairs, NaNs in them too.
 
     >>> group_key(float("nan")) is NAN_KEY, group_key([1, {"a": 2}])
     (True, (1, (('a', 2),)))
     """
-    if isinstance(value, float) and value != value:
-        return NAN_KEY
     if isinstance(value, (list, tuple)):
-        return tuple(group_key(x) for x in value)
+        return tuple(map(group_key, value))
     if isinstance(value, dict):
         return tuple((f, group_key(x)) for f, x in value.items())
-    found: Hashable = value
+    found: Hashable = nan_free(value)  # a float NaN
     return found
 
 
