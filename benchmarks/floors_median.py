@@ -6,6 +6,9 @@ key's sorted values per window, ``statistics.median``);
 ``minimal_hopping_median`` is what any host with this one's contract must
 at least do (the UDM's call and an output ``Insert`` per window, the
 record a retraction needs per event), to show what the 5x target means.
+``floor_events_median`` is the same bisect loop over a CHT's events, for
+the reference evaluator's case (``host.reference_linear``): how much
+faster than the data plain linear Python grows on the machine.
 """
 
 from __future__ import annotations
@@ -43,6 +46,45 @@ def floor_hopping_median(elements: list[Any], size: int, hop: int) -> int:
                 statistics.median(values[lo:hi])
                 n += 1
     return n
+
+
+def floor_events_median(
+    events: list[Any], size: int, hop: int
+) -> dict[Any, list[tuple[int, float]]]:
+    """The bisect-slice median loop over point events in time order (a
+    CHT's events, payloads ``{"k": key, "v": value}``): per key the times
+    and values, each window's values a slice, ``statistics.median``. Each
+    key's (window start, median) pairs are kept, as the reference keeps its
+    output CHT, and the collector is paused, as the reference pauses it, so
+    the time at 1M / at 100k events is what the machine makes of linear
+    work of the same shape: the target's yardstick."""
+    import gc
+    import statistics
+    from bisect import bisect_left
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        by_key: dict[Any, tuple[list[int], list[float]]] = {}
+        for e in events:
+            p = e.payload
+            ts = by_key.get(p["k"])
+            if ts is None:
+                ts = by_key[p["k"]] = ([], [])
+            ts[0].append(e.start)
+            ts[1].append(p["v"])
+        out: dict[Any, list[tuple[int, float]]] = {}
+        for key, (times, values) in by_key.items():
+            medians = out[key] = []
+            for j in range((times[0] - size) // hop + 1, times[-1] // hop + 1):
+                lo = bisect_left(times, j * hop)
+                hi = bisect_left(times, j * hop + size)
+                if hi > lo:
+                    medians.append((j * hop, statistics.median(values[lo:hi])))
+        return out
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def minimal_hopping_median(elements: list[Any], udm: Any, size: int, hop: int) -> int:
