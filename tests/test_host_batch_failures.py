@@ -182,7 +182,7 @@ MISQUOTED: list[Element] = [
 
 
 @pytest.mark.parametrize("options", [{"key": "k", "value": "v"}, {"value": "v"}])
-def test_a_late_retraction_of_a_passed_event_is_late_whatever_it_quotes(
+def test_a_late_misquoted_retraction_of_a_passed_event_is_late(
     options: dict[str, Any],
 ) -> None:
     """Whether the validator still knows event 10 (one element at a time,
