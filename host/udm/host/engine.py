@@ -179,6 +179,8 @@ class Host(GeneralPath, Snapshots):
                     value if isinstance(value, str) else None,
                 ),
             )
+            if self._fast is not None:
+                self._fast.return_ids = self._return_ids
 
     def _new_id(self, key: Hashable) -> OutputId:
         n = self._next_out

@@ -211,7 +211,15 @@ class GridColumns(GridCore):
                         if end < ks.due:
                             self._push(ks, end)
                     else:
-                        w[0] = add(w[0], value)
+                        try:
+                            w[0] = add(w[0], value)
+                        except Exception:  # (a state the add may have changed in place)
+                            if keep:
+                                done = self._records(
+                                    ins, done, i, ids, starts, ends, values, keys_col
+                                )
+                                self.rebuild(ks, k)
+                            raise
                         w[1] += 1
                     if s > ks.max_start:
                         ks.max_start = s

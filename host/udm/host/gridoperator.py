@@ -51,6 +51,17 @@ class OperatorWindows:
     keys: dict[Hashable, GridKey]
     events: dict[Hashable, list[Any]]
     cti: int
+    #: gives back the last n output ids ``new_id`` issued (the host sets it:
+    #: :meth:`withdraw` returns a failed element's ids, as ``process`` does)
+    return_ids: Callable[[int], None] = staticmethod(lambda n: None)
+
+    def withdraw(self, out: list[Element], mark: int) -> None:
+        """Delete the outputs ``out[mark:]`` a failing element made and give
+        their ids back, so the outputs after it carry the ids that feeding
+        the elements one at a time gives them (an output insert takes a new
+        id, a retraction reuses its insert's)."""
+        self.return_ids(sum(type(o) is Insert for o in out[mark:]))
+        del out[mark:]
 
     def _refresh(self, ks: GridKey, key: Hashable, k: int, out: list[Element]) -> None:
         """Emit the difference between window k's cached and current output
@@ -110,7 +121,7 @@ class OperatorWindows:
             for k in ready:
                 self._refresh(ks, ks.key, k, out)
         except Exception:
-            del out[mark:]
+            self.withdraw(out, mark)
             for w, outputs in saved:
                 w[2] = outputs
             raise

@@ -120,7 +120,10 @@ class GridPath(GridColumns, SliceRun):
                 w[1] += 1
                 k += 1
         except Exception as exc:
-            raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
+            failed = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
+            if keep:  # the failing add may have changed window k's state in place
+                self.rebuild(ks, k)
+            raise failed from exc
         if lo <= hi and lo * hop + off + self.size < ks.due:
             self._push(ks, lo * hop + off + self.size)
         record = [start, end, value, key]
@@ -144,16 +147,19 @@ class GridPath(GridColumns, SliceRun):
             if m > m_old:
                 if not self.conservative and (emitted is None or last > emitted):
                     first = emitted if emitted is not None else min(wins, default=last + 1) - 1
-                    for kk in range(first + 1, last + 1):
-                        w = wins.get(kk)
-                        if w is not None:
-                            saved_outputs.append((w, w[2]))
-                            self._refresh(ks, key, kk, out)
+                    if last - first > len(wins):  # a jump over empty windows: only those held
+                        due = sorted(kk for kk in wins if first < kk <= last)
+                    else:
+                        due = [kk for kk in range(first + 1, last + 1) if kk in wins]
+                    for kk in due:
+                        w = wins[kk]
+                        saved_outputs.append((w, w[2]))
+                        self._refresh(ks, key, kk, out)
                     ks.emitted_k = last
                 elif emitted is None or last > emitted:
                     ks.emitted_k = last
         except Exception as failed:
-            del out[mark:]
+            self.withdraw(out, mark)
             for w, outputs in saved_outputs:
                 w[2] = outputs
             ks.emitted_k = emitted
@@ -321,6 +327,8 @@ class GridPath(GridColumns, SliceRun):
             except Exception as exc:
                 self.run_applied = applied
                 error = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
+                if self.keep_events:  # the failing add may have changed k's state in place
+                    self.rebuild(ks, k)
                 if fresh:  # as the rollback of insert() would
                     del keys[key]
                     self._created -= 1

@@ -116,3 +116,9 @@ class HostAttributes:
     _label: str
     _seq: int
     _next_out: int
+
+    def _return_ids(self, n: int) -> None:
+        """Take back the last ``n`` output ids issued: their outputs, those
+        of an element that failed in a batch loop, were deleted
+        (:meth:`~udm.host.gridoperator.OperatorWindows.withdraw`)."""
+        self._next_out -= n

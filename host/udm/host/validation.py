@@ -209,6 +209,20 @@ class StreamValidator:
             raise InvalidElementError(
                 r, position, f"event id {r.id!r} is not hashable; use a str or int id"
             ) from None
+        if (
+            live is not None
+            and live.end < self.cti
+            and min(r.old_end, r.new_end) < self.cti
+            and not (
+                r.start in (live.start, live.original_start)
+                and r.old_end in (live.end, live.quoted_end)
+            )
+        ):
+            # a late retraction quoting another lifetime of an event the CTI
+            # passed, which prune (and a batch, which registers no such
+            # event) may have forgotten: a CTI violation, as if forgotten, so
+            # the answer does not depend on when prune last ran
+            live = None
         if live is None:
             if r.id in self.dropped_ids:
                 # The event itself was dropped by the CTI policy: so is this.
