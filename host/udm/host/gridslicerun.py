@@ -22,19 +22,45 @@ their order and errors are those of :meth:`GridPath.run`.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from heapq import heappush
 from typing import Any
 
 from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridslices import KeyEvents
-from udm.host.gridstate import DONE, NEVER
+from udm.host.gridstate import DONE, NEVER, ExpiredId, GridKey
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
-from udm.host.stream import Element, Insert, insert_of
-from udm.host.time import MIN_TIME
+from udm.host.stream import Element, Insert
+from udm.host.time import INFINITY, MIN_TIME
 
-__all__ = ["SliceRun"]
+__all__ = ["SliceRun", "direct"]
+
+# the slot setters of Insert's fields, as udm.host.stream.insert_of uses
+# them: the loop builds its outputs inline
+set_id, set_start, set_end, set_payload = (
+    getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload")
+)
+
+
+def direct(udm: Any, from_slice: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    """The function that computes a window's result from its slice:
+    ``from_slice`` (the UDM's ``compute_result``), or, for an
+    ``@aggregate`` without arguments, the decorated function itself, which
+    that ``compute_result`` would call with the same values and nothing
+    else (a call and an empty ``**kwargs`` less per window)."""
+    cls = type(udm)
+    fn = cls.__dict__.get("__wrapped__")
+    if (
+        fn is not None
+        and "compute_result" in cls.__dict__
+        and getattr(udm, "args", None) == {}
+        and getattr(from_slice, "__func__", None) is cls.__dict__["compute_result"]
+        and getattr(udm, "kind", None) == "aggregate"
+        and not getattr(udm, "time_sensitive", True)
+    ):
+        return fn  # type: ignore[no-any-return]
+    return from_slice
 
 
 class SliceRun(GridCore):
@@ -63,11 +89,13 @@ class SliceRun(GridCore):
         pending = self.pending
         single = keys.get(None) if key_fn is None else None
         from_slice, new_id, point_end = self._from_slice, self.new_id, self.point_end
+        from_slice = direct(self.udm, from_slice)
         buckets, times = self._due_buckets, self._due_times
         # the common emission inline: an aggregate, no journal open (a batch
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
         linger = LINGER * hop
+        new_insert = object.__new__
         key: Hashable = None
         applied = 0
         for row in rows:
@@ -196,7 +224,12 @@ class SliceRun(GridCore):
                             self.run_applied = applied
                             self._unmake(ks, made, record)
                             raise error from exc
-                        o = insert_of(new_id(ks.key), we - 1 if point_end else ws, we, new)
+                        # insert_of inline: an output per event
+                        o = new_insert(Insert)
+                        set_id(o, new_id(ks.key))
+                        set_start(o, we - 1 if point_end else ws)
+                        set_end(o, we)
+                        set_payload(o, new)
                         out.append(o)
                         w[2] = [o]
                     else:  # its events were retracted: no output, no window
@@ -285,3 +318,64 @@ class SliceRun(GridCore):
             del ks.wins[k]
         assert ks.events is not None
         ks.events.remove(record)
+
+    def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
+        """:meth:`GridCore._forget_final <udm.host.gridcore.GridCore._forget_final>`
+        in the slice mode with speculative output (the others, and the end
+        of time, go there): a visited key's final windows are dropped at
+        once (a new dict of the rest, rather than a deletion each), its
+        events that end before ``bound`` are retired in bulk once half of
+        them can go (or its last window went), and it is registered again
+        (:meth:`_register`). A key visited only every ``LINGER`` hops has
+        that many final windows and events to drop here, so the per-window
+        and per-event work is what this saves."""
+        if not self.lazy or k_final is None:
+            return super()._forget_final(visit, c, k_final)
+        lowest = (k_final + 1) * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        bound = lowest if lowest < c else c
+        events, reused = self.events, self.reused
+        get = events.get
+        register, push = self._register, self._push
+        for ks in visit:
+            wins = ks.wins
+            kept = {k: w for k, w in wins.items() if k > k_final}
+            if len(kept) != len(wins):
+                ks.wins = wins = kept
+            kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
+            starts = kev.starts
+            point = kev.maxdur <= 1
+            j = bisect_left(starts, bound - 1 if point else bound) if starts else 0
+            # retired in bulk, once half can go (or no window is left), not
+            # at every visit; those kept end before every open window's slice
+            if j and (not wins or 2 * j >= len(starts)):
+                if point and not reused:  # KeyEvents.retire's common case, inline
+                    gone = zip(kev.ids[:j], kev.records[:j], strict=True)
+                    del kev.ids[:j], kev.records[:j], starts[:j], kev.payloads[:j], kev.vals[:j]
+                    if not starts:
+                        kev.maxdur, kev.ties = 0, False
+                    for ident, record in gone:
+                        if get(ident) is record:  # (None: pruned by a CTI already)
+                            del events[ident]
+                else:
+                    self._retire(kev, bound)
+            if wins:
+                register(ks)
+            elif starts:
+                end = kev.min_end()
+                if end is not None and end < INFINITY:
+                    push(ks, end + 1)
+        return bound
+
+    def _retire(self, kev: KeyEvents, bound: int) -> None:
+        """Retire ``kev``'s events ending before ``bound`` and forget them by
+        id (an event whose id was reused is kept under its
+        :class:`~udm.host.gridstate.ExpiredId`)."""
+        events, reused = self.events, self.reused
+        for ident, record in kev.retire(bound):
+            found = events.get(ident)
+            if found is record:
+                del events[ident]
+            elif reused or found is not None:  # kept aside when its id was reused
+                expired = ExpiredId(ident, record[0])
+                if events.get(expired) is record:
+                    del events[expired]
