@@ -22,8 +22,10 @@ their order and errors are those of :meth:`GridPath.run`.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from heapq import heappush
+from operator import is_
 from typing import Any
 
 from udm.host.gridcore import LINGER, GridCore
@@ -150,7 +152,8 @@ class SliceRun(GridCore):
                 if hi > (m - off) // hop or lo <= emitted:
                     return applied, row  # an unbegun window, or an emitted one
                 last = (m - size - off) // hop
-                due = moved and last > emitted and (bool(ks.wins) or lo <= last)
+                if moved and last > emitted and (ks.wins or lo <= last):
+                    due = True
             if value_fn is not None and value_field is None:
                 try:
                     value = value_fn(payload)
@@ -164,13 +167,13 @@ class SliceRun(GridCore):
             wins = ks.wins
             # windows lo .. hi must exist (entries only: OperatorWindows);
             # in order, those up to the last that exists do (see GridPath.run)
-            made: Any = ()
+            made: Any = ()  # the windows made, for _unmake (an int: that one)
             if lo > hi:
                 pass  # in a gap between windows (hop > size): none to make
             elif hi not in wins:
                 if start >= ms and (hi == lo or hi - 1 in wins):
                     wins[hi] = [None, 1, []]  # the one window an in-order event opens
-                    made = (hi,)
+                    made = hi
                 else:
                     if start >= ms:
                         j = hi
@@ -246,13 +249,23 @@ class SliceRun(GridCore):
                         made,
                         record,
                     )
+                # due: the insert moved the watermark (start > max_start)
+                # past windows up to last, now emitted
+                ks.emitted_k = last
+                ks.max_start = start
                 # due when lo (the first not emitted) ends, or to forget (_register)
-                if ks.forget == NEVER:
-                    ks.forget = lo * hop + off + size + linger
                 nd = lo * hop + off + size
-                if ks.forget < nd:
+                if ks.forget == NEVER:
+                    ks.forget = nd + linger
+                elif ks.forget < nd:
                     nd = ks.forget
             else:
+                if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
+                    # nothing to emit in between: the key has no window, and
+                    # the event's own windows end after the watermark
+                    ks.emitted_k = last
+                if start > ms:
+                    ks.max_start = start
                 nd = lo * hop + off + size if lo <= hi else NEVER
                 if nd >= ks.due:
                     nd = ks.due
@@ -264,13 +277,6 @@ class SliceRun(GridCore):
                     heappush(times, nd)
                 else:
                     bucket.append(ks)
-            if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
-                # emitted above (due), or nothing to emit in between: the key
-                # has no window, and the event's own windows end after the
-                # watermark
-                ks.emitted_k = last
-            if start > ms:
-                ks.max_start = start
             if keep:
                 events[ident] = record
                 pending(row)  # into the validator's index at settle()
@@ -312,9 +318,9 @@ class SliceRun(GridCore):
 
     def _unmake(self, ks: Any, made: Any, record: list[Any]) -> None:
         """Take back an insert :meth:`run_slices` applied to ``ks`` whose
-        emission failed: the windows it made (none emitted) and its entry
-        in the key's sorted events."""
-        for k in made:
+        emission failed: the windows it made (none emitted; an int: that
+        one window) and its entry in the key's sorted events."""
+        for k in (made,) if type(made) is int else made:
             del ks.wins[k]
         assert ks.events is not None
         ks.events.remove(record)
@@ -334,7 +340,7 @@ class SliceRun(GridCore):
         lowest = (k_final + 1) * self.hop + self.offset  # HoppingWindow.start_of, inlined
         bound = lowest if lowest < c else c
         events, reused = self.events, self.reused
-        get = events.get
+        get, forget = events.get, events.__delitem__
         register, push = self._register, self._push
         for ks in visit:
             wins = ks.wins
@@ -349,13 +355,16 @@ class SliceRun(GridCore):
             # at every visit; those kept end before every open window's slice
             if j and (not wins or 2 * j >= len(starts)):
                 if point and not reused:  # KeyEvents.retire's common case, inline
-                    gone = zip(kev.ids[:j], kev.records[:j], strict=True)
+                    ids, records = kev.ids[:j], kev.records[:j]
                     del kev.ids[:j], kev.records[:j], starts[:j], kev.payloads[:j], kev.vals[:j]
                     if not starts:
                         kev.maxdur, kev.ties = 0, False
-                    for ident, record in gone:
-                        if get(ident) is record:  # (None: pruned by a CTI already)
-                            del events[ident]
+                    if all(map(is_, map(get, ids), records)):  # each id still its record's
+                        deque(map(forget, ids), 0)  # (C-level loops: no bytecode per event)
+                    else:
+                        for ident, record in zip(ids, records, strict=True):
+                            if get(ident) is record:  # (None: pruned by a CTI already)
+                                del events[ident]
                 else:
                     self._retire(kev, bound)
             if wins:
