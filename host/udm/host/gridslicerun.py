@@ -172,7 +172,9 @@ class SliceRun(GridCore):
                 pass  # in a gap between windows (hop > size): none to make
             elif hi not in wins:
                 if start >= ms and (hi == lo or hi - 1 in wins):
-                    wins[hi] = [None, 1, []]  # the one window an in-order event opens
+                    # the one window an in-order event opens; no outputs yet: the
+                    # shared empty tuple (outputs are replaced, never appended to)
+                    wins[hi] = [None, 1, ()]
                     made = hi
                 else:
                     if start >= ms:
