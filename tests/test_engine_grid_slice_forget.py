@@ -123,9 +123,10 @@ def test_a_key_left_with_events_and_no_window_is_visited_when_they_end() -> None
     host = Host(window, low_median, key="k", value="v")
     fast = host._fast
     assert fast is not None
-    stream: list[Element] = [Insert(i, 10 * i, 10 * i + 1, {"k": "a", "v": i}) for i in range(5)]
-    stream += [Insert(100 + i, 2 * i, 2 * i + 1, {"k": "b", "v": 7 * i}) for i in range(30, 40)]
-    stream.sort(key=lambda e: e.start)  # type: ignore[attr-defined]
+    inserts = [Insert(i, 10 * i, 10 * i + 1, {"k": "a", "v": i}) for i in range(5)]
+    inserts += [Insert(100 + i, 2 * i, 2 * i + 1, {"k": "b", "v": 7 * i}) for i in range(30, 40)]
+    inserts.sort(key=lambda e: e.start)
+    stream: list[Element] = list(inserts)
     out = host.process_many([*stream, Cti(79)])
     out += host.process_many([Cti(200)])
     assert not fast.keys["b"].events  # retired: they end before the CTI
