@@ -93,6 +93,10 @@ class SliceRun(GridCore):
         from_slice, new_id, point_end = self._from_slice, self.new_id, self.point_end
         from_slice = direct(self.udm, from_slice)
         buckets, times = self._due_buckets, self._due_times
+        # the bucket the last registration went to (no CTI pops one while
+        # this loop runs, and nothing else here registers keys)
+        last_due: int | None = None
+        last_bucket: list[GridKey] = []
         # the common emission inline: an aggregate, no journal open (a batch
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
@@ -273,12 +277,16 @@ class SliceRun(GridCore):
                     nd = ks.due
             if nd != ks.due:  # GridCore._push inline
                 ks.due = nd
-                bucket = buckets.get(nd)
-                if bucket is None:
-                    buckets[nd] = [ks]
-                    heappush(times, nd)
+                if nd == last_due:  # most keys of a hop register at one time
+                    last_bucket.append(ks)
                 else:
-                    bucket.append(ks)
+                    bucket = buckets.get(nd)
+                    if bucket is None:
+                        bucket = buckets[nd] = [ks]
+                        heappush(times, nd)
+                    else:
+                        bucket.append(ks)
+                    last_due, last_bucket = nd, bucket
             if keep:
                 events[ident] = record
                 pending(row)  # into the validator's index at settle()
