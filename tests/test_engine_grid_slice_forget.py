@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -28,7 +28,7 @@ from udm.host import (
 from udm.host.gridcore import LINGER
 from udm.host.gridslicerun import direct
 from udm.host.stream import Element
-from udm.sdk import aggregate, operator
+from udm.sdk import Aggregate, aggregate, operator
 
 
 @aggregate
@@ -136,12 +136,22 @@ def test_a_key_left_with_events_and_no_window_is_visited_when_they_end() -> None
 
 
 def test_the_loop_calls_an_argument_free_aggregate_directly() -> None:
-    """``direct``: the decorated function for an ``@aggregate`` without
-    arguments; ``compute_result`` for one with arguments, an operator, or
-    a subclass with its own ``compute_result``; the results agree."""
-    plain = low_median()
-    assert direct(plain, plain.compute_result) is low_median.__wrapped__
-    for udm in (quantile(q=0.25), above_mean(), Doubled()):
+    """``direct``: the decorated function for an ``@aggregate`` (or
+    ``@operator``) without arguments; ``compute_result`` for one with
+    arguments, a subclass with its own ``compute_result``, or a class that
+    merely names a ``__wrapped__`` function; the results agree."""
+    for decorated in (low_median, above_mean):
+        plain = decorated()
+        assert direct(plain, plain.compute_result) is decorated.__wrapped__
+
+    class Named(Aggregate):
+        __wrapped__ = staticmethod(low_median.__wrapped__)
+        args: ClassVar[dict[str, Any]] = {}
+
+        def compute_result(self, payloads: Any) -> Any:
+            return -1
+
+    for udm in (quantile(q=0.25), Doubled(), Named()):
         assert direct(udm, udm.compute_result) == udm.compute_result
     assert Doubled().compute_result([3, 1, 2]) == 4
     window = HoppingWindow(6, 2)

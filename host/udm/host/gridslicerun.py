@@ -35,6 +35,7 @@ from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, Insert
 from udm.host.time import INFINITY, MIN_TIME
+from udm.sdk.decorators import aggregate
 
 __all__ = ["SliceRun", "direct"]
 
@@ -45,21 +46,34 @@ set_id, set_start, set_end, set_payload = (
 )
 
 
+@aggregate
+def _probe(values: list[Any]) -> Any:
+    """Never called: its class's ``compute_result`` is the code every
+    ``@aggregate`` of one data parameter shares."""
+    return None
+
+
+#: the code of ``@aggregate``'s ``compute_result`` (``fn(payloads, **args)``)
+DECORATED = _probe.__dict__["compute_result"].__code__
+
+
 def direct(udm: Any, from_slice: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
     """The function that computes a window's result from its slice:
     ``from_slice`` (the UDM's ``compute_result``), or, for an
     ``@aggregate`` without arguments, the decorated function itself, which
     that ``compute_result`` would call with the same values and nothing
-    else (a call and an empty ``**kwargs`` less per window)."""
+    else (a call and an empty ``**kwargs`` less per window). Only the
+    decorator's own ``compute_result`` (its code, bound to this UDM) is
+    replaced: a class of its own, or a subclass overriding it, keeps it."""
     cls = type(udm)
     fn = cls.__dict__.get("__wrapped__")
+    method = getattr(from_slice, "__func__", None)
     if (
         fn is not None
-        and "compute_result" in cls.__dict__
+        and method is cls.__dict__.get("compute_result")
+        and getattr(method, "__code__", None) is DECORATED
+        and getattr(from_slice, "__self__", None) is udm
         and getattr(udm, "args", None) == {}
-        and getattr(from_slice, "__func__", None) is cls.__dict__["compute_result"]
-        and getattr(udm, "kind", None) == "aggregate"
-        and not getattr(udm, "time_sensitive", True)
     ):
         return fn  # type: ignore[no-any-return]
     return from_slice
