@@ -165,13 +165,16 @@ class SliceRun(GridCore):
                 ms = ks.max_start
                 m = ms if ms > cti else cti
                 moved = start > m
-                if moved:
-                    m = start
-                if hi > (m - off) // hop or lo <= emitted:
-                    return applied, row  # an unbegun window, or an emitted one
-                last = (m - size - off) // hop
-                if moved and last > emitted and (ks.wins or lo <= last):
-                    due = True
+                if moved:  # the watermark moves to start: windows up to lo - 1 end by it
+                    if hi > (start - off) // hop or lo <= emitted:
+                        return applied, row  # an unbegun window, or an emitted one
+                    last = lo - 1
+                    if last > emitted and ks.wins:
+                        due = True
+                else:
+                    if hi > (m - off) // hop or lo <= emitted:
+                        return applied, row
+                    last = (m - size - off) // hop
             if value_fn is not None and value_field is None:
                 try:
                     value = value_fn(payload)
