@@ -22,9 +22,9 @@ from udm.sdk.base import Udm
 
 __all__ = ["LINGER", "GridCore"]
 
-#: how many hops a key's final windows may wait to be forgotten (the slice
-#: mode): a CTI then visits a key with steady events once every few hops
-LINGER = 8
+#: how many hops a key's final windows may wait to be forgotten (slice mode): a CTI
+#: visits a key with steady events once every LINGER hops (a visit's fixed cost dominates)
+LINGER = 32
 
 
 class GridCore(OperatorWindows):

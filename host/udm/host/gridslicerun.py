@@ -22,19 +22,61 @@ their order and errors are those of :meth:`GridPath.run`.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Hashable, Iterator
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
 from heapq import heappush
+from operator import is_
 from typing import Any
 
 from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridslices import KeyEvents
-from udm.host.gridstate import DONE, NEVER
+from udm.host.gridstate import DONE, NEVER, ExpiredId, GridKey
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
-from udm.host.stream import Element, Insert, insert_of
-from udm.host.time import MIN_TIME
+from udm.host.stream import Element, Insert
+from udm.host.time import INFINITY, MIN_TIME
+from udm.sdk.decorators import aggregate
 
-__all__ = ["SliceRun"]
+__all__ = ["SliceRun", "direct"]
+
+# the slot setters of Insert's fields, as udm.host.stream.insert_of uses
+# them: the loop builds its outputs inline
+set_id, set_start, set_end, set_payload = (
+    getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload")
+)
+
+
+@aggregate
+def _probe(values: list[Any]) -> Any:
+    """Never called: its class's ``compute_result`` is the code every
+    ``@aggregate`` of one data parameter shares."""
+    return None
+
+
+#: the code of ``@aggregate``'s ``compute_result`` (``fn(payloads, **args)``)
+DECORATED = _probe.__dict__["compute_result"].__code__
+
+
+def direct(udm: Any, from_slice: Callable[[list[Any]], Any]) -> Callable[[list[Any]], Any]:
+    """The function that computes a window's result from its slice:
+    ``from_slice`` (the UDM's ``compute_result``), or, for an
+    ``@aggregate`` without arguments, the decorated function itself, which
+    that ``compute_result`` would call with the same values and nothing
+    else (a call and an empty ``**kwargs`` less per window). Only the
+    decorator's own ``compute_result`` (its code, bound to this UDM) is
+    replaced: a class of its own, or a subclass overriding it, keeps it."""
+    cls = type(udm)
+    fn = cls.__dict__.get("__wrapped__")
+    method = getattr(from_slice, "__func__", None)
+    if (
+        fn is not None
+        and method is cls.__dict__.get("compute_result")
+        and getattr(method, "__code__", None) is DECORATED
+        and getattr(from_slice, "__self__", None) is udm
+        and getattr(udm, "args", None) == {}
+    ):
+        return fn  # type: ignore[no-any-return]
+    return from_slice
 
 
 class SliceRun(GridCore):
@@ -63,11 +105,17 @@ class SliceRun(GridCore):
         pending = self.pending
         single = keys.get(None) if key_fn is None else None
         from_slice, new_id, point_end = self._from_slice, self.new_id, self.point_end
+        from_slice = direct(self.udm, from_slice)
         buckets, times = self._due_buckets, self._due_times
+        # the bucket the last registration went to (no CTI pops one while
+        # this loop runs, and nothing else here registers keys)
+        last_due: int | None = None
+        last_bucket: list[GridKey] = []
         # the common emission inline: an aggregate, no journal open (a batch
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
         linger = LINGER * hop
+        new_insert = object.__new__
         key: Hashable = None
         applied = 0
         for row in rows:
@@ -117,12 +165,16 @@ class SliceRun(GridCore):
                 ms = ks.max_start
                 m = ms if ms > cti else cti
                 moved = start > m
-                if moved:
-                    m = start
-                if hi > (m - off) // hop or lo <= emitted:
-                    return applied, row  # an unbegun window, or an emitted one
-                last = (m - size - off) // hop
-                due = moved and last > emitted and (bool(ks.wins) or lo <= last)
+                if moved:  # the watermark moves to start: windows up to lo - 1 end by it
+                    if hi > (start - off) // hop or lo <= emitted:
+                        return applied, row  # an unbegun window, or an emitted one
+                    last = lo - 1
+                    if last > emitted and ks.wins:
+                        due = True
+                else:
+                    if hi > (m - off) // hop or lo <= emitted:
+                        return applied, row
+                    last = (m - size - off) // hop
             if value_fn is not None and value_field is None:
                 try:
                     value = value_fn(payload)
@@ -136,13 +188,15 @@ class SliceRun(GridCore):
             wins = ks.wins
             # windows lo .. hi must exist (entries only: OperatorWindows);
             # in order, those up to the last that exists do (see GridPath.run)
-            made: Any = ()
+            made: Any = ()  # the windows made, for _unmake (an int: that one)
             if lo > hi:
                 pass  # in a gap between windows (hop > size): none to make
             elif hi not in wins:
                 if start >= ms and (hi == lo or hi - 1 in wins):
-                    wins[hi] = [None, 1, []]  # the one window an in-order event opens
-                    made = (hi,)
+                    # the one window an in-order event opens; no outputs yet: the
+                    # shared empty tuple (outputs are replaced, never appended to)
+                    wins[hi] = [None, 1, ()]
+                    made = hi
                 else:
                     if start >= ms:
                         j = hi
@@ -196,7 +250,12 @@ class SliceRun(GridCore):
                             self.run_applied = applied
                             self._unmake(ks, made, record)
                             raise error from exc
-                        o = insert_of(new_id(ks.key), we - 1 if point_end else ws, we, new)
+                        # insert_of inline: an output per event
+                        o = new_insert(Insert)
+                        set_id(o, new_id(ks.key))
+                        set_start(o, we - 1 if point_end else ws)
+                        set_end(o, we)
+                        set_payload(o, new)
                         out.append(o)
                         w[2] = [o]
                     else:  # its events were retracted: no output, no window
@@ -213,31 +272,38 @@ class SliceRun(GridCore):
                         made,
                         record,
                     )
+                # due: the insert moved the watermark (start > max_start)
+                # past windows up to last, now emitted
+                ks.emitted_k = last
+                ks.max_start = start
                 # due when lo (the first not emitted) ends, or to forget (_register)
-                if ks.forget == NEVER:
-                    ks.forget = lo * hop + off + size + linger
                 nd = lo * hop + off + size
-                if ks.forget < nd:
+                if ks.forget == NEVER:
+                    ks.forget = nd + linger
+                elif ks.forget < nd:
                     nd = ks.forget
             else:
+                if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
+                    # nothing to emit in between: the key has no window, and
+                    # the event's own windows end after the watermark
+                    ks.emitted_k = last
+                if start > ms:
+                    ks.max_start = start
                 nd = lo * hop + off + size if lo <= hi else NEVER
                 if nd >= ks.due:
                     nd = ks.due
             if nd != ks.due:  # GridCore._push inline
                 ks.due = nd
-                bucket = buckets.get(nd)
-                if bucket is None:
-                    buckets[nd] = [ks]
-                    heappush(times, nd)
+                if nd == last_due:  # most keys of a hop register at one time
+                    last_bucket.append(ks)
                 else:
-                    bucket.append(ks)
-            if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
-                # emitted above (due), or nothing to emit in between: the key
-                # has no window, and the event's own windows end after the
-                # watermark
-                ks.emitted_k = last
-            if start > ms:
-                ks.max_start = start
+                    bucket = buckets.get(nd)
+                    if bucket is None:
+                        bucket = buckets[nd] = [ks]
+                        heappush(times, nd)
+                    else:
+                        bucket.append(ks)
+                    last_due, last_bucket = nd, bucket
             if keep:
                 events[ident] = record
                 pending(row)  # into the validator's index at settle()
@@ -279,9 +345,73 @@ class SliceRun(GridCore):
 
     def _unmake(self, ks: Any, made: Any, record: list[Any]) -> None:
         """Take back an insert :meth:`run_slices` applied to ``ks`` whose
-        emission failed: the windows it made (none emitted) and its entry
-        in the key's sorted events."""
-        for k in made:
+        emission failed: the windows it made (none emitted; an int: that
+        one window) and its entry in the key's sorted events."""
+        for k in (made,) if type(made) is int else made:
             del ks.wins[k]
         assert ks.events is not None
         ks.events.remove(record)
+
+    def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
+        """:meth:`GridCore._forget_final <udm.host.gridcore.GridCore._forget_final>`
+        in the slice mode with speculative output (the others, and the end
+        of time, go there): a visited key's final windows are dropped at
+        once (a new dict of the rest, rather than a deletion each), its
+        events that end before ``bound`` are retired in bulk once half of
+        them can go (or its last window went), and it is registered again
+        (:meth:`_register`). A key visited only every ``LINGER`` hops has
+        that many final windows and events to drop here, so the per-window
+        and per-event work is what this saves."""
+        if not self.lazy or k_final is None:
+            return super()._forget_final(visit, c, k_final)
+        lowest = (k_final + 1) * self.hop + self.offset  # HoppingWindow.start_of, inlined
+        bound = lowest if lowest < c else c
+        events, reused = self.events, self.reused
+        get, forget = events.get, events.__delitem__
+        register, push = self._register, self._push
+        for ks in visit:
+            wins = ks.wins
+            kept = {k: w for k, w in wins.items() if k > k_final}
+            if len(kept) != len(wins):
+                ks.wins = wins = kept
+            kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
+            starts = kev.starts
+            point = kev.maxdur <= 1
+            j = bisect_left(starts, bound - 1 if point else bound) if starts else 0
+            # retired in bulk, once half can go (or no window is left), not
+            # at every visit; those kept end before every open window's slice
+            if j and (not wins or 2 * j >= len(starts)):
+                if point and not reused:  # KeyEvents.retire's common case, inline
+                    ids, records = kev.ids[:j], kev.records[:j]
+                    del kev.ids[:j], kev.records[:j], starts[:j], kev.payloads[:j], kev.vals[:j]
+                    if not starts:
+                        kev.maxdur, kev.ties = 0, False
+                    if all(map(is_, map(get, ids), records)):  # each id still its record's
+                        deque(map(forget, ids), 0)  # (C-level loops: no bytecode per event)
+                    else:
+                        for ident, record in zip(ids, records, strict=True):
+                            if get(ident) is record:  # (None: pruned by a CTI already)
+                                del events[ident]
+                else:
+                    self._retire(kev, bound)
+            if wins:
+                register(ks)
+            elif starts:
+                end = kev.min_end()
+                if end is not None and end < INFINITY:
+                    push(ks, end + 1)
+        return bound
+
+    def _retire(self, kev: KeyEvents, bound: int) -> None:
+        """Retire ``kev``'s events ending before ``bound`` and forget them by
+        id (an event whose id was reused is kept under its
+        :class:`~udm.host.gridstate.ExpiredId`)."""
+        events, reused = self.events, self.reused
+        for ident, record in kev.retire(bound):
+            found = events.get(ident)
+            if found is record:
+                del events[ident]
+            elif reused or found is not None:  # kept aside when its id was reused
+                expired = ExpiredId(ident, record[0])
+                if events.get(expired) is record:
+                    del events[expired]
