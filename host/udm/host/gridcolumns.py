@@ -43,7 +43,7 @@ from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 
-__all__ = ["COLUMN_CHUNK", "MIN_COLUMN_RUN", "GridColumns"]
+__all__ = ["COLUMN_CHUNK", "COLUMN_CHUNK_MAX", "MIN_COLUMN_RUN", "GridColumns"]
 
 #: shorter runs take the element loop: the run's checks cost a few list
 #: passes, which a handful of events does not repay
@@ -52,6 +52,8 @@ MIN_COLUMN_RUN = 8
 #: element loop costs a new call, whose column passes are over the chunk
 #: left, not the whole run up to the next CTI
 COLUMN_CHUNK = 256
+#: the longest a chunk grows to while whole chunks apply (see Host._columns)
+COLUMN_CHUNK_MAX = 2048
 
 _ID_TYPES = {int, str}
 
