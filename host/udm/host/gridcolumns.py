@@ -236,8 +236,14 @@ class GridColumns(GridCore):
                     w = wins.get(k)
                     state = add(initial() if w is None else w[0], value)
                     before = wins.get(k - 1)
-                    if before is not None:
-                        self._emit_first(ks, k - 1, before, out)
+                    if before is not None:  # _emit_first inline (no journal in a run)
+                        new = result(before[0])
+                        if type(new) not in PLAIN_TYPES:
+                            new = detached(new)
+                        first = k * size + off - size
+                        emitted = insert_of(new_id(ks.key), first + shift, first + size, new)
+                        out.append(emitted)
+                        before[2] = [emitted]
                     if w is None:
                         wins[k] = [state, 1, []]
                         end = k * size + off + size
