@@ -377,3 +377,27 @@ def test_a_result_that_is_the_state_is_emitted_as_a_copy(column_calls: list[int]
     assert sum(column_calls) == 101
     first = [o.payload for o in got if type(o) is Insert and o.start == 10 and o.id[0] == 1]
     assert first == [[15.0, 5], [24.0, 6]]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [*range(40), *range(30, 70)],  # consecutive runs, the second reusing live ids
+        [*range(20), 5, *range(21, 40)],  # a duplicate inside one run
+        [*range(20), True, *range(21, 40)],  # a bool among int ids
+        [*range(20), "20", *range(21, 40)],  # a str among int ids
+    ],
+    ids=["reused", "duplicate", "bool", "str"],
+)
+def test_ids_of_a_run_checked_as_one_element_at_a_time(ids: list[Any]) -> None:
+    """A run of consecutive int ids skips the set of its ids: what it must
+    still refuse (an id of a live event, a duplicate, a bool) is refused
+    at the same element, with the same outputs, as one at a time."""
+    stream: list[Element] = [
+        Insert(ident, t, t + 1, {"k": t % 3, "v": float(t % 5)}) for t, ident in enumerate(ids)
+    ]
+    one = Host(TumblingWindow(6), Mean, key="k", value="v")
+    host = Host(TumblingWindow(6), Mean, key="k", value="v")
+    expected = one_at_a_time(one, stream)
+    assert batched(host, stream) == expected
+    assert (expected[1] is None) == (ids[20] == "20")

@@ -134,7 +134,11 @@ class GridColumns(GridCore):
         events = self.events
         if keep and (
             not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
-            or len(set(ids)) != n
+            # (consecutive ints, the common case, are unique without a set)
+            or (
+                not (n and type(ids[0]) is int and ids == list(range(ids[0], ids[0] + n)))
+                and len(set(ids)) != n
+            )
             # (a view's isdisjoint walks the list, not the whole index)
             or not live.keys().isdisjoint(ids)
             or not events.keys().isdisjoint(ids)
