@@ -461,6 +461,11 @@ class GridColumns(GridCore):
         ``seg[lo:hi]``, in order; return ``hi``."""
         if hi <= lo:
             return lo
+        if lo == 0 and hi == len(ids):  # the whole run (the usual case): no copies
+            records = zip(starts, ends, values, keys_col, strict=False)
+            self.events.update(zip(ids, map(list, records), strict=True))
+            self.pending_rows.extend(seg)
+            return hi
         # (keys_col is repeat(None) without a key: zip stops at the others)
         ks_col = repeat(None) if type(keys_col) is repeat else keys_col[lo:hi]
         vals = values[lo:hi]
