@@ -401,3 +401,20 @@ def test_ids_of_a_run_checked_as_one_element_at_a_time(ids: list[Any]) -> None:
     expected = one_at_a_time(one, stream)
     assert batched(host, stream) == expected
     assert (expected[1] is None) == (ids[20] == "20")
+
+
+def test_the_id_index_is_swept_once_the_retirement_bound_moves() -> None:
+    """The records of events ending before the first open window and the
+    CTI retire at a CTI once enough piled up and that bound moved since the
+    last sweep; a CTI that leaves it where it was sweeps nothing (all that
+    came since ends after it), so a sweep waits for the next that moves it
+    (points: event i is [i, i + 1), windows of 100 ticks)."""
+    host = Host(TumblingWindow(100), Mean, key="k", value="v")
+    host.process_many(points(0, 300, 3))
+    host.process(Cti(150))  # the bound: window [100, 200)'s start; i >= 99 kept
+    assert host.memory_size[0] == 201
+    host.process_many(points(300, 500, 3))
+    host.process(Cti(160))  # the same bound: no sweep
+    assert host.memory_size[0] == 701
+    host.process(Cti(250))  # the bound 200: i >= 199 kept
+    assert host.memory_size[0] == 601

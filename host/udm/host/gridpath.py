@@ -527,7 +527,7 @@ class GridPath(GridColumns, SliceRun):
     def load(self, data: dict[str, Any]) -> None:
         """Put back a :meth:`dump` (replacing this path's state)."""
         self._set_cti(data["cti"])
-        self._swept = data["swept"]
+        self._swept, self._swept_at = data["swept"], MIN_TIME
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.reused = any(type(i) is ExpiredId for i in self.events)
         self.keys = {}
