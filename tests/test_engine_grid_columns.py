@@ -27,7 +27,7 @@ from udm.host import (
     evaluate_by_key,
     output_cht_by_key,
 )
-from udm.host.gridcolumns import MIN_COLUMN_RUN, GridColumns
+from udm.host.gridcolumns import COLUMN_CHUNK, COLUMN_CHUNK_MAX, MIN_COLUMN_RUN, GridColumns
 from udm.host.gridpath import GridPath
 from udm.host.stream import Element
 
@@ -53,6 +53,7 @@ def run_stream(
     size: int,
     *,
     odd: float = 0.0,
+    length: tuple[int, int] = (max(32, MIN_COLUMN_RUN), max(96, 3 * MIN_COLUMN_RUN)),
 ) -> list[Element]:
     """Runs of 32 to 96 inserts (at least ``MIN_COLUMN_RUN``) between
     CTIs, over ``keys`` keys (new ones keep coming), mostly points in
@@ -65,7 +66,7 @@ def run_stream(
     cti = 0
     n = 0
     for _ in range(runs):
-        for _ in range(rng.randint(max(32, MIN_COLUMN_RUN), max(96, 3 * MIN_COLUMN_RUN))):
+        for _ in range(rng.randint(*length)):
             t += rng.randint(0, 2)
             payload = {"k": rng.randrange(keys), "v": float(rng.randint(0, 20))}
             start, end = t, t + 1
@@ -322,3 +323,98 @@ def test_keys_back_after_their_windows_were_forgotten(
     assert got == expected
     assert sum(column_calls) == 400  # new keys' first events too
     assert raw == []
+
+
+@settings(SETTINGS, max_examples=8)
+@given(seed=st.integers(0, 10**6), odd=st.sampled_from([0.0, 0.003, 0.03]))
+def test_long_runs_take_growing_chunks(seed: int, odd: float, column_calls: list[int]) -> None:
+    """Runs of thousands of inserts between CTIs: a chunk grows past
+    ``COLUMN_CHUNK`` while whole chunks apply and is small again after an
+    element the loop leaves; the outputs, errors and positions are those
+    of one element at a time."""
+    column_calls.clear()
+    stream = run_stream(random.Random(seed), 3, 40, 50, odd=odd, length=(2500, 4000))
+    one = Host(TumblingWindow(50), Mean, key="k", value="v")
+    expected, error = one_at_a_time(one, stream)
+    host = Host(TumblingWindow(50), Mean, key="k", value="v")
+    assert batched(host, stream) == (expected, error)
+    assert host.flush() == one.flush()
+    assert max(column_calls, default=0) <= COLUMN_CHUNK_MAX
+    if odd == 0.0:
+        assert max(column_calls) > COLUMN_CHUNK
+        assert sum(column_calls) == sum(type(e) is Insert for e in stream)
+
+
+class Shared(Mean):
+    """A mean whose list state changes in place and whose result is that
+    state itself: the host must emit a copy (``detached``), or a later
+    ``add`` would change an output already emitted."""
+
+    def initial_state(self) -> list[float]:  # type: ignore[override]
+        return [0.0, 0]
+
+    def add(self, state: list[float], payload: float) -> list[float]:  # type: ignore[override]
+        state[0] += payload
+        state[1] += 1
+        return state
+
+    def result(self, state: list[float]) -> list[float]:  # type: ignore[override]
+        return state
+
+
+def test_a_result_that_is_the_state_is_emitted_as_a_copy(column_calls: list[int]) -> None:
+    """The windows in-order inserts make due are emitted inside the run,
+    and a late insert refreshes an emitted one there: each output a copy
+    of the state at its time, as one element at a time (by hand: key 1's
+    window [10, 20) holds five 3.0 values, then the late 9.0 too)."""
+    late = Insert("late", 15, 16, {"k": 1, "v": 9.0})
+    stream: list[Element] = [*points(0, 60, 2, 3.0), Cti(12), late, *points(60, 40, 2, 5.0)]
+    one = Host(TumblingWindow(10), Shared, key="k", value="v")
+    expected = [o for e in stream for o in one.process(e)] + one.flush()
+    host = Host(TumblingWindow(10), Shared, key="k", value="v")
+    got = host.process_many(stream) + host.flush()
+    assert got == expected
+    assert sum(column_calls) == 101
+    first = [o.payload for o in got if type(o) is Insert and o.start == 10 and o.id[0] == 1]
+    assert first == [[15.0, 5], [24.0, 6]]
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [
+        [*range(40), *range(30, 70)],  # consecutive runs, the second reusing live ids
+        [*range(20), 5, *range(21, 40)],  # a duplicate inside one run
+        [*range(20), True, *range(21, 40)],  # a bool among int ids
+        [*range(20), "20", *range(21, 40)],  # a str among int ids
+    ],
+    ids=["reused", "duplicate", "bool", "str"],
+)
+def test_ids_of_a_run_checked_as_one_element_at_a_time(ids: list[Any]) -> None:
+    """A run of consecutive int ids skips the set of its ids: what it must
+    still refuse (an id of a live event, a duplicate, a bool) is refused
+    at the same element, with the same outputs, as one at a time."""
+    stream: list[Element] = [
+        Insert(ident, t, t + 1, {"k": t % 3, "v": float(t % 5)}) for t, ident in enumerate(ids)
+    ]
+    one = Host(TumblingWindow(6), Mean, key="k", value="v")
+    host = Host(TumblingWindow(6), Mean, key="k", value="v")
+    expected = one_at_a_time(one, stream)
+    assert batched(host, stream) == expected
+    assert (expected[1] is None) == (ids[20] == "20")
+
+
+def test_the_id_index_is_swept_once_the_retirement_bound_moves() -> None:
+    """The records of events ending before the first open window and the
+    CTI retire at a CTI once enough piled up and that bound moved since the
+    last sweep; a CTI that leaves it where it was sweeps nothing (all that
+    came since ends after it), so a sweep waits for the next that moves it
+    (points: event i is [i, i + 1), windows of 100 ticks)."""
+    host = Host(TumblingWindow(100), Mean, key="k", value="v")
+    host.process_many(points(0, 300, 3))
+    host.process(Cti(150))  # the bound: window [100, 200)'s start; i >= 99 kept
+    assert host.memory_size[0] == 201
+    host.process_many(points(300, 500, 3))
+    host.process(Cti(160))  # the same bound: no sweep
+    assert host.memory_size[0] == 701
+    host.process(Cti(250))  # the bound 200: i >= 199 kept
+    assert host.memory_size[0] == 601

@@ -29,7 +29,7 @@ from udm.host.cht import Cht
 from udm.host.errors import InvalidElementError
 from udm.host.gcpause import gc_paused
 from udm.host.general import GeneralPath
-from udm.host.gridcolumns import COLUMN_CHUNK, MIN_COLUMN_RUN
+from udm.host.gridcolumns import COLUMN_CHUNK, COLUMN_CHUNK_MAX, MIN_COLUMN_RUN
 from udm.host.gridpath import DONE, GridPath
 from udm.host.hostsnapshot import Snapshots, udm_arguments
 from udm.host.hoststate import Consistency, Journal, KeyState, OutputId
@@ -344,10 +344,12 @@ class Host(GeneralPath, Snapshots):
             if kinds[p] is not Retract
         ]
         pos = 0
+        # chunks grow while whole ones apply, shrink after an element left
+        chunk = COLUMN_CHUNK
         for stop in chain(others, (n,)):
             stuck = False
             while stop - pos >= MIN_COLUMN_RUN:
-                upto = min(stop, pos + COLUMN_CHUNK)
+                upto = min(stop, pos + chunk)
                 fast.current = None
                 applied = fast.run_columns(elements, pos, upto, live, LiveEvent, out, kinds)
                 validator.position += applied
@@ -355,7 +357,9 @@ class Host(GeneralPath, Snapshots):
                 pos += applied
                 if pos == upto:
                     stuck = False
+                    chunk = min(2 * chunk, COLUMN_CHUNK_MAX)
                     continue
+                chunk = COLUMN_CHUNK
                 if stuck and not applied:
                     break  # the run's checks fail: the element loop takes the rest
                 stuck = not applied

@@ -43,7 +43,7 @@ from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 
-__all__ = ["COLUMN_CHUNK", "MIN_COLUMN_RUN", "GridColumns"]
+__all__ = ["COLUMN_CHUNK", "COLUMN_CHUNK_MAX", "MIN_COLUMN_RUN", "GridColumns"]
 
 #: shorter runs take the element loop: the run's checks cost a few list
 #: passes, which a handful of events does not repay
@@ -52,6 +52,8 @@ MIN_COLUMN_RUN = 8
 #: element loop costs a new call, whose column passes are over the chunk
 #: left, not the whole run up to the next CTI
 COLUMN_CHUNK = 256
+#: the longest a chunk grows to while whole chunks apply (see Host._columns)
+COLUMN_CHUNK_MAX = 2048
 
 _ID_TYPES = {int, str}
 
@@ -132,7 +134,11 @@ class GridColumns(GridCore):
         events = self.events
         if keep and (
             not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
-            or len(set(ids)) != n
+            # (consecutive ints, the common case, are unique without a set)
+            or (
+                not (n and type(ids[0]) is int and ids == list(range(ids[0], ids[0] + n)))
+                and len(set(ids)) != n
+            )
             # (a view's isdisjoint walks the list, not the whole index)
             or not live.keys().isdisjoint(ids)
             or not events.keys().isdisjoint(ids)
@@ -242,8 +248,14 @@ class GridColumns(GridCore):
                     w = wins.get(k)
                     state = add(initial() if w is None else w[0], value)
                     before = wins.get(k - 1)
-                    if before is not None:
-                        self._emit_first(ks, k - 1, before, out)
+                    if before is not None:  # _emit_first inline (no journal in a run)
+                        new = result(before[0])
+                        if type(new) not in PLAIN_TYPES:
+                            new = detached(new)
+                        first = k * size + off - size
+                        emitted = insert_of(new_id(ks.key), first + shift, first + size, new)
+                        out.append(emitted)
+                        before[2] = [emitted]
                     if w is None:
                         wins[k] = [state, 1, []]
                         end = k * size + off + size
@@ -457,6 +469,11 @@ class GridColumns(GridCore):
         ``seg[lo:hi]``, in order; return ``hi``."""
         if hi <= lo:
             return lo
+        if lo == 0 and hi == len(ids):  # the whole run (the usual case): no copies
+            records = zip(starts, ends, values, keys_col, strict=False)
+            self.events.update(zip(ids, map(list, records), strict=True))
+            self.pending_rows.extend(seg)
+            return hi
         # (keys_col is repeat(None) without a key: zip stops at the others)
         ks_col = repeat(None) if type(keys_col) is repeat else keys_col[lo:hi]
         vals = values[lo:hi]

@@ -82,7 +82,7 @@ class GridCore(OperatorWindows):
         self.keys: dict[Hashable, GridKey] = {}
         self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
         self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
-        self._swept = 0
+        self._swept, self._swept_at = 0, MIN_TIME  # the index's size and bound at its last sweep
         # keys by the end of their earliest window, so a CTI visits the keys
         # it makes something final for: a bucket per time (windows end at
         # few), the times in a heap; a (due, key) heap's pop cost a
@@ -466,13 +466,13 @@ class GridCore(OperatorWindows):
                 self._push(ks, MIN_TIME)
             raise
         bound = self._forget_final(visit, c, k_final)
-        # retire events that end before the first open window (amortized)
-        # and before the CTI: a retraction may still extend an event that
-        # ends at or after the CTI into a later window (one past a gap
-        # between windows, hop > size)
-        if len(self.events) > 2 * self._swept + 64:
+        # retire events that end before the first open window and the CTI
+        # (amortized; a retraction may still extend an event ending at or
+        # after the CTI past a gap, hop > size), once the bound moved: what
+        # came since ends at or after the CTI, so a sweep finds nothing new
+        if len(self.events) > 2 * self._swept + 64 and bound > self._swept_at:
             self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
-            self._swept = len(self.events)
+            self._swept, self._swept_at = len(self.events), bound
         if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
         return min(c, self.window.first_open_start(c))

@@ -21,6 +21,8 @@ plainest inserts without building elements (:meth:`GridPath.run`,
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
+from itertools import compress, repeat
+from operator import attrgetter, ge
 from typing import Any
 
 from udm.host.gridcolumns import GridColumns
@@ -40,6 +42,8 @@ from udm.host.stream import Cti, Element, Insert, Retract, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 
 __all__ = ["DONE", "GridPath", "eligible", "slice_eligible"]
+
+_END = attrgetter("end")
 
 
 class GridPath(GridColumns, SliceRun):
@@ -380,6 +384,17 @@ class GridPath(GridColumns, SliceRun):
         self.pending_rows = []
         self.pending = self.pending_rows.append
         bound = MIN_TIME if cti is None else cti
+        if cti is not None and type(rows[0]) is Insert:
+            # before a CTI most rows end before it: those that do not are
+            # picked at C level (all elements: the columnar loop's rows)
+            try:
+                keep = list(map(ge, map(_END, rows), repeat(bound)))
+            except AttributeError:  # a row of insert_raw's among them
+                pass
+            else:
+                for row in compress(rows, keep):
+                    live[row.id] = make_live(row.start, row.end, row.payload, row.start)
+                return rows
         for row in rows:
             if type(row) is Insert:
                 if row.end >= bound:
@@ -520,7 +535,7 @@ class GridPath(GridColumns, SliceRun):
     def load(self, data: dict[str, Any]) -> None:
         """Put back a :meth:`dump` (replacing this path's state)."""
         self._set_cti(data["cti"])
-        self._swept = data["swept"]
+        self._swept, self._swept_at = data["swept"], MIN_TIME
         self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
         self.reused = any(type(i) is ExpiredId for i in self.events)
         self.keys = {}
