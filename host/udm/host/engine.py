@@ -182,13 +182,6 @@ class Host(GeneralPath, Snapshots):
             if self._fast is not None:
                 self._fast.return_ids = self._return_ids
 
-    def _new_id(self, key: Hashable) -> OutputId:
-        n = self._next_out
-        self._next_out = n + 1
-        # OutputId(key, n) without the NamedTuple's Python-level __new__:
-        # the grid path asks for one per output
-        return tuple.__new__(OutputId, (key, n))
-
     # ------------------------------------------------------------------ API
 
     @property

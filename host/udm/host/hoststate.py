@@ -117,6 +117,14 @@ class HostAttributes:
     _seq: int
     _next_out: int
 
+    def _new_id(self, key: Hashable) -> OutputId:
+        """The next output id, for the grid path."""
+        n = self._next_out
+        self._next_out = n + 1
+        # OutputId(key, n) without the NamedTuple's Python-level __new__:
+        # the grid path asks for one per output
+        return tuple.__new__(OutputId, (key, n))
+
     def _return_ids(self, n: int) -> None:
         """Take back the last ``n`` output ids issued: their outputs, those
         of an element that failed in a batch loop, were deleted
