@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from udm.host.stream import Element
-from udm.host.time import TimeConversionError, to_ticks
+from udm.host.time import INFINITY, MIN_TIME, TimeConversionError, to_ticks
 from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
 from udm.sdk.payloads import freeze, payload_key
@@ -36,6 +36,13 @@ def _checked(n: int, item: Any) -> IntervalEvent[Any]:
     (ticks, datetimes), with ``start < end``."""
     if isinstance(item, IntervalEvent):
         e: IntervalEvent[Any] = item
+        start, end = e.start, e.end
+        if not (type(start) is int and type(end) is int and MIN_TIME <= start <= end <= INFINITY):
+            # times as a tuple's are taken (a whole float, a datetime) or refused
+            try:
+                e = IntervalEvent(to_ticks(start), to_ticks(end), e.payload)
+            except TimeConversionError as exc:
+                raise TimeConversionError(f"CHT event #{n} {item!r}: {exc}") from None
     else:
         try:
             start, end, payload = item
