@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from udm.host.stream import Element
-from udm.host.time import INFINITY, MIN_TIME, TimeConversionError, to_ticks
+from udm.host.time import TimeConversionError, to_ticks
 from udm.host.validation import CtiPolicy, StreamValidator, ValidationStats
 from udm.sdk.events import IntervalEvent
 from udm.sdk.payloads import freeze, payload_key
@@ -37,12 +37,17 @@ def _checked(n: int, item: Any) -> IntervalEvent[Any]:
     if isinstance(item, IntervalEvent):
         e: IntervalEvent[Any] = item
         start, end = e.start, e.end
-        if not (type(start) is int and type(end) is int and MIN_TIME <= start <= end <= INFINITY):
-            # times as a tuple's are taken (a whole float, a datetime) or refused
+        if type(start) is not int or type(end) is not int:
+            # converted as a tuple's times are (a whole float, a datetime),
+            # or refused (0.5, True). Int times are taken as they are: with
+            # a range check too, building a Cht of 200k events took 1.6x
+            # as long as before; the type check alone takes 1.3x
             try:
                 e = IntervalEvent(to_ticks(start), to_ticks(end), e.payload)
             except TimeConversionError as exc:
                 raise TimeConversionError(f"CHT event #{n} {item!r}: {exc}") from None
+        elif start < end:
+            return e
     else:
         try:
             start, end, payload = item

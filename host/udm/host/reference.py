@@ -23,7 +23,7 @@ from udm.host.gcpause import gc_paused
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
 from udm.host.rows import NORMALIZED, nan_free, note_numpy_keys
-from udm.host.time import INFINITY, MIN_TIME, to_ticks
+from udm.host.time import INFINITY, to_ticks
 from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
@@ -336,7 +336,7 @@ def evaluate_by_key(
                 type(e) is IntervalEvent
                 and type(e.start) is int
                 and type(e.end) is int
-                and MIN_TIME <= e.start < e.end <= INFINITY
+                and e.start < e.end
             ):
                 checked = False  # as Cht checks it (int tick times, start < end)
         if not checked or not _plain_options(options):
