@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 import statistics
+import subprocess
+import sys
 from typing import Any
 
+import numpy as np
 import pytest
 from engine_support import Mean
 
@@ -23,6 +26,7 @@ from udm.host import (
     SnapshotWindow,
     TumblingWindow,
     evaluate_by_key,
+    output_cht_by_key,
 )
 from udm.host.query import Stream
 from udm.host.rows import NAN_KEY
@@ -127,3 +131,101 @@ def test_every_nan_key_is_one_group_in_the_host_and_evaluate_by_key(
         ):
             got.setdefault(k, []).append((s, e, p))
         assert {k: Cht(v) for k, v in got.items()} == expected
+
+
+#: NaN makers: numpy's (a pandas or numpy column's keys) and a mixture
+#: with Python's, all of which must be one key
+NANS: dict[str, Any] = {
+    "float64": lambda i: np.float64("nan"),
+    "float32": lambda i: np.float32("nan"),
+    "float16": lambda i: np.float16("nan"),
+    "mixed": lambda i: [float("nan"), np.float64("nan"), np.float32("nan")][i % 3],
+}
+
+
+@pytest.mark.parametrize("nan", list(NANS))
+@pytest.mark.parametrize(
+    ("window", "udm"),
+    [(TumblingWindow(5), Mean), (HoppingWindow(10, 5), median), (SnapshotWindow(), count)],
+    ids=["tumbling-incremental", "hopping-median", "snapshot"],
+)
+@pytest.mark.parametrize("key", ["k", lambda p: (p["k"], 1)], ids=["field", "tuple"])
+def test_numpy_nan_keys_are_one_group(window: Any, udm: Any, key: Any, nan: str) -> None:
+    """``type(key) in NORMALIZED`` missed ``numpy.float64`` (a float
+    subclass) and ``nan_free`` missed ``numpy.float32`` (no float at all):
+    each numpy NaN made a group of its own in ``evaluate_by_key`` and on
+    every host path (black-box acceptance bb4 #5). The expected groups are
+    the reference's over Python NaNs, which are one key (tested above)."""
+    make = NANS[nan]
+    rows = [(i, i + 1, {"k": make(i) if i % 2 else 1.5, "v": float(i)}) for i in range(40)]
+    plain = [(s, e, {**p, "k": float("nan") if i % 2 else 1.5}) for i, (s, e, p) in enumerate(rows)]
+    expected = evaluate_by_key(Cht(plain), key, window, udm, value="v")
+    assert len(expected) == 2
+    assert evaluate_by_key(Cht(rows), key, window, udm, value="v") == expected
+    elements = [Insert(i, s, e, p) for i, (s, e, p) in enumerate(rows)] + [Cti(60)]
+    for fast_path in (True, False):
+        for feed in ("process", "list", "generator", "inserts"):
+            host = Host(window, udm, key=key, value="v", fast_path=fast_path)
+            if feed == "process":
+                out = [o for el in elements for o in host.process(el)]
+            elif feed == "list":
+                out = host.process_many(elements)
+            elif feed == "generator":
+                out = host.process_many(iter(elements))
+            else:
+                ids, starts, ends, payloads = zip(
+                    *((i, *r) for i, r in enumerate(rows)), strict=True
+                )
+                out = host.process_inserts(ids, starts, ends, payloads) + host.process(Cti(60))
+            got = output_cht_by_key(out + host.flush())
+            assert got == expected, (fast_path, feed)
+
+
+def _run(code: str) -> str:
+    """What ``code`` prints in a fresh interpreter (numpy not yet loaded)."""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+PRELUDE = (
+    "import sys\n"
+    "from udm.host import Host, Insert, TumblingWindow, output_cht_by_key\n"
+    "from udm.host.rows import NORMALIZED\n"
+    "from udm.sdk import aggregate\n"
+    "assert 'numpy' not in sys.modules\n"
+    "count = aggregate(len)\n"
+)
+
+
+def test_numpy_loaded_after_the_host_was_made() -> None:
+    """udm does not import numpy: the host learns numpy's float types when
+    it takes elements, so a host made before numpy was loaded (pandas read
+    after it) still makes its NaNs one key."""
+    code = PRELUDE + (
+        "host = Host(TumblingWindow(10), count, key='k')\n"
+        "import numpy as np\n"
+        "assert np.float32 not in NORMALIZED\n"
+        "nans = [Insert(i, i, i + 1, {'k': np.float32('nan')}) for i in range(3)]\n"
+        "out = [o for e in nans for o in host.process(e)]\n"
+        "print(output_cht_by_key(out + host.flush()))\n"
+    )
+    assert _run(code) == "{nan: Cht([0, 10) 3)}\n"
+
+
+def test_the_query_engines_make_numpy_nans_one_key_unprompted() -> None:
+    """The query API groups rows with ``key_of``, which no host entry point
+    precedes: ``nan_free`` learns numpy's float types from the first numpy
+    value it meets (the reference engine made three groups of float32 NaNs
+    while no host had run)."""
+    code = PRELUDE + (
+        "import numpy as np\n"
+        "from udm.host.query import Stream\n"
+        "rows = [(i, i + 1, {'k': np.float32('nan')}) for i in range(3)]\n"
+        "q = Stream.from_cht(rows, key='k').tumbling_window(10).aggregate(count)\n"
+        "print(q.to_cht(engine='reference'))\n"
+        "print(q.to_cht(engine='host'))\n"
+    )
+    assert _run(code) == "{nan: Cht([0, 10) 3)}\n" * 2

@@ -296,3 +296,73 @@ def test_spark_windows_events_at_the_grid_bounds_as_the_reference(
             continue
         want = evaluate_by_key(cht, "k", w, Mean, value="v", emit_empty=route == "emit_empty")
         assert query.to_cht() == {k: v for k, v in want.items() if len(v)}, w
+
+
+#: a grid with gaps whose window before the tick range ends at or before
+#: MIN_TIME: the computed earliest start fell to MIN_TIME itself
+GAPPED = HoppingWindow(3, 10)
+GAPPED_REFUSAL = (
+    "event [-inf, 5) cannot be windowed by HoppingWindow(size=3, hop=10): it starts at the "
+    "beginning of time (MIN_TIME), so infinitely many hold it. Grid windows take events "
+    "starting at or after -9223372036854775806"
+)
+
+
+def test_a_grid_with_gaps_refuses_an_event_from_the_beginning_of_time() -> None:
+    """Black-box acceptance (bb4 #4): ``time_bounds`` of HoppingWindow(3, 10)
+    was (MIN_TIME, INFINITY), so [MIN_TIME, 5) was accepted and every
+    engine began enumerating about 9.2e17 windows (the reference and the
+    host hung). By hand: the windows start at multiples of 10; the last
+    one starting at or before MIN_TIME is [-...810, -...807), ending at
+    MIN_TIME, so only ``MIN_TIME + 1`` keeps the bound inside the range."""
+    assert GAPPED.time_bounds == (MIN_TIME + 1, INFINITY)
+    assert HoppingWindow(3, 10, offset=4).time_bounds[0] == MIN_TIME + 1
+    assert GAPPED.range_problem(MIN_TIME + 1, 5) is None
+    problem = GAPPED.range_problem(MIN_TIME, 5)
+    assert problem is not None and problem.startswith(GAPPED_REFUSAL)
+    # an event from one tick later starts in the gap before the first
+    # window inside the range, [MIN_TIME + 7, MIN_TIME + 10)
+    low = MIN_TIME + 1
+    later = [IntervalEvent(low, low + 7, "gap"), IntervalEvent(low, low + 9, "x")]
+    assert GAPPED.windows(later) == [windows_module.WindowDescriptor(low + 6, low + 9)]
+
+
+@pytest.mark.timeout(60)  # the old code hung
+def test_every_in_process_engine_refuses_it() -> None:
+    from udm.host import Cti, Host, Insert, InvalidElementError, output_cht
+
+    # the old code accepted the event and ran out of memory listing its
+    # windows: fail first on the bound that let it in
+    assert GAPPED.time_bounds[0] > MIN_TIME
+    with pytest.raises(ValueError) as err:
+        evaluate([IntervalEvent(MIN_TIME, 5, 1.0)], GAPPED, Mean, watermark=30)
+    assert str(err.value).startswith(GAPPED_REFUSAL)
+    bad = Insert("old", MIN_TIME, 5, 1.0)
+    for fast_path in (True, False):
+        for feed in ("process", "process_many", "process_inserts"):
+            host = Host(GAPPED, Mean, fast_path=fast_path)
+            out = host.process(Insert("a", 1, 2, 4.0))
+            with pytest.raises(InvalidElementError) as refused:
+                if feed == "process":
+                    host.process(bad)
+                elif feed == "process_many":
+                    host.process_many([bad])
+                else:
+                    host.process_inserts([bad.id], [bad.start], [bad.end], [bad.payload])
+            assert GAPPED_REFUSAL in str(refused.value), (fast_path, feed)
+            out += host.process(Cti(30))
+            assert output_cht(out) == [(0, 3, 4.0)], (fast_path, feed)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("key", [None, "k"], ids=["sql_ranges", "worker_ranges"])
+def test_spark_refuses_it(spark: Any, key: str | None) -> None:
+    from udm.host.query import Stream
+
+    assert GAPPED.time_bounds[0] > MIN_TIME  # else Spark would explode ~9.2e17 windows
+    rows = [(1, 2, "a", 4.0), (MIN_TIME, 5, "a", 1.0)]
+    df = spark.createDataFrame(rows, "s long, e long, k string, v double")
+    query = Stream.from_dataframe(df, start="s", end="e", key=key).window(GAPPED)
+    with pytest.raises(Exception, match=r"starts at the beginning of time \(MIN_TIME\)"):
+        query.aggregate(Mean, value="v", watermark=30).to_cht()

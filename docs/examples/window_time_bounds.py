@@ -1,4 +1,12 @@
-from udm.host import INFINITY, MIN_TIME, Cht, SnapshotWindow, TumblingWindow, evaluate
+from udm.host import (
+    INFINITY,
+    MIN_TIME,
+    Cht,
+    HoppingWindow,
+    SnapshotWindow,
+    TumblingWindow,
+    evaluate,
+)
 from udm.sdk import aggregate
 
 
@@ -20,6 +28,16 @@ assert evaluate(ok, window, count, watermark=30) == Cht([(0, 10, 1), (10, 20, 1)
 # An event from the beginning of time belongs to infinitely many windows: refused.
 try:
     evaluate(Cht([(MIN_TIME, 5, "forever")]), window, count, watermark=30)
+except ValueError as error:
+    assert "beginning of time" in str(error), error
+else:
+    raise AssertionError("an event from MIN_TIME was windowed")
+
+# With gaps too, though it starts in one: MIN_TIME means "since forever".
+gapped = HoppingWindow(3, 10)
+assert gapped.time_bounds == (MIN_TIME + 1, INFINITY)
+try:
+    evaluate(Cht([(MIN_TIME, 5, "forever")]), gapped, count, watermark=30)
 except ValueError as error:
     assert "beginning of time" in str(error), error
 else:

@@ -36,6 +36,18 @@ def _checked(n: int, item: Any) -> IntervalEvent[Any]:
     (ticks, datetimes), with ``start < end``."""
     if isinstance(item, IntervalEvent):
         e: IntervalEvent[Any] = item
+        start, end = e.start, e.end
+        if type(start) is not int or type(end) is not int:
+            # converted as a tuple's times are (a whole float, a datetime),
+            # or refused (0.5, True). Int times are taken as they are: with
+            # a range check too, building a Cht of 200k events took 1.6x
+            # as long as before; the type check alone takes 1.3x
+            try:
+                e = IntervalEvent(to_ticks(start), to_ticks(end), e.payload)
+            except TimeConversionError as exc:
+                raise TimeConversionError(f"CHT event #{n} {item!r}: {exc}") from None
+        elif start < end:
+            return e
     else:
         try:
             start, end, payload = item

@@ -40,6 +40,7 @@ from udm.host.invoke import (
 )
 from udm.host.kinds import kind_for
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
+from udm.host.rows import note_numpy_keys
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
@@ -195,6 +196,7 @@ class Host(GeneralPath, Snapshots):
         A rejected element raises and leaves the host unchanged; so does an
         exception inside the UDM, wrapped in :class:`UdmInvocationError`.
         """
+        note_numpy_keys()  # a numpy NaN key is the one NaN key too
         if not self.retractions and type(element) is Retract:
             raise InvalidElementError(
                 element,
@@ -278,6 +280,7 @@ class Host(GeneralPath, Snapshots):
         creates no reference cycles, reference counting still frees memory,
         and collections triggered by millions of short-lived objects would
         otherwise cost a third of the time."""
+        note_numpy_keys()  # a numpy NaN key is the one NaN key too
         fast = self._fast
         with _batch() as b:
             out = b.out
@@ -429,6 +432,7 @@ class Host(GeneralPath, Snapshots):
             raise ValueError(
                 f"process_inserts needs columns of one length, one entry per insert; got {told}"
             )
+        note_numpy_keys()  # a numpy NaN key is the one NaN key too
         fast = self._fast
         if fast is None:
             return self.process_many(map(Insert, ids, starts, ends, payloads))

@@ -16,6 +16,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.policies import InputClipping, OutputPolicy, stamp
+from udm.host.time import INFINITY, MIN_TIME, TimeConversionError, to_ticks
 from udm.host.windows import describe_window
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
@@ -236,12 +237,32 @@ def stamp_result(
                 raise TypeError(
                     f"a time-sensitive operator must return IntervalEvent objects, got {item!r}"
                 )
+            start, end = item.start, item.end
+            if not (
+                type(start) is int and type(end) is int and MIN_TIME <= start <= end <= INFINITY
+            ):
+                item = _in_ticks(item)
             if item.end <= item.start:
                 raise ValueError(f"output event [{item.start}, {item.end}) has end not after start")
             out.append(stamp(policy, window, item, item.payload))
         else:
             out.append(stamp(policy, window, None, item))
     return out
+
+
+def _in_ticks(item: IntervalEvent[Any]) -> IntervalEvent[Any]:
+    """A time-sensitive operator's output event with int tick times, as
+    :func:`~udm.host.time.to_ticks` converts them (a whole float, a numpy
+    integer, a datetime), or a :class:`~udm.host.time.TimeConversionError`
+    naming the event: the reference evaluator returned ``0.5`` as it came
+    and the host failed building its output element, naming neither the
+    UDM nor the window (the callers wrap this error in one that does)."""
+    try:
+        return IntervalEvent(to_ticks(item.start), to_ticks(item.end), item.payload)
+    except TimeConversionError as exc:
+        raise TimeConversionError(
+            f"output event [{item.start!r}, {item.end!r}) {item.payload!r}: {exc}"
+        ) from None
 
 
 def compute_window(

@@ -22,7 +22,7 @@ from udm.host.cht import Cht
 from udm.host.gcpause import gc_paused
 from udm.host.invoke import compute_window, instantiate, make_value_fn
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.rows import NORMALIZED, nan_free
+from udm.host.rows import NORMALIZED, nan_free, note_numpy_keys
 from udm.host.time import INFINITY, to_ticks
 from udm.host.windows import HoppingWindow, WindowSpec
 from udm.sdk.base import Udm
@@ -318,6 +318,7 @@ def evaluate_by_key(
     reads them; mapped per group they are allocated together.)"""
     key_fn = make_value_fn(key, "key")
     assert key_fn is not None
+    note_numpy_keys()  # a numpy NaN key is the one NaN key too
     with gc_paused():
         groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
         # lifetimes checked here, in the input's order, when every event is
@@ -331,8 +332,13 @@ def evaluate_by_key(
             if type(k) in NORMALIZED:  # every NaN one key (docs/concepts.md)
                 k = nan_free(k)
             groups.setdefault(k, []).append(e)
-            if checked and not (type(e) is IntervalEvent and e.start < e.end):
-                checked = False
+            if checked and not (
+                type(e) is IntervalEvent
+                and type(e.start) is int
+                and type(e.end) is int
+                and e.start < e.end
+            ):
+                checked = False  # as Cht checks it (int tick times, start < end)
         if not checked or not _plain_options(options):
             return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
         return {

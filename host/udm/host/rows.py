@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
+import sys
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from udm.sdk.events import IntervalEvent
 __all__ = [
     "NAN_KEY",
     "NORMALIZED",
+    "NUMPY_FLOATS",
     "OPEN_BY_SHAPE",
     "OPEN_IN_MEMORY",
     "SUB_MICROSECOND",
@@ -39,6 +41,7 @@ __all__ = [
     "key_of",
     "nan_free",
     "normalize_value",
+    "note_numpy_keys",
     "op_layout",
     "reason_end_of_time",
     "reason_no_end",
@@ -410,8 +413,39 @@ def key_of(p: Mapping[str, Any], keys: Sequence[str]) -> Hashable:
     return tuple(group_key(p[k]) for k in keys)
 
 
-#: key types that :func:`nan_free` may change (a NaN in them)
-NORMALIZED = frozenset({float, tuple})
+#: numpy's float types, once :func:`note_numpy_keys` has seen numpy loaded:
+#: a NaN of theirs is a NaN key too (``numpy.float32`` is no ``float``)
+NUMPY_FLOATS: set[type[Any]] = set()
+
+#: key types that :func:`nan_free` may change (a NaN in them). The engines'
+#: loops test ``type(key) in NORMALIZED`` (a C-level set lookup, where an
+#: ``isinstance`` chain would cost every event) and hand such a key to
+#: :func:`nan_free`; :func:`note_numpy_keys` adds numpy's float types in
+#: place (the loops hold this very set), since udm does not import numpy.
+NORMALIZED: set[type[Any]] = {float, tuple}
+
+
+def note_numpy_keys() -> None:
+    """Add numpy's float types to :data:`NORMALIZED` and
+    :data:`NUMPY_FLOATS` once numpy is loaded. A numpy key exists only
+    after its caller loaded numpy, so the entry points that take keys
+    (``Host.process*``, ``evaluate_by_key``) call this first: without it a
+    ``numpy.float64`` NaN, from a pandas or numpy column, skipped
+    :func:`nan_free` and each NaN made a group of its own.
+
+    >>> import numpy as np
+    >>> note_numpy_keys()
+    >>> np.float32 in NORMALIZED and nan_free(np.float32("nan")) is NAN_KEY
+    True
+    """
+    if NUMPY_FLOATS:
+        return
+    np = sys.modules.get("numpy")
+    if np is None:
+        return
+    floats = {np.float16, np.float32, np.float64, np.longdouble}
+    NORMALIZED.update(floats)
+    NUMPY_FLOATS.update(floats)
 
 
 def nan_free(value: Any) -> Any:
@@ -422,10 +456,15 @@ def nan_free(value: Any) -> Any:
     >>> nan_free((1, float("nan"))) == (1, NAN_KEY), nan_free([1])
     (True, [1])
     """
-    if isinstance(value, float) and value != value:
+    if (isinstance(value, float) or type(value) in NUMPY_FLOATS) and value != value:
         return NAN_KEY
     if isinstance(value, tuple):
         return tuple(map(nan_free, value))
+    if not NUMPY_FLOATS and type(value).__module__ == "numpy":
+        # the first numpy value (a caller that skipped note_numpy_keys:
+        # the query engines' key_of); asked once, not per key, after that
+        note_numpy_keys()
+        return nan_free(value)
     return value
 
 

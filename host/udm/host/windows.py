@@ -216,12 +216,25 @@ class HoppingWindow(WindowSpec):
     def time_bounds(self) -> tuple[int, int]:
         """``(min_start, max_end)``: an event starting before ``min_start``, or
         ending after ``max_end`` (and before the end of time), overlaps a
-        window outside the tick range. Both lie in ``[MIN_TIME, INFINITY]``,
-        so engines compare int64 times with them without overflow."""
+        window outside the tick range, or starts at the beginning of time.
+        Both lie in ``(MIN_TIME, INFINITY]``, so engines compare int64 times
+        with them without overflow, and a ``start < min_start`` check alone
+        refuses an event from ``MIN_TIME``.
+
+        With gaps (``hop > size``) an event from ``MIN_TIME`` may overlap no
+        window beyond the range's first ones (it starts in a gap), but it
+        means "since forever", which the grid's windows before the range
+        would hold: ``min_start`` is at least ``MIN_TIME + 1``, as for
+        every grid (an event accepted there made every engine enumerate
+        about 10**18 windows and hang).
+
+        >>> HoppingWindow(3, 10).time_bounds[0] == MIN_TIME + 1
+        True
+        """
         first, last = self.index_bounds
         min_start = (first - 1) * self.hop + self.offset + self.size
         max_end = (last + 1) * self.hop + self.offset
-        return max(min_start, MIN_TIME), min(max_end, INFINITY)
+        return max(min_start, MIN_TIME + 1), min(max_end, INFINITY)
 
     def range_problem(self, start: int, end: int) -> str | None:
         """Why an event ``[start, end)`` cannot be windowed, or None.
