@@ -392,7 +392,7 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
         metrics = QueryMetrics(observation=obs)
         # the projection below leaves the problem column out (no drop step)
         df = tagged.where(f"{prob} IS NULL")
-    fields = {f.name: f for f in source.df.schema.fields}
+    source_fields = {f.name: f for f in source.df.schema.fields}
     out = Projection(
         df,
         (
@@ -400,8 +400,8 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
             (E_COL, f"CAST({e_ticks} AS BIGINT)"),
             *[(c, quoted(c)) for c in payload],
         ),
-        tuple(fields[c] for c in payload),
-        frozenset(c for c in payload if fields[c].metadata.get(TIME_META)),
+        tuple(source_fields[c] for c in payload),
+        frozenset(c for c in payload if source_fields[c].metadata.get(TIME_META)),
     )
     return EventFrame(out, checks.kind, points=source.end is None), metrics
 
