@@ -15,6 +15,7 @@ dropped and counted by an ``Observation`` (``on_invalid="drop"``).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -92,7 +93,7 @@ class WindowJob:
     of its result rows (key fields, the Spark schema and its Arrow form),
     which :func:`udm.host.spark.windowop.evaluate_op` works out once."""
 
-    df: DataFrame
+    frame: EventFrame
     keys: tuple[str, ...]
     op: WindowOp
     needed: list[str]
@@ -100,21 +101,103 @@ class WindowJob:
     out_schema: T.StructType
     pa_schema: pa.Schema
 
+    @property
+    def df(self) -> DataFrame:
+        """The event rows as a DataFrame (routes that project them further
+        use ``frame.select``: one DataFrame step, not two)."""
+        return self.frame.df
+
 
 @dataclass(frozen=True)
-class EventFrame:
-    """A normalized event table and how to show its times."""
+class Projection:
+    """A projection of ``base`` not yet handed to Spark: ``columns`` are
+    (name, SQL expression over ``base``) pairs, in output order.
 
-    df: DataFrame
-    time: TimeKind
-    # every event is a point [s, s + 1): a worker can derive the end from the
-    # start instead of receiving it (a quarter less data for a point source)
-    points: bool = False
+    Every DataFrame step of a classic session is analysed in the JVM when
+    it is made (tens of milliseconds each while the JVM is cold), so a
+    step that only renames or drops columns is better composed with the
+    next one: the source's projection with a window operation's choice of
+    input columns, a window's result names with the output's times.
+    ``fields``: payload columns passed through unchanged, with their Spark
+    fields (known on the Python side, no schema round trip); ``marked``:
+    the columns carrying :data:`~udm.host.spark.types.TIME_META`, when
+    known (None: ask Spark)."""
+
+    base: DataFrame
+    columns: tuple[tuple[str, str], ...]
+    fields: tuple[T.StructField, ...] = ()
+    marked: frozenset[str] | None = None
+
+    def sql(self, name: str) -> str:
+        """The SQL expression of column ``name``, over ``base``."""
+        return dict(self.columns)[name]
+
+    def select(self, names: Sequence[str]) -> DataFrame:
+        """``base`` projected to ``names`` (columns of this projection) in
+        one DataFrame step."""
+        of = dict(self.columns)
+        return self.base.selectExpr(*[_aliased(of[n], n) for n in names])
+
+
+def _aliased(sql: str, name: str) -> str:
+    """``sql AS name``, or just the column when ``sql`` is that column."""
+    q = quoted(name)
+    return q if sql == q else f"{sql} AS {q}"
+
+
+class EventFrame:
+    """A normalized event table and how to show its times.
+
+    ``table``: the DataFrame, or a :class:`Projection` of one that becomes
+    a DataFrame only when something reads :attr:`df` (a window operation
+    or the output may compose it with their own step instead)."""
+
+    __slots__ = ("_df", "points", "projection", "time")
+
+    def __init__(self, table: DataFrame | Projection, time: TimeKind, points: bool = False) -> None:
+        self.time: TimeKind = time
+        # every event is a point [s, s + 1): a worker can derive the end from
+        # the start instead of receiving it (a quarter less data for a point source)
+        self.points = points
+        self.projection = table if isinstance(table, Projection) else None
+        self._df: DataFrame | None = None if isinstance(table, Projection) else table
+
+    @property
+    def df(self) -> DataFrame:
+        """The event table as a DataFrame (a pending projection applied once)."""
+        if self._df is None:
+            assert self.projection is not None
+            self._df = self.projection.select([n for n, _ in self.projection.columns])
+        return self._df
+
+    @property
+    def names(self) -> list[str]:
+        """Every column, the lifetime first (from the pending projection
+        when there is one: no schema round trip)."""
+        if self.projection is not None:
+            return [n for n, _ in self.projection.columns]
+        return list(self.df.columns)
 
     @property
     def columns(self) -> list[str]:
         """Payload columns (everything but the lifetime)."""
-        return [c for c in self.df.columns if c not in (S_COL, E_COL)]
+        return [c for c in self.names if c not in (S_COL, E_COL)]
+
+    def field(self, name: str) -> T.StructField:
+        """The Spark field of payload column ``name`` (Python-side when the
+        projection passed it through unchanged)."""
+        if self.projection is not None:
+            for f in self.projection.fields:
+                if f.name == name:
+                    return f
+        return next(f for f in self.df.schema.fields if f.name == name)
+
+    def select(self, names: Sequence[str]) -> DataFrame:
+        """The table projected to ``names`` in one DataFrame step (composed
+        with a pending projection)."""
+        if self.projection is not None:
+            return self.projection.select(names)
+        return self.df.selectExpr(*[quoted(c) for c in names])
 
     def with_df(self, df: DataFrame) -> EventFrame:
         """The same events, filtered or projected (lifetimes unchanged)."""
@@ -238,6 +321,33 @@ def _raise_hint(checks: Checks) -> str:
     )
 
 
+#: the raising validity filter of a source DataFrame, by its SQL: a
+#: classic session analyses a DataFrame step in the JVM as it is made, and
+#: this expression (a CASE naming the failed check, the row as JSON,
+#: ``raise_error``) is the costliest step of a planned query (about 20 ms
+#: of JVM CPU each time, several hundred the first time in a process); a
+#: query planned again over the same DataFrame (a dashboard, a notebook
+#: cell run again, a benchmark's repeats) reuses it, as the planner's
+#: sample of the input is reused (:mod:`udm.host.spark.keysample`)
+_CHECKED: weakref.WeakKeyDictionary[DataFrame, dict[str, DataFrame]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _checked(df: DataFrame, condition: str) -> DataFrame:
+    """``df.where(condition)``, made once per DataFrame and condition (a
+    DataFrame is an immutable plan, and a raising filter has no state of
+    its own, unlike a dropping one's ``Observation``)."""
+    try:
+        made = _CHECKED.setdefault(df, {})
+    except TypeError:  # not weakly referable: a new step every time
+        return df.where(condition)
+    found = made.get(condition)
+    if found is None:
+        found = made[condition] = df.where(condition)
+    return found
+
+
 def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMetrics]:
     """The event table of a DataFrame source, with its invalid-row and
     null-key policies; ``quiet``: invalid rows are skipped, neither raised
@@ -248,7 +358,7 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
     if quiet:
         checks = dataclasses.replace(checks, raising=[], dropping=checks.raising + checks.dropping)
     s_ticks, e_ticks = checks.s_ticks, checks.e_ticks
-    payload = [quoted(c) for c in df.columns if c not in (source.start, source.end)]
+    payload = [c for c in df.columns if c not in (source.start, source.end)]
     metrics = QueryMetrics({})
     if checks.raising:
         fields = ", ".join(quoted(c) for c in df.columns)
@@ -261,8 +371,8 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
         # a filter, not a guard on the start column: an action that reads no
         # time column (count(), a payload-only select) would prune that
         # column and its check with it, letting invalid rows through
-        df = df.where(
-            f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
+        df = _checked(
+            df, f"CASE WHEN ({problem}) IS NOT NULL THEN raise_error({message}) ELSE true END"
         )
     if checks.dropping and quiet:
         df = df.where(f"{Checks.problem(checks.dropping)} IS NULL")
@@ -280,11 +390,18 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
             F.count(F.lit(1)).alias(ROWS_READ),
         )
         metrics = QueryMetrics(observation=obs)
-        df = tagged.where(f"{prob} IS NULL").drop(prob)
-    out = df.selectExpr(
-        f"CAST({s_ticks} AS BIGINT) AS {S_COL}",
-        f"CAST({e_ticks} AS BIGINT) AS {E_COL}",
-        *payload,
+        # the projection below leaves the problem column out (no drop step)
+        df = tagged.where(f"{prob} IS NULL")
+    source_fields = {f.name: f for f in source.df.schema.fields}
+    out = Projection(
+        df,
+        (
+            (S_COL, f"CAST({s_ticks} AS BIGINT)"),
+            (E_COL, f"CAST({e_ticks} AS BIGINT)"),
+            *[(c, quoted(c)) for c in payload],
+        ),
+        tuple(source_fields[c] for c in payload),
+        frozenset(c for c in payload if source_fields[c].metadata.get(TIME_META)),
     )
     return EventFrame(out, checks.kind, points=source.end is None), metrics
 
@@ -317,18 +434,31 @@ def output(frame: EventFrame) -> DataFrame:
             f"payload columns {clash} clash with the output's start/end columns; "
             "rename them (select()) before running"
         )
-    start = _time_sql(S_COL, frame.time, ends=False)
-    end = _time_sql(E_COL, frame.time, ends=True)
-    # result fields declared Ticks (a time) are shown as the stream shows
-    # its times, not as raw ticks beside timestamp start/end columns
-    marked = {f.name for f in frame.df.schema.fields if f.metadata.get(TIME_META)}
+    proj = frame.projection
+    if proj is not None and proj.marked is not None:
+        # composed with the pending projection: one DataFrame step
+        of = dict(proj.columns)
+        base, marked = proj.base, proj.marked
+    else:
+        of = {c: quoted(c) for c in frame.names}
+        base = frame.df
+        # result fields declared Ticks (a time) are shown as the stream shows
+        # its times, not as raw ticks beside timestamp start/end columns
+        marked = frozenset(f.name for f in base.schema.fields if f.metadata.get(TIME_META))
+
+    def ticks(c: str) -> str:
+        sql = of[c]
+        return sql if sql == quoted(c) or sql == c else f"({sql})"
+
+    start = _time_sql(ticks(S_COL), frame.time, ends=False)
+    end = _time_sql(ticks(E_COL), frame.time, ends=True)
     shown = [
-        f"{_time_sql(quoted(c), frame.time, ends=True)} AS {quoted(c)}"
+        f"{_time_sql(ticks(c), frame.time, ends=True)} AS {quoted(c)}"
         if c in marked
-        else quoted(c)
+        else _aliased(of[c], c)
         for c in payload
     ]
-    return frame.df.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *shown)
+    return base.selectExpr(f"{start} AS `start`", f"{end} AS `end`", *shown)
 
 
 def _time_sql(ticks: str, kind: TimeKind, ends: bool) -> str:
@@ -350,16 +480,19 @@ def _addressable(name: str) -> bool:
     return "." not in name and "`" not in name
 
 
-def _renamed(df: DataFrame) -> tuple[DataFrame, list[str], dict[str, str]]:
+def _renamed(
+    df: DataFrame, known: Sequence[str] | None = None
+) -> tuple[DataFrame, list[str], dict[str, str]]:
     """``df`` with columns PySpark's Arrow UDFs can address, its original
-    names, and each original name's new one.
+    names (``known``: the caller's, no schema round trip), and each
+    original name's new one.
 
     ``mapInArrow`` and ``applyInArrow`` pass their input columns as
     ``df[name]``, which reads a dot as a struct field and rejects a
     backtick; such columns travel under positional names instead and get
     their own names back in the worker.
     """
-    names = df.columns
+    names = list(known) if known is not None else df.columns
     new = [n if _addressable(n) else f"__udm_c{i}" for i, n in enumerate(names)]
     if new == names:
         return df, names, {}
@@ -379,10 +512,13 @@ def map_in_arrow(
     df: DataFrame,
     fn: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
     schema: T.StructType | str,
+    names: Sequence[str] | None = None,
 ) -> DataFrame:
-    """``df.mapInArrow(fn, schema)`` for any column names."""
+    """``df.mapInArrow(fn, schema)`` for any column names (``names``:
+    ``df``'s columns when the caller knows them, saving a schema round
+    trip through py4j)."""
     share_driver_python(df.sparkSession)
-    safe, names, renamed = _renamed(df)
+    safe, names, renamed = _renamed(df, names)
     return safe.mapInArrow(_restoring(names, fn) if renamed else fn, schema)
 
 

@@ -82,12 +82,12 @@ def grid_results(job: WindowJob, points: bool = False) -> DataFrame:
     """The window operation's result rows (lifetime, keys, one column per
     call), evaluated on the grid. ``points``: every event is ``[s, s + 1)``,
     so the workers derive the end (unless Spark needs it to find buckets)."""
-    df, keys, op, needed, out_schema = job.df, job.keys, job.op, job.needed, job.out_schema
+    keys, op, needed, out_schema = job.keys, job.op, job.needed, job.out_schema
     w = op.window.require_grid("the grid route")
     partial = use_partial(op)
     ends = [] if points and (partial or keys) else [E_COL]
     columns = list(dict.fromkeys([*keys, S_COL, *ends, *needed]))
-    source = df.selectExpr(*[quoted(c) for c in columns])
+    source = job.frame.select(columns)  # composed with the source's projection
     if partial:
         schema = T.StructType(
             [
@@ -96,17 +96,20 @@ def grid_results(job: WindowJob, points: bool = False) -> DataFrame:
                 T.StructField(STATE, T.BinaryType(), False),
             ]
         )
-        states = map_in_arrow(source, fold_fn(op, list(keys), needed), schema)
+        states = map_in_arrow(source, fold_fn(op, list(keys), needed), schema, columns)
         # df[name] is one call into the JVM, F.col(name) thirteen
         part = [*[states[quoted(k)] for k in keys], states[BUCKET_COL]]
         return map_in_arrow(
-            states.repartition(*part), merge_fn(op, list(keys), job.pa_schema), out_schema
+            states.repartition(*part),
+            merge_fn(op, list(keys), job.pa_schema),
+            out_schema,
+            schema.fieldNames(),
         )
     evaluate = _evaluate_fn(op, list(keys), needed, job.pa_schema)
     if keys:
         # a key's events go to one worker, which finds their windows
         by_key = source.repartition(*[source[quoted(k)] for k in keys])
-        return map_in_arrow(by_key, evaluate, out_schema)
+        return map_in_arrow(by_key, evaluate, out_schema, columns)
     # without keys, buckets of windows spread the stream over the workers
     bucketed = _bucketed(source, w, op.watermark, columns)
     return map_in_arrow(bucketed.repartition(bucketed[BUCKET_COL]), evaluate, out_schema)

@@ -27,7 +27,14 @@ from udm.host.spark.arrowio import (
 from udm.host.spark.decode import decode_pickled
 from udm.host.spark.endpoints import endpoint_results
 from udm.host.spark.evaluate import make_group_fn, make_merge_fn, make_partial_fn
-from udm.host.spark.frame import EventFrame, WindowJob, apply_in_arrow, map_in_arrow, quoted
+from udm.host.spark.frame import (
+    EventFrame,
+    Projection,
+    WindowJob,
+    apply_in_arrow,
+    map_in_arrow,
+    quoted,
+)
 from udm.host.spark.grid import grid_results
 from udm.host.spark.types import (
     TIME_META,
@@ -88,7 +95,6 @@ def evaluate_op(
     frame: EventFrame, keys: tuple[str, ...], op: WindowOp
 ) -> tuple[EventFrame, Layout]:
     """The output event table of a window operation."""
-    df = frame.df
     payload = frame.columns
     for c in op.calls:
         missing = [col for col in (c.columns() or []) if col not in payload]
@@ -97,7 +103,7 @@ def evaluate_op(
                 f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {payload}"
             )
     types = [call_type(c) for c in op.calls]
-    schema_of = {f.name: f for f in df.schema.fields}
+    schema_of = {c: frame.field(c) for c in dict.fromkeys([*keys, *_values(op)])}
     for c in op.calls:
         expected = expected_value_type(c.udm) if isinstance(c.value, str) else None
         if expected is not None and isinstance(c.value, str):
@@ -132,7 +138,7 @@ def evaluate_op(
     out_schema = T.StructType(out_fields)
     pa_schema = arrow_schema_with_marks(out_schema)
     key_fields = [T.StructField(k, schema_of[k].dataType, True) for k in keys]
-    job = WindowJob(df, keys, op, needed, key_fields, out_schema, pa_schema)
+    job = WindowJob(frame, keys, op, needed, key_fields, out_schema, pa_schema)
     route = spark_route(op)
     if route == "grid":
         result = grid_results(job, points=frame.points)
@@ -149,8 +155,37 @@ def evaluate_op(
     cols = result_columns(op, structs)
     check_output_names(keys, op, cols)
     index = {c.name: i for i, c in enumerate(op.calls)}
-    select = [S_COL, E_COL, *[quoted(k) for k in keys]]
+    select = [(S_COL, S_COL), (E_COL, E_COL), *[(k, quoted(k)) for k in keys]]
     for col, call_name, field in cols:
         src = result_col(index[call_name])
-        select.append(f"{src if field is None else f'{src}.{quoted(field)}'} AS {quoted(col)}")
-    return EventFrame(result.selectExpr(*select), frame.time), op_layout(op, cols)
+        select.append((col, src if field is None else f"{src}.{quoted(field)}"))
+    # the output's time columns are composed with these names (one step)
+    # when which columns are times is known here: direct result columns
+    # keep their field's mark; struct fields and decoded columns: ask Spark
+    marks = {f.name for f in out_schema.fields if f.metadata.get(TIME_META)}
+    nested = any(_nested_marks(f.dataType) for f in out_schema.fields)
+    marked = (
+        None
+        if pickled or nested
+        else frozenset(
+            col for col, call, field in cols if field is None and result_col(index[call]) in marks
+        )
+    )
+    projection = Projection(result, tuple(select), marked=marked)
+    return EventFrame(projection, frame.time), op_layout(op, cols)
+
+
+def _values(op: WindowOp) -> list[str]:
+    """The value columns the calls read by name (their types are checked)."""
+    return [c.value for c in op.calls if isinstance(c.value, str)]
+
+
+def _nested_marks(t: T.DataType) -> bool:
+    """Whether a struct (or array or map of them) marks a field as a time."""
+    if isinstance(t, T.StructType):
+        return any(f.metadata.get(TIME_META) or _nested_marks(f.dataType) for f in t.fields)
+    if isinstance(t, T.ArrayType):
+        return _nested_marks(t.elementType)
+    if isinstance(t, T.MapType):
+        return _nested_marks(t.keyType) or _nested_marks(t.valueType)
+    return False
