@@ -10,7 +10,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
-from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState, undo_note
+from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState, forget_retired, undo_note
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
@@ -580,15 +580,7 @@ class GridCore(OperatorWindows):
         # retired in bulk, once half can go (or no window is left), not at
         # every visit; those kept end before every open window's slice
         if kev is not None and kev.records and kev.retirable(bound, not ks.wins):
-            events, reused = self.events, self.reused
-            for ident, record in kev.retire(bound):
-                found = events.get(ident)
-                if found is record:
-                    del events[ident]
-                elif reused or found is not None:  # kept aside when its id was reused
-                    expired = ExpiredId(ident, record[0])
-                    if events.get(expired) is record:
-                        del events[expired]
+            forget_retired(self.events, kev, bound, self.reused)
         if ks.wins and self.lazy:
             self._register(ks)
         elif ks.wins:

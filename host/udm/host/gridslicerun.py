@@ -30,7 +30,7 @@ from typing import Any
 
 from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridslices import KeyEvents
-from udm.host.gridstate import DONE, NEVER, ExpiredId, GridKey
+from udm.host.gridstate import DONE, NEVER, GridKey, forget_retired
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
 from udm.host.stream import Element, Insert
@@ -393,7 +393,7 @@ class SliceRun(GridCore):
                             if get(ident) is record:  # (None: pruned by a CTI already)
                                 del events[ident]
                 else:
-                    self._retire(kev, bound)
+                    forget_retired(self.events, kev, bound, self.reused)
             if wins:
                 register(ks)
             elif starts:
@@ -401,17 +401,3 @@ class SliceRun(GridCore):
                 if end is not None and end < INFINITY:
                     push(ks, end + 1)
         return bound
-
-    def _retire(self, kev: KeyEvents, bound: int) -> None:
-        """Retire ``kev``'s events ending before ``bound`` and forget them by
-        id (an event whose id was reused is kept under its
-        :class:`~udm.host.gridstate.ExpiredId`)."""
-        events, reused = self.events, self.reused
-        for ident, record in kev.retire(bound):
-            found = events.get(ident)
-            if found is record:
-                del events[ident]
-            elif reused or found is not None:  # kept aside when its id was reused
-                expired = ExpiredId(ident, record[0])
-                if events.get(expired) is record:
-                    del events[expired]

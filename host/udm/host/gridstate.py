@@ -23,6 +23,7 @@ __all__ = [
     "GridKey",
     "NoState",
     "eligible",
+    "forget_retired",
     "same_value",
     "slice_eligible",
     "undo_note",
@@ -146,3 +147,17 @@ def undo_note(undo: Exception) -> str:
         "a window of this key may keep the event's value: restore a snapshot "
         "(Host.restore) before going on"
     )
+
+
+def forget_retired(events: dict[Hashable, Any], kev: KeyEvents, bound: int, reused: bool) -> None:
+    """Retire ``kev``'s events ending before ``bound`` and forget them in the
+    id index ``events`` (an event whose id was reused is there under its
+    :class:`ExpiredId`, looked up only when an id was ever reused)."""
+    for ident, record in kev.retire(bound):
+        found = events.get(ident)
+        if found is record:
+            del events[ident]
+        elif reused or found is not None:  # kept aside when its id was reused
+            expired = ExpiredId(ident, record[0])
+            if events.get(expired) is record:
+                del events[expired]
