@@ -17,6 +17,7 @@ from udm.host import (
     HoppingWindow,
     Host,
     Insert,
+    InvalidElementError,
     Retract,
     TumblingWindow,
     UdmInvocationError,
@@ -192,3 +193,18 @@ def test_a_late_misquoted_retraction_of_a_passed_event_is_late(
             out = host.process_many(MISQUOTED) if batch else one_by_one(host, MISQUOTED)
             assert host.stats.dropped_retractions == 1
             assert [e.payload for e in output_cht(out + host.flush())] == [1]
+
+
+def test_an_unknown_id_after_a_cti_may_be_a_forgotten_event() -> None:
+    """Event p5 ended before the CTI: a batch registers no such event with
+    the validator (its prune forgets them too), so a retraction quoting
+    another lifetime that is not late meets an unknown id there, and the
+    message says that the event may be forgotten, not that it never was."""
+    stream: list[Element] = [Insert(f"p{i}", i, i + 1, 1) for i in range(50)]
+    stream += [Cti(150), Retract("p5", 5, 151, 152)]
+    with pytest.raises(InvalidElementError, match="or it ended before the latest CTI 150"):
+        Host(TumblingWindow(10), Total).process_many(stream)
+    with pytest.raises(InvalidElementError, match="old_end 151 does not match"):
+        one_by_one(Host(TumblingWindow(10), Total), stream)
+    with pytest.raises(InvalidElementError, match="never inserted or is already fully retracted;"):
+        Host(TumblingWindow(10), Total).process_many([Retract("x", 5, 151, 152)])

@@ -137,6 +137,15 @@ def test_cht_takes_whole_times_of_an_interval_event_as_int_ticks() -> None:
     assert type(e.start) is int and type(e.end) is int
 
 
+@pytest.mark.parametrize("kind", [np.float16, np.float32, np.float64])
+def test_whole_numpy_floats_are_int_ticks_and_fractions_refused(kind: Any) -> None:
+    (e,) = Cht([IntervalEvent(kind(1.0), kind(5.0), 1)])
+    assert (e.start, e.end) == (1, 5)
+    assert type(e.start) is int and type(e.end) is int
+    with pytest.raises(TimeConversionError, match="not a whole number of ticks"):
+        Cht([IntervalEvent(kind(0.5), 5, 1)])
+
+
 @pytest.mark.spark
 @pytest.mark.timeout(300)
 def test_spark_names_the_udm_and_the_window(spark: Any) -> None:

@@ -123,6 +123,8 @@ def to_ticks(value: Any) -> int:
             return to_ticks(_from_numpy(value, "datetime64[us]"))
         if isinstance(value, np.integer):
             return to_ticks(int(value))
+        if isinstance(value, np.floating):  # float32, float16: exactly a float
+            return _float_ticks(float(value))
     if type_name.startswith("pyarrow."):
         return _arrow_ticks(value)
     raise TimeConversionError(

@@ -235,11 +235,17 @@ class StreamValidator:
                     raise self._violation(r, position, sync)
                 self.stats.dropped_retractions += 1
                 return None
+            forgotten = (
+                ""
+                if self.cti == MIN_TIME
+                else f", or it ended before the latest CTI {format_time(self.cti)}, after "
+                "which engines may forget it"
+            )
             raise InvalidElementError(
                 r,
                 position,
                 f"unknown event id {r.id!r}: it was never inserted or is already fully "
-                "retracted; retract only live events, quoting their current lifetime",
+                f"retracted{forgotten}; retract only live events, quoting their current lifetime",
             )
         if r.start not in (live.start, live.original_start):
             raise InvalidElementError(
