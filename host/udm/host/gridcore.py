@@ -10,7 +10,14 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
-from udm.host.gridstate import NEVER, ExpiredId, GridKey, NoState, forget_retired, undo_note
+from udm.host.gridstate import (
+    NEVER,
+    ExpiredId,
+    GridKey,
+    NoState,
+    forget_retired,
+    held_between,
+)
 from udm.host.hoststate import OutputId
 from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
@@ -241,27 +248,6 @@ class GridCore(OperatorWindows):
         self.cti = c
         self.floor = max(c, self.min_start)
 
-    def _add_failed(
-        self,
-        ks: GridKey,
-        lo: int,
-        k: int,
-        fields: tuple[Hashable, int, int, Any],
-        value: Any,
-        exc: Exception,
-    ) -> UdmInvocationError:
-        """The UDM failed adding a new event's value to window ``k``: take
-        the value out of windows ``lo .. k - 1`` again and name the event
-        (built from its ``fields`` if the caller held no element)."""
-        if self.current is None:
-            self.current = Insert(*fields)
-        failed = self._fail(k, exc, ks)
-        try:
-            self._compensate(ks, lo, k - 1, value)
-        except Exception as undo:  # remove failed too: told, not raised
-            failed.add_note(undo_note(undo))
-        return failed
-
     def _value_failed(
         self, ks: GridKey, fields: tuple[Hashable, int, int, Any], exc: Exception
     ) -> UdmInvocationError:
@@ -397,12 +383,7 @@ class GridCore(OperatorWindows):
         if first is None:
             first = min(ks.wins, default=last + 1) - 1
         if last > first:
-            wins = ks.wins
-            if last - first > len(wins):
-                ready = sorted(k for k in wins if first < k <= last)
-            else:
-                ready = [k for k in range(first + 1, last + 1) if k in wins]
-            for k in ready:
+            for k in held_between(ks.wins, first, last):
                 self._refresh(ks, key, k, out)
         if ks.emitted_k is None or last > ks.emitted_k:
             ks.emitted_k = last

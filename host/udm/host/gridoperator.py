@@ -22,7 +22,7 @@ from typing import Any
 
 from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
-from udm.host.gridstate import EMPTY, GridKey, same_value
+from udm.host.gridstate import EMPTY, GridKey, held_between, same_value
 from udm.host.hoststate import OutputId
 from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
@@ -111,10 +111,7 @@ class OperatorWindows:
         the common case, one window, itself). On a UDM error nothing is
         emitted and the windows keep their outputs."""
         wins = ks.wins
-        if last - emitted > len(wins):
-            ready = sorted(k for k in wins if emitted < k <= last)
-        else:
-            ready = [k for k in range(emitted + 1, last + 1) if k in wins]
+        ready = held_between(wins, emitted, last)
         mark = len(out)
         saved = [(wins[k], wins[k][2]) for k in ready]
         try:

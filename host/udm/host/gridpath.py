@@ -25,6 +25,7 @@ from itertools import compress, repeat
 from operator import attrgetter, ge
 from typing import Any
 
+from udm.host.errors import UdmInvocationError
 from udm.host.gridcolumns import GridColumns
 from udm.host.gridslicerun import SliceRun
 from udm.host.gridstate import (
@@ -32,6 +33,7 @@ from udm.host.gridstate import (
     ExpiredId,
     GridKey,
     eligible,
+    held_between,
     slice_eligible,
     undo_note,
 )
@@ -124,10 +126,7 @@ class GridPath(GridColumns, SliceRun):
                 w[1] += 1
                 k += 1
         except Exception as exc:
-            failed = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
-            if keep:  # the failing add may have changed window k's state in place
-                self.rebuild(ks, k)
-            raise failed from exc
+            raise self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc) from exc
         if lo <= hi and lo * hop + off + self.size < ks.due:
             self._push(ks, lo * hop + off + self.size)
         record = [start, end, value, key]
@@ -151,11 +150,7 @@ class GridPath(GridColumns, SliceRun):
             if m > m_old:
                 if not self.conservative and (emitted is None or last > emitted):
                     first = emitted if emitted is not None else min(wins, default=last + 1) - 1
-                    if last - first > len(wins):  # a jump over empty windows: only those held
-                        due = sorted(kk for kk in wins if first < kk <= last)
-                    else:
-                        due = [kk for kk in range(first + 1, last + 1) if kk in wins]
-                    for kk in due:
+                    for kk in held_between(wins, first, last):
                         w = wins[kk]
                         saved_outputs.append((w, w[2]))
                         self._refresh(ks, key, kk, out)
@@ -180,6 +175,31 @@ class GridPath(GridColumns, SliceRun):
             self.events[ident] = record
             self.pending((ident, start, end, payload))  # see settle()
         return True
+
+    def _add_failed(
+        self,
+        ks: GridKey,
+        lo: int,
+        k: int,
+        fields: tuple[Hashable, int, int, Any],
+        value: Any,
+        exc: Exception,
+    ) -> UdmInvocationError:
+        """The UDM failed adding a new event's value to window ``k``: take
+        the value out of windows ``lo .. k - 1`` again, rebuild window
+        ``k``'s state from the kept events (the failing ``add`` may have
+        changed it in place), and name the event (built from its ``fields``
+        if the caller held no element)."""
+        if self.current is None:
+            self.current = Insert(*fields)
+        failed = self._fail(k, exc, ks)
+        try:
+            self._compensate(ks, lo, k - 1, value)
+        except Exception as undo:  # remove failed too: told, not raised
+            failed.add_note(undo_note(undo))
+        if self.keep_events:  # (without them, a change in place stays: docs/host.md)
+            self.rebuild(ks, k)
+        return failed
 
     def run(
         self,
@@ -331,8 +351,6 @@ class GridPath(GridColumns, SliceRun):
             except Exception as exc:
                 self.run_applied = applied
                 error = self._add_failed(ks, lo, k, (ident, start, end, payload), value, exc)
-                if self.keep_events:  # the failing add may have changed k's state in place
-                    self.rebuild(ks, k)
                 if fresh:  # as the rollback of insert() would
                     del keys[key]
                     self._created -= 1
@@ -479,19 +497,7 @@ class GridPath(GridColumns, SliceRun):
         # the slice mode there are none: the saved counts are exact)
         rebuild = self.keep_events and not self.slices
         for ks, k in touched.values() if rebuild else ():
-            w = ks.wins.get(k)
-            if w is None:
-                continue
-            start = self.window.start_of(k)
-            key = next(kk for kk, v in self.keys.items() if v is ks)
-            state = self.udm.initial_state()
-            n = 0
-            m = max(ks.max_start, self.cti)
-            for s, e, value, rkey in self.events.values():
-                if rkey == key and s < start + self.size and start < e and start <= m:
-                    state = self.udm.add(state, value)
-                    n += 1
-            w[0], w[1] = state, n
+            self.rebuild(ks, k)
 
     def dump(self) -> dict[str, Any]:
         """The path's state as plain data, for :meth:`Host.snapshot`."""

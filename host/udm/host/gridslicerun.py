@@ -381,11 +381,8 @@ class SliceRun(GridCore):
             # retired in bulk, once half can go (or no window is left), not
             # at every visit; those kept end before every open window's slice
             if j and (not wins or 2 * j >= len(starts)):
-                if point and not reused:  # KeyEvents.retire's common case, inline
-                    ids, records = kev.ids[:j], kev.records[:j]
-                    del kev.ids[:j], kev.records[:j], starts[:j], kev.payloads[:j], kev.vals[:j]
-                    if not starts:
-                        kev.maxdur, kev.ties = 0, False
+                if point and not reused:  # KeyEvents.retire's common case
+                    ids, records = kev.cut(j)
                     if all(map(is_, map(get, ids), records)):  # each id still its record's
                         deque(map(forget, ids), 0)  # (C-level loops: no bytecode per event)
                     else:
@@ -393,7 +390,7 @@ class SliceRun(GridCore):
                             if get(ident) is record:  # (None: pruned by a CTI already)
                                 del events[ident]
                 else:
-                    forget_retired(self.events, kev, bound, self.reused)
+                    forget_retired(events, kev, bound, reused)
             if wins:
                 register(ks)
             elif starts:

@@ -116,18 +116,21 @@ class KeyEvents:
         j = bisect_left(starts, bound - 1 if self.maxdur <= 1 else bound)
         return j > 0 and (all_of_them or 2 * j >= len(starts))
 
+    def cut(self, j: int) -> tuple[list[Hashable], list[list[Any]]]:
+        """Forget the first ``j`` events (in start order): their ids and
+        records, as two lists (a caller may forget them by id at C level)."""
+        ids, records = self.ids[:j], self.records[:j]
+        del self.ids[:j], self.records[:j], self.starts[:j], self.payloads[:j], self.vals[:j]
+        if not self.records:
+            self.maxdur, self.ties = 0, False
+        return ids, records
+
     def retire(self, bound: int) -> list[tuple[Hashable, list[Any]]]:
         """Forget the events ending before ``bound`` (they start before it);
         returns their ids and records."""
         if self.maxdur <= 1:  # point events: those starting before bound - 1
             j = bisect_left(self.starts, bound - 1)
-            if not j:
-                return []
-            gone = list(zip(self.ids[:j], self.records[:j], strict=True))
-            del self.ids[:j], self.records[:j], self.starts[:j], self.payloads[:j], self.vals[:j]
-            if not self.records:
-                self.maxdur, self.ties = 0, False
-            return gone
+            return list(zip(*self.cut(j), strict=True)) if j else []
         j = bisect_left(self.starts, bound)
         if not j:
             return []

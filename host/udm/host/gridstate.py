@@ -24,6 +24,7 @@ __all__ = [
     "NoState",
     "eligible",
     "forget_retired",
+    "held_between",
     "same_value",
     "slice_eligible",
     "undo_note",
@@ -161,3 +162,17 @@ def forget_retired(events: dict[Hashable, Any], kev: KeyEvents, bound: int, reus
             expired = ExpiredId(ident, record[0])
             if events.get(expired) is record:
                 del events[expired]
+
+
+def held_between(wins: dict[int, Any], first: int, last: int) -> list[int]:
+    """The window indexes ``wins`` holds in ``(first, last]``, in order:
+    a lookup per index of the range, or, when the range is the longer (a
+    key that jumped over many empty windows, up to 10**18 of them), a sort
+    of those held.
+
+    >>> held_between({3: 0, 9: 0, 12: 0}, 2, 10), held_between({5: 0}, 0, 10**18)
+    ([3, 9], [5])
+    """
+    if last - first > len(wins):
+        return sorted(k for k in wins if first < k <= last)
+    return [k for k in range(first + 1, last + 1) if k in wins]
