@@ -9,6 +9,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from engine_support import Sum
 
 from udm.host import (
     MIN_TIME,
@@ -50,23 +51,7 @@ class MutatingSum(IncrementalAggregate):
         return state[0]
 
 
-class Total(IncrementalAggregate):
-    """A plain sum."""
-
-    def initial_state(self) -> int:
-        return 0
-
-    def add(self, state: int, value: int) -> int:
-        return state + value
-
-    def remove(self, state: int, value: int) -> int:
-        return state - value
-
-    def result(self, state: int) -> int:
-        return state
-
-
-class ThirteenFails(Total):
+class ThirteenFails(Sum):
     """A sum whose ``result`` refuses 13."""
 
     def result(self, state: int) -> int:
@@ -147,8 +132,8 @@ def test_a_key_jumping_over_empty_windows_visits_only_its_windows(api: str) -> N
     first = Insert("old", MIN_TIME + 100, MIN_TIME + 101, 1)
     later = Insert("later", 3 * 10**8, 3 * 10**8 + 1, 1)
     stream: list[Element] = [first, Insert("now", 0, 1, 1), later]
-    want = one_by_one(Host(TumblingWindow(10), Total), stream)
-    host = Host(TumblingWindow(10), Total)
+    want = one_by_one(Host(TumblingWindow(10), Sum), stream)
+    host = Host(TumblingWindow(10), Sum)
     if api == "many":
         got = host.process_many(stream)
     else:
@@ -185,11 +170,11 @@ def test_a_late_misquoted_retraction_of_a_passed_event_is_late(
         derive_cht(MISQUOTED)
     for fast_path in (True, False):
         with pytest.raises(CtiViolationError, match="sync time 7"):
-            one_by_one(Host(TumblingWindow(3), Total, fast_path=fast_path, **options), MISQUOTED)
+            one_by_one(Host(TumblingWindow(3), Sum, fast_path=fast_path, **options), MISQUOTED)
         with pytest.raises(CtiViolationError, match="sync time 7"):
-            Host(TumblingWindow(3), Total, fast_path=fast_path, **options).process_many(MISQUOTED)
+            Host(TumblingWindow(3), Sum, fast_path=fast_path, **options).process_many(MISQUOTED)
         for batch in (False, True):
-            host = Host(TumblingWindow(3), Total, fast_path=fast_path, cti_policy="drop", **options)
+            host = Host(TumblingWindow(3), Sum, fast_path=fast_path, cti_policy="drop", **options)
             out = host.process_many(MISQUOTED) if batch else one_by_one(host, MISQUOTED)
             assert host.stats.dropped_retractions == 1
             assert [e.payload for e in output_cht(out + host.flush())] == [1]
@@ -203,8 +188,8 @@ def test_an_unknown_id_after_a_cti_may_be_a_forgotten_event() -> None:
     stream: list[Element] = [Insert(f"p{i}", i, i + 1, 1) for i in range(50)]
     stream += [Cti(150), Retract("p5", 5, 151, 152)]
     with pytest.raises(InvalidElementError, match="or it ended before the latest CTI 150"):
-        Host(TumblingWindow(10), Total).process_many(stream)
+        Host(TumblingWindow(10), Sum).process_many(stream)
     with pytest.raises(InvalidElementError, match="old_end 151 does not match"):
-        one_by_one(Host(TumblingWindow(10), Total), stream)
+        one_by_one(Host(TumblingWindow(10), Sum), stream)
     with pytest.raises(InvalidElementError, match="never inserted or is already fully retracted;"):
-        Host(TumblingWindow(10), Total).process_many([Retract("x", 5, 151, 152)])
+        Host(TumblingWindow(10), Sum).process_many([Retract("x", 5, 151, 152)])
