@@ -174,14 +174,13 @@ class Host(GeneralPath, Snapshots):
                 value_fn=self._value_fn,
                 label=self._label,
                 new_id=self._new_id,
+                return_ids=self._return_ids,
                 keep_events=retractions,
                 fields=(
                     key if isinstance(key, str) else None,
                     value if isinstance(value, str) else None,
                 ),
             )
-            if self._fast is not None:
-                self._fast.return_ids = self._return_ids
 
     # ------------------------------------------------------------------ API
 

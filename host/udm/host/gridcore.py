@@ -49,6 +49,7 @@ class GridCore(OperatorWindows):
         value_fn: Callable[[Any], Any] | None,
         label: str,
         new_id: Callable[[Hashable], OutputId],
+        return_ids: Callable[[int], None],
         keep_events: bool = True,
         slices: bool = False,
         fields: tuple[str | None, str | None] = (None, None),
@@ -84,7 +85,7 @@ class GridCore(OperatorWindows):
         # inline by :meth:`run` (the functions still make the errors)
         self.key_field, self.value_field = fields
         self.label = label
-        self.new_id = new_id
+        self.new_id, self.return_ids = new_id, return_ids
         self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
         self.keys: dict[Hashable, GridKey] = {}
         self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]

@@ -51,9 +51,9 @@ class OperatorWindows:
     keys: dict[Hashable, GridKey]
     events: dict[Hashable, list[Any]]
     cti: int
-    #: gives back the last n output ids ``new_id`` issued (the host sets it:
-    #: :meth:`withdraw` returns a failed element's ids, as ``process`` does)
-    return_ids: Callable[[int], None] = staticmethod(lambda n: None)
+    #: gives back the last n output ids ``new_id`` issued (:meth:`withdraw`
+    #: returns a failed element's ids, as ``process`` does)
+    return_ids: Callable[[int], None]
 
     def withdraw(self, out: list[Element], mark: int) -> None:
         """Delete the outputs ``out[mark:]`` a failing element made and give

@@ -307,7 +307,7 @@ def grid_path(
     ``add``/``remove`` when :func:`eligible`, else windows read as slices
     when :func:`slice_eligible`), or None: the general path runs it.
     ``options`` are the grid path's other arguments (``conservative``,
-    ``key_fn``, ``value_fn``, ``label``, ``new_id``, ``keep_events``,
+    ``key_fn``, ``value_fn``, ``label``, ``new_id``, ``return_ids``, ``keep_events``,
     ``fields``: see :class:`~udm.host.gridcore.GridCore`)."""
     invertible = eligible(window, udm, policy, clipping)
     if not (invertible or slice_eligible(window, udm, policy)):
