@@ -35,3 +35,16 @@ assert cht == Cht([(0, 10, "a")]) and stats.dropped_retractions == 2
 cht, stats = derive_cht(late, cti_policy="adjust")  # a ends at the CTI; the second changes nothing
 assert cht == Cht([(0, 5, "a")])
 assert (stats.adjusted_retractions, stats.dropped_retractions) == (1, 1)
+
+# A late retraction of an event the CTI passed, quoting a lifetime the event
+# does not have, is late too (engines may have forgotten the event): the
+# policy applies, on every engine and whether or not the event is forgotten.
+passed = [Insert("p", 1, 2, "p"), Cti(5), Retract("p", 0, 9, 3)]  # p is [1, 2)
+try:
+    derive_cht(passed)
+except CtiViolationError as exc:
+    assert "sync time 3 is before the latest CTI 5" in str(exc)
+else:
+    raise AssertionError("expected CtiViolationError")
+cht, stats = derive_cht(passed, cti_policy="drop")
+assert cht == Cht([(1, 2, "p")]) and stats.dropped_retractions == 1
