@@ -128,20 +128,23 @@ class GridColumns(GridCore):
         ends = [e.end for e in ins]
         payloads = [e.payload for e in ins]
         size, off = self.size, self.offset
-        if n and (min(starts) < self.floor or max(ends) > self.max_end):
+        last = max(ends) if n else 0
+        if n and (min(starts) < self.floor or last > self.max_end):
             return 0  # late, or outside the grid's time bounds
         keep = self.keep_events
-        events = self.events
+        # consecutive ints (the common case) are unique without a set, and
+        # their records may stay columns until read (udm.host.gridrecords)
+        span = keep and n and type(ids[0]) is int and ids == list(range(ids[0], ids[0] + n))
+        unwritten = self.unwritten
+        if unwritten.chunks and not (span and unwritten.apart(ids[0], n)):
+            unwritten.write(self._events)  # (then checked against the index)
+        events = self._events
         if keep and (
             not set(map(type, ids)) <= _ID_TYPES  # first: set() needs hashable ids
-            # (consecutive ints, the common case, are unique without a set)
-            or (
-                not (n and type(ids[0]) is int and ids == list(range(ids[0], ids[0] + n)))
-                and len(set(ids)) != n
-            )
+            or (not span and len(set(ids)) != n)
             # (a view's isdisjoint walks the list, not the whole index)
             or not live.keys().isdisjoint(ids)
-            or not events.keys().isdisjoint(ids)
+            or (events and not events.keys().isdisjoint(ids))
         ):
             return 0  # an odd, duplicate or reused id: the element loop checks it
         # the window of each event's start; its last tick must be in it too
@@ -322,7 +325,10 @@ class GridColumns(GridCore):
                     done = self._unspoil(ins, done, i, ids, starts, ends, values, keys_col)
         except Exception:
             self.current = None  # the element loop applies it again and raises
-        if keep:
+        if span and done == 0 and i == n:  # the whole run: its records wait as columns
+            self.unwritten.add(ids, starts, ends, values, keys_col, last)
+            self.pending_rows.extend(ins)
+        elif keep:
             self._records(ins, done, i, ids, starts, ends, values, keys_col)
         return i + ri
 

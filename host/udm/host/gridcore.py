@@ -10,6 +10,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
+from udm.host.gridrecords import PendingRecords
 from udm.host.gridstate import (
     NEVER,
     ExpiredId,
@@ -88,7 +89,9 @@ class GridCore(OperatorWindows):
         self.new_id, self.return_ids = new_id, return_ids
         self.keep_events = keep_events  # False: an insert-only stream, nothing to retract
         self.keys: dict[Hashable, GridKey] = {}
-        self.events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
+        self._events: dict[Hashable, list[Any]] = {}  # id -> [start, end, value, key]
+        #: the columnar loop's records not written into it yet (see :attr:`events`)
+        self.unwritten = PendingRecords()
         self.cti, self.floor = MIN_TIME, self.min_start  # as _set_cti(MIN_TIME)
         self._swept, self._swept_at = 0, MIN_TIME  # the index's size and bound at its last sweep
         # keys by the end of their earliest window, so a CTI visits the keys
@@ -117,6 +120,16 @@ class GridCore(OperatorWindows):
         self._saved_cti = MIN_TIME
         self._saved_event: list[Any] | None = None
         self.current: Element | None = None
+
+    @property
+    def events(self) -> dict[Hashable, list[Any]]:
+        """The id index: id -> ``[start, end, value, key]`` of each event
+        not retired, with the columnar loop's pending records written first
+        (:mod:`udm.host.gridrecords`): everything but that loop and the
+        sweep reads and writes the index through here."""
+        if self.unwritten.chunks:
+            self.unwritten.write(self._events)
+        return self._events
 
     # -- helpers ----------------------------------------------------------
 
@@ -452,9 +465,12 @@ class GridCore(OperatorWindows):
         # (amortized; a retraction may still extend an event ending at or
         # after the CTI past a gap, hop > size), once the bound moved: what
         # came since ends at or after the CTI, so a sweep finds nothing new
-        if len(self.events) > 2 * self._swept + 64 and bound > self._swept_at:
-            self.events = {i: r for i, r in self.events.items() if r[1] >= bound}
-            self._swept, self._swept_at = len(self.events), bound
+        # (the pending records count, and are swept alike, unwritten)
+        pending = self.unwritten
+        if len(self._events) + pending.count > 2 * self._swept + 64 and bound > self._swept_at:
+            self._events = {i: r for i, r in self._events.items() if r[1] >= bound}
+            pending.sweep(bound)
+            self._swept, self._swept_at = len(self._events) + pending.count, bound
         if self.point_end or k_final is None:  # at the end of time nothing can follow
             return c
         return min(c, self.window.first_open_start(c))

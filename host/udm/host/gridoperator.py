@@ -49,11 +49,15 @@ class OperatorWindows:
     _from_slice: Callable[[list[Any]], Any]
     _fail: Callable[..., UdmInvocationError]
     keys: dict[Hashable, GridKey]
-    events: dict[Hashable, list[Any]]
     cti: int
     #: gives back the last n output ids ``new_id`` issued (:meth:`withdraw`
     #: returns a failed element's ids, as ``process`` does)
     return_ids: Callable[[int], None]
+
+    @property
+    def events(self) -> dict[Hashable, list[Any]]:
+        """The grid path's id index (:class:`~udm.host.gridcore.GridCore`'s)."""
+        raise NotImplementedError
 
     def withdraw(self, out: list[Element], mark: int) -> None:
         """Delete the outputs ``out[mark:]`` a failing element made and give

@@ -27,6 +27,7 @@ from typing import Any
 
 from udm.host.errors import UdmInvocationError
 from udm.host.gridcolumns import GridColumns
+from udm.host.gridrecords import PendingRecords
 from udm.host.gridslicerun import SliceRun
 from udm.host.gridstate import (
     DONE,
@@ -89,7 +90,8 @@ class GridPath(GridColumns, SliceRun):
         ):
             return False  # late, outside the grid's time bounds, open, or an odd id
         keep = self.keep_events
-        if keep and (ident in live or ident in self.events):
+        events = self.events  # (the property: once a call)
+        if keep and (ident in live or ident in events):
             return False  # a duplicate, or the reused id of an expired event
         try:
             key = self.key_fn(payload) if self.key_fn is not None else None
@@ -172,7 +174,7 @@ class GridPath(GridColumns, SliceRun):
         if start > ks.max_start:
             ks.max_start = start
         if keep:
-            self.events[ident] = record
+            events[ident] = record
             self.pending((ident, start, end, payload))  # see settle()
         return True
 
@@ -542,7 +544,8 @@ class GridPath(GridColumns, SliceRun):
         """Put back a :meth:`dump` (replacing this path's state)."""
         self._set_cti(data["cti"])
         self._swept, self._swept_at = data["swept"], MIN_TIME
-        self.events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
+        self._events = {i: [s, e, v, k] for i, s, e, v, k in data["events"]}
+        self.unwritten = PendingRecords()
         self.reused = any(type(i) is ExpiredId for i in self.events)
         self.keys = {}
         self._due_times, self._due_buckets = [], {}
