@@ -24,7 +24,7 @@ from udm.host.invoke import detached, key_failed
 from udm.host.policies import OutputPolicy
 from udm.host.rows import NORMALIZED, nan_free
 from udm.host.stream import Element, Insert, Retract, insert_of
-from udm.host.time import INFINITY, MIN_TIME, format_time
+from udm.host.time import INFINITY, MIN_TIME
 from udm.host.windows import HoppingWindow
 from udm.sdk.base import Udm
 
@@ -156,26 +156,6 @@ class GridCore(OperatorWindows):
         ks = self.keys[key] = GridKey(key, self.slices, self._created)
         self._created += 1
         return ks
-
-    def _fail(self, k: int, exc: Exception, ks: GridKey | None = None) -> UdmInvocationError:
-        start, end = self.window.start_of(k), self.window.end_of(k)
-        events: list[str] = []
-        if ks is not None and ks.events is not None:
-            events = ks.events.described(start, end)
-        elif ks is not None:  # the window's events, found by a scan: errors are rare
-            key = next((key for key, v in self.keys.items() if v is ks), None)
-            events = [
-                f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
-                for ident, r in self.events.items()
-                if r[3] == key and r[0] < end and start < r[1]
-            ]
-        return UdmInvocationError(
-            self.label,
-            f"[{start}, {format_time(end)})",
-            f"{type(exc).__name__}: {exc}",
-            element=self.current,
-            events=events,
-        )
 
     def _save_key(self, key: Hashable, ks: GridKey | None) -> None:
         saves = self._key_saves
@@ -488,12 +468,28 @@ class GridCore(OperatorWindows):
         lowest = self.window.start_of(k_final + 1) if k_final is not None else INFINITY
         bound = min(lowest, c)
         push = self._push
+        # the bucket keys went into last (_push inline): at many keys the
+        # keys a CTI visits mostly go into one, their next window's end
+        times, buckets = self._due_times, self._due_buckets
+        due, bucket = NEVER, None
         for ks in visit:
             wins = ks.wins
             first: int | None = None
+            n = len(wins)
             if k_final is None:
                 wins.clear()
-            elif len(wins) <= 8:  # in order: one or two windows, sorted at once
+            elif n == 2:  # in order: the final window and the next (unrolled: one per key)
+                a, b = wins
+                if b < a:
+                    a, b = b, a
+                if b <= k_final:
+                    wins.clear()
+                elif a <= k_final:
+                    del wins[a]
+                    first = b
+                else:
+                    first = a
+            elif n <= 8:  # a few windows, sorted at once
                 for k in sorted(wins):
                     if k > k_final:
                         first = k
@@ -506,7 +502,14 @@ class GridCore(OperatorWindows):
             kev = ks.events
             if kev is None:  # _reschedule's case without sorted events, inline
                 if first is not None:
-                    push(ks, first * hop + off + size)
+                    end = first * hop + off + size
+                    if end != due or bucket is None:
+                        due, bucket = end, buckets.get(end)
+                        if bucket is None:
+                            bucket = buckets[end] = []
+                            heappush(times, end)
+                    ks.due = end
+                    bucket.append(ks)
             elif first is not None and (
                 2 * bisect_left(kev.starts, bound - 1 if kev.maxdur <= 1 else bound)
                 < len(kev.starts)

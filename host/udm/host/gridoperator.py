@@ -27,6 +27,7 @@ from udm.host.hoststate import OutputId
 from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, insert_of, retract_of
+from udm.host.time import format_time
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["OperatorWindows"]
@@ -47,7 +48,8 @@ class OperatorWindows:
     operator: bool
     _undo: list[tuple[GridKey, int, list[Any] | None]] | None
     _from_slice: Callable[[list[Any]], Any]
-    _fail: Callable[..., UdmInvocationError]
+    label: str
+    current: Element | None
     keys: dict[Hashable, GridKey]
     cti: int
     #: gives back the last n output ids ``new_id`` issued (:meth:`withdraw`
@@ -58,6 +60,29 @@ class OperatorWindows:
     def events(self) -> dict[Hashable, list[Any]]:
         """The grid path's id index (:class:`~udm.host.gridcore.GridCore`'s)."""
         raise NotImplementedError
+
+    def _fail(self, k: int, exc: Exception, ks: GridKey | None = None) -> UdmInvocationError:
+        """The error of the UDM failing on window ``k`` (of key ``ks``), with
+        the window's events and the element being applied."""
+        start = k * self.hop + self.offset  # HoppingWindow.start_of, end_of
+        end = start + self.size
+        events: list[str] = []
+        if ks is not None and ks.events is not None:
+            events = ks.events.described(start, end)
+        elif ks is not None:  # the window's events, found by a scan: errors are rare
+            key = next((key for key, v in self.keys.items() if v is ks), None)
+            events = [
+                f"id={ident!r} [{r[0]}, {format_time(r[1])}) {r[2]!r}"
+                for ident, r in self.events.items()
+                if r[3] == key and r[0] < end and start < r[1]
+            ]
+        return UdmInvocationError(
+            self.label,
+            f"[{start}, {format_time(end)})",
+            f"{type(exc).__name__}: {exc}",
+            element=self.current,
+            events=events,
+        )
 
     def withdraw(self, out: list[Element], mark: int) -> None:
         """Delete the outputs ``out[mark:]`` a failing element made and give
