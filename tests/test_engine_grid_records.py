@@ -112,3 +112,32 @@ def test_a_run_reusing_a_pending_id_is_refused_at_the_same_element() -> None:
             one.process(e)
     assert str(batch_error.value) == str(one_error.value)
     assert batch_error.value.outputs == []  # type: ignore[attr-defined]
+
+
+def test_final_windows_the_columnar_loop_leaves_are_forgotten_when_the_key_moves_on() -> None:
+    """In order, a key that moves into its next window emits the one before
+    and is due again only when the new one ends: the emitted window stays
+    until the key's next move or that visit (not at the CTI passing its
+    end), so it is never more than that one per key, and neither
+    ``memory_size`` nor a snapshot counts it once final."""
+    keys, size = 3, 10  # runs of ten events, a CTI per window
+    host = Host(TumblingWindow(size), Mean, key="k", value="v")
+    lingering = 0
+    for run in range(40):
+        first = run * 10
+        host.process_many(
+            [
+                Insert(i, i, i + 1, {"k": i % keys, "v": float(i % 5)})
+                for i in range(first, first + 10)
+            ]
+            + [Cti(first + 5)]
+        )
+        fast = host._fast
+        assert fast is not None
+        final = (host.cti - size) // size  # the last window ending at or before the CTI
+        held = [sorted(ks.wins) for ks in fast.keys.values()]
+        assert all(len(w) <= 3 for w in held), held  # the lingering one, the open ones
+        assert all(sum(k <= final for k in w) <= 1 for w in held), held
+        assert fast.memory_size()[1] == sum(k > final for w in held for k in w)
+        lingering += sum(k <= final for w in held for k in w)
+    assert lingering > 0  # (the case this test is about happens)

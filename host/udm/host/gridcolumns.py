@@ -181,6 +181,9 @@ class GridColumns(GridCore):
         retract_plain = self._retract_plain
         # a key holds long events only if listed there (checked per event else)
         plain = not self._long_keys
+        # the last window the CTI made final (HoppingWindow.last_index_before)
+        k_final = (cti - off) // size - 1
+        due_end, due_bucket = 0, None  # the due bucket keys moved into last (see below)
         done = 0  # records written for ins[:done]
         i = 0
         ri, r_next = 0, r_at[0]  # the next retraction, before insert r_next
@@ -262,7 +265,24 @@ class GridColumns(GridCore):
                     if w is None:
                         wins[k] = [state, 1, []]
                         end = k * size + off + size
-                        if end < ks.due:
+                        if k - 2 <= k_final:  # (the CTI's visit would have)
+                            wins.pop(k - 2, None)
+                        if len(wins) == 1 or (before is not None and len(wins) == 2):
+                            # the key is due when window k ends, not k - 1
+                            # (emitted: a CTI would only forget it): k - 1
+                            # stays until the key's next move or that visit,
+                            # and counts nowhere (memory_size, dump)
+                            if end != due_end or due_bucket is None:
+                                due_end, due_bucket = end, self._due_buckets.get(end)
+                                if due_bucket is None:
+                                    self._push(ks, end)
+                                    due_bucket = self._due_buckets[end]
+                                else:
+                                    due_bucket.append(ks)
+                            else:
+                                due_bucket.append(ks)
+                            ks.due = end
+                        elif end < ks.due:
                             self._push(ks, end)
                     else:
                         w[0] = state

@@ -520,6 +520,7 @@ class GridPath(GridColumns, SliceRun):
                 for key, ks in self.keys.items()
                 if ks.events is not None
             ]
+        final = self.final_window()
         return {
             "slices": slices,
             "cti": self.cti,
@@ -534,6 +535,7 @@ class GridPath(GridColumns, SliceRun):
                     [
                         (k, w[0], w[1], [(tuple(o.id), o.start, o.end, o.payload) for o in w[2]])
                         for k, w in ks.wins.items()
+                        if final is None or k > final  # (see final_window)
                     ],
                 )
                 for key, ks in self.keys.items()
