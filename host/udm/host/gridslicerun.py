@@ -211,7 +211,10 @@ class SliceRun(GridCore):
                 made = [k for k in range(lo, hi) if k not in wins]
                 for k in made:
                     wins[k] = [None, 1, []]
-            record = [start, end, value, key]
+            # the key object the key's state holds (equal to the payload's): a
+            # record then keeps no reference into the payload, whose memory
+            # is cold by the time the record is forgotten
+            record = [start, end, value, ks.key]
             kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
             starts = kev.starts
             if starts and start > starts[-1] and end - start <= kev.maxdur:
@@ -257,7 +260,7 @@ class SliceRun(GridCore):
                         set_end(o, we)
                         set_payload(o, new)
                         out.append(o)
-                        w[2] = [o]
+                        w[2] = (o,)  # (replaced, never appended to: one object less)
                     else:  # its events were retracted: no output, no window
                         del wins[last]
                 else:
