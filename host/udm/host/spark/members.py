@@ -454,6 +454,52 @@ def segment_results(
     return got
 
 
+def plain_numbers(column: pa.ChunkedArray) -> bool:
+    """Whether a column is integers or floats without nulls: numpy holds it
+    as it is, and its ``tolist()`` gives the Python values Arrow would."""
+    kind = column.type
+    wide = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
+    return wide and not column.null_count
+
+
+class ChunkColumns:
+    """The Python values of a chunk's rows (``rows`` of ``table``) per
+    call: a column of numbers without nulls by a numpy gather and
+    ``tolist`` (its numpy array made once per partition, in ``numbers``),
+    several times faster than Arrow's ``take`` and ``to_pylist``; other
+    columns and whole payloads by Arrow (:class:`Columns`)."""
+
+    def __init__(
+        self,
+        table: pa.Table,
+        payload: list[str],
+        numbers: dict[str, np.ndarray | None],
+        rows: np.ndarray,
+    ) -> None:
+        self.table, self.payload, self.numbers, self.rows = table, payload, numbers, rows
+        self.made: dict[str, list[Any]] = {}
+        self.arrow: Columns | None = None
+
+    def values(self, call: Any) -> tuple[list[Any], Any]:
+        """The call's raw values and the value function still to apply."""
+        name = call.value if isinstance(call.value, str) else None
+        if name is not None:
+            got = self.made.get(name)
+            if got is not None:
+                return got, None
+            if name not in self.numbers:
+                column = self.table.column(name)
+                self.numbers[name] = column.to_numpy() if plain_numbers(column) else None
+            array = self.numbers[name]
+            if array is not None:
+                got = self.made[name] = array[self.rows].tolist()
+                return got, None
+        if self.arrow is None:
+            picked = pa.array(self.rows, pa.int64())
+            self.arrow = Columns(self.table.select(self.payload).take(picked), self.payload)
+        return self.arrow.values(call)
+
+
 def sliced_windows(
     op: WindowOp,
     table: pa.Table,
@@ -471,12 +517,13 @@ def sliced_windows(
     s + 1)`` (starts ``s``), made once per event: the caller passes only
     point events to those, which no window clips."""
     order, tied, win_row, win_s, win_e, firsts, lasts = slices
+    numbers: dict[str, np.ndarray | None] = {}  # per column, made once per partition
     i, n = 0, len(win_s)
     while i < n:
         j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
         lo, hi = int(firsts[i]), int(lasts[j - 1])
         picked = pa.array(order[lo:hi], pa.int64())
-        cols: Columns | None = None  # Python values, made for the calls that need them
+        cols: ChunkColumns | None = None  # Python values, made for the calls that need them
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
@@ -504,7 +551,7 @@ def sliced_windows(
                 )
                 continue
             if cols is None:
-                cols = Columns(table.select(payload).take(picked), payload)
+                cols = ChunkColumns(table, payload, numbers, order[lo:hi])
             values, fn = cols.values(call)
             try:
                 if fn is not None:

@@ -31,6 +31,7 @@ from udm.host.spark.members import (
     fold_values,
     key_codes,
     lexsort,
+    plain_numbers,
     run_starts,
     segment_states,
 )
@@ -125,14 +126,6 @@ def fold_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray | None]:
             else None
         )
     return got
-
-
-def plain_numbers(column: pa.ChunkedArray) -> bool:
-    """Whether a column is integers or floats without nulls: numpy holds it
-    as it is, and its ``tolist()`` gives the Python values Arrow would."""
-    kind = column.type
-    wide = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
-    return wide and not column.null_count
 
 
 def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
