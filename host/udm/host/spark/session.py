@@ -163,9 +163,9 @@ def share_driver_python(spark: SparkSession) -> None:
     if not is_local_master(sc.master or ""):
         return
     if (
-        not os.environ.get("PYSPARK_PYTHON")
+        sc.pythonExec == "python3"  # first: the rest reads the JVM's conf (py4j round trips)
+        and not os.environ.get("PYSPARK_PYTHON")
         and not sc.getConf().get("spark.pyspark.python")
-        and sc.pythonExec == "python3"
     ):
         sc.pythonExec = sys.executable
     prefixes = {
