@@ -85,8 +85,19 @@ def _group_ids(codes: list[np.ndarray], n: int) -> np.ndarray:
     ids = np.zeros(n, dtype=np.int64)
     for c in codes:
         # dense ids below n, so the pair packs into int64 without overflow
-        _, ids = np.unique(ids * n + np.unique(c, return_inverse=True)[1], return_inverse=True)
-    return ids.reshape(-1)
+        ids = _dense(ids * n + _dense(c))
+    return ids
+
+
+def _dense(values: np.ndarray) -> np.ndarray:
+    """Per value, its rank among the distinct values (by one sort)."""
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    step = np.zeros(len(values), dtype=np.int64)
+    step[1:] = ranked[1:] != ranked[:-1]
+    out = np.empty(len(values), dtype=np.int64)
+    out[order] = np.cumsum(step)
+    return out
 
 
 def summarize(table: pa.Table, keys: tuple[str, ...], op: WindowOp) -> KeySample:
@@ -100,6 +111,6 @@ def summarize(table: pa.Table, keys: tuple[str, ...], op: WindowOp) -> KeySample
     slots = np.floor_divide(table.column(S_COL).to_numpy() - w.offset, sample_unit(op))
     key_id = _group_ids([key_codes(table.column(k)) for k in keys], n)
     per_key = np.bincount(key_id)
-    groups = len(np.unique(key_id * n + np.unique(slots, return_inverse=True)[1].reshape(-1)))
+    groups = int(_dense(key_id * n + _dense(slots)).max()) + 1
     heavy = int(per_key[per_key >= HEAVY_KEY_SHARE * n].sum())
     return KeySample(n, len(per_key), int(per_key.max()) / n, groups, heavy / n)
