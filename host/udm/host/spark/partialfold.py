@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.plan import WindowOp
-from udm.host.spark.arrowio import STATE, udm_failure
+from udm.host.spark.arrowio import STATE, plain_numbers, udm_failure
 from udm.host.spark.gridevents import BUCKET_COL
 from udm.host.spark.members import (
     RunFailed,
@@ -31,7 +31,6 @@ from udm.host.spark.members import (
     fold_values,
     key_codes,
     lexsort,
-    plain_numbers,
     run_starts,
     segment_states,
 )
