@@ -358,11 +358,14 @@ class Fragile(Mean):
         ("result", 1, r"window \[2, 8\) of key 'a': ValueError: too big"),
         # tumbling windows: a state per window, nothing merged in one partition
         ("result", 1, r"window \[6, 12\) of key 'a': ValueError: too big"),
+        # tumbling windows, each in both partitions: merged position by
+        # position, the failure found again to name its window
+        ("merge", 2, r"window \[0, 6\) of key 'a': ValueError: no merging"),
     ],
 )
 def test_a_failing_uda_names_window_and_key(stage: str, parts: int, where: str) -> None:
     rows = [("a", t, t + 1, float(t)) for t in range(16)]
-    tumbling = "6, 12" in where
+    tumbling = "6, 12" in where or "[0, 6" in where
     op = _one_call(Fragile(stage), window=HoppingWindow(6, 6) if tumbling else HoppingWindow(6, 2))
     with pytest.raises(UdmInvocationError, match=rf"UDM 'fragile' failed on {where}"):
         _run(op, [Mean], rows, parts)

@@ -120,6 +120,18 @@ def test_summarize_counts_keys_and_pane_groups() -> None:
     assert summarize(table.slice(0, 0), ("k",), op) == KeySample(0, 0, 0.0, 0, 0.0)
     many = pa.table({"k": [f"k{i}" for i in range(300)], S_COL: pa.array([0] * 300, pa.int64())})
     assert summarize(many, ("k",), op) == KeySample(300, 300, 1 / 300, 300, 0.0)
+    # two key columns: a key is the pair; NaN keys are one key, as the fold
+    # groups them
+    pairs = pa.table(
+        {
+            "k": ["a", "a", "a", "b", "b"],
+            "j": [1.0, 2.0, 1.0, float("nan"), float("nan")],
+            S_COL: pa.array([0, 0, 10, 0, 5], pa.int64()),
+        }
+    )
+    # keys (a, 1) twice, (a, 2), (b, nan) twice; groups (a, 1, 0), (a, 2, 0),
+    # (a, 1, 1), (b, nan, 0)
+    assert summarize(pairs, ("k", "j"), op) == KeySample(5, 3, 2 / 5, 4, 1.0)
 
 
 # ------------------------------------------------------------------ on Spark

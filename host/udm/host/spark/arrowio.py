@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 
@@ -31,6 +32,7 @@ from udm.sdk.events import WindowDescriptor
 
 __all__ = [
     "STATE",
+    "ChunkColumns",
     "Columns",
     "arrow_schema_with_marks",
     "call_type",
@@ -38,6 +40,7 @@ __all__ = [
     "output_batch",
     "output_columns",
     "pickled_field",
+    "plain_numbers",
     "result_col",
     "result_labels",
     "same_key",
@@ -165,6 +168,52 @@ class Columns:
         if isinstance(call.value, str):
             return self.col(call.value), None
         return self.rows(), call.value_fn
+
+
+def plain_numbers(column: pa.ChunkedArray) -> bool:
+    """Whether a column is integers or floats without nulls: numpy holds it
+    as it is, and its ``tolist()`` gives the Python values Arrow would."""
+    kind = column.type
+    wide = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
+    return wide and not column.null_count
+
+
+class ChunkColumns:
+    """The Python values of a chunk's rows (``rows`` of ``table``) per
+    call: a column of numbers without nulls by a numpy gather and
+    ``tolist`` (its numpy array made once per partition, in ``numbers``),
+    several times faster than Arrow's ``take`` and ``to_pylist``; other
+    columns and whole payloads by Arrow (:class:`Columns`)."""
+
+    def __init__(
+        self,
+        table: pa.Table,
+        payload: list[str],
+        numbers: dict[str, np.ndarray | None],
+        rows: np.ndarray,
+    ) -> None:
+        self.table, self.payload, self.numbers, self.rows = table, payload, numbers, rows
+        self.made: dict[str, list[Any]] = {}
+        self.arrow: Columns | None = None
+
+    def values(self, call: Any) -> tuple[list[Any], Any]:
+        """The call's raw values and the value function still to apply."""
+        name = call.value if isinstance(call.value, str) else None
+        if name is not None:
+            got = self.made.get(name)
+            if got is not None:
+                return got, None
+            if name not in self.numbers:
+                column = self.table.column(name)
+                self.numbers[name] = column.to_numpy() if plain_numbers(column) else None
+            array = self.numbers[name]
+            if array is not None:
+                got = self.made[name] = array[self.rows].tolist()
+                return got, None
+        if self.arrow is None:
+            picked = pa.array(self.rows, pa.int64())
+            self.arrow = Columns(self.table.select(self.payload).take(picked), self.payload)
+        return self.arrow.values(call)
 
 
 def column_label(what: Callable[[int, int], str], j: int) -> Callable[[int], str]:

@@ -179,9 +179,14 @@ def _slices(
     must be in a window.
     """
     keep = np.flatnonzero(k_min <= k_max)
-    if not bool((e[keep] == s[keep] + 1).all()):
-        return None
-    order = keep[lexsort((s[keep], *reversed([c[keep] for c in codes])))]
+    if len(keep) == len(s):  # usually: no copies of the kept rows
+        if not bool((e == s + 1).all()):
+            return None
+        order = lexsort((s, *reversed(codes)))
+    else:
+        if not bool((e[keep] == s[keep] + 1).all()):
+            return None
+        order = keep[lexsort((s[keep], *reversed([c[keep] for c in codes])))]
     ss, kmn, kmx = s[order], k_min[order], k_max[order]
     head = np.zeros(len(order), dtype=bool)
     head[0] = True

@@ -25,6 +25,7 @@ from udm.host.plan import WindowOp
 from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
 from udm.host.spark.arrowio import (
+    ChunkColumns,
     Columns,
     output_batch,
     output_columns,
@@ -75,8 +76,10 @@ def key_codes(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
 def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
     """``np.lexsort(keys)`` (the last key primary, stable), faster for
     signed integer keys whose ranges pack into one int64: each row's keys become
-    one number, sorted by quicksort when no two rows tie (then every sort
-    gives the same permutation) or stably when some do. ``np.lexsort``
+    one number; with the row number beside it (when both fit in int64)
+    the numbers themselves are sorted and the row numbers read back, else
+    the number's indexes are sorted by quicksort when no two rows tie (then
+    every sort gives the same permutation) or stably when some do. ``np.lexsort``
     sorts once per key with a merge sort; over a partition's 500,000
     events by (key, start) that was half of a grid worker's time
     (docs/performance.md, "Where a udm mean's time goes")."""
@@ -93,6 +96,16 @@ def lexsort(keys: tuple[np.ndarray, ...] | list[np.ndarray]) -> np.ndarray:
             return np.lexsort(keys)
         packed *= span
         packed += k.astype(np.int64, copy=False) - lo
+    bits = (n - 1).bit_length()
+    if room << bits <= 2**63:
+        # the row number in the low bits: every value distinct, ties in
+        # row order, so sorting the values (several times faster than
+        # sorting indexes: numpy's vectorized sort) gives the stable order
+        packed <<= bits
+        packed |= np.arange(n, dtype=np.int64)
+        packed.sort()
+        packed &= (1 << bits) - 1
+        return packed
     order = np.argsort(packed)
     ranked = packed[order]
     if bool((ranked[1:] == ranked[:-1]).any()):
@@ -459,12 +472,13 @@ def sliced_windows(
     s + 1)`` (starts ``s``), made once per event: the caller passes only
     point events to those, which no window clips."""
     order, tied, win_row, win_s, win_e, firsts, lasts = slices
+    numbers: dict[str, np.ndarray | None] = {}  # per column, made once per partition
     i, n = 0, len(win_s)
     while i < n:
         j = max(int(np.searchsorted(lasts, firsts[i] + CHUNK, side="right")), i + 1)
         lo, hi = int(firsts[i]), int(lasts[j - 1])
         picked = pa.array(order[lo:hi], pa.int64())
-        cols: Columns | None = None  # Python values, made for the calls that need them
+        cols: ChunkColumns | None = None  # Python values, made for the calls that need them
         a_list, z_list = (firsts[i:j] - lo).tolist(), (lasts[i:j] - lo).tolist()
         ws_list, we_list = win_s[i:j].tolist(), win_e[i:j].tolist()
         ties = tie_runs(tied[lo:hi])
@@ -492,7 +506,7 @@ def sliced_windows(
                 )
                 continue
             if cols is None:
-                cols = Columns(table.select(payload).take(picked), payload)
+                cols = ChunkColumns(table, payload, numbers, order[lo:hi])
             values, fn = cols.values(call)
             try:
                 if fn is not None:

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from udm.host.plan import WindowOp
-from udm.host.spark.arrowio import STATE, udm_failure
+from udm.host.spark.arrowio import STATE, plain_numbers, udm_failure
 from udm.host.spark.gridevents import BUCKET_COL
 from udm.host.spark.members import (
     RunFailed,
@@ -127,14 +127,6 @@ def fold_inputs(op: WindowOp, table: pa.Table) -> list[np.ndarray | None]:
     return got
 
 
-def plain_numbers(column: pa.ChunkedArray) -> bool:
-    """Whether a column is integers or floats without nulls: numpy holds it
-    as it is, and its ``tolist()`` gives the Python values Arrow would."""
-    kind = column.type
-    wide = pa.types.is_integer(kind) or kind in (pa.float32(), pa.float64())
-    return wide and not column.null_count
-
-
 def fold_codes(column: pa.ChunkedArray) -> np.ndarray:
     """Integer codes equal exactly where the key values are: an integer
     column without nulls as it is (its range is packed by
@@ -167,16 +159,21 @@ def sorted_fold(
     keys = names[0]
     w = op.window.require_grid("partial states of grid windows")
     keep = np.flatnonzero(k_min <= k_max)
+    every = len(keep) == len(s)  # usually: no copies of the kept rows
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
+    kept_s = kept(s)
     if panes:
-        if not bool((e[keep] == s[keep] + 1).all()):
+        if not bool((kept(e) == kept_s + 1).all()):
             return None
-    elif not bool((k_min[keep] == k_max[keep]).all()):
+    elif not bool((kept(k_min) == kept(k_max)).all()):
         return None
     if not len(keep):
         return iter(())
-    codes = [fold_codes(table.column(c))[keep] for c in keys]
-    kept_s = s[keep]
-    idx = w.pane_index.at(kept_s) if panes else k_min[keep]
+    codes = [kept(fold_codes(table.column(c))) for c in keys]
+    idx = w.pane_index.at(kept_s) if panes else kept(k_min)
     sub = None
     if bool((kept_s[1:] >= kept_s[:-1]).all()):
         # events in time order (as a time-ordered source's partitions are):
@@ -186,7 +183,7 @@ def sorted_fold(
         # a window's (or pane's) index grows with the start: sorting by
         # (key, start) sorts by (key, index, start) too
         sub = lexsort((kept_s, *reversed(codes)))
-    order = keep[sub]
+    order = sub if every else keep[sub]
     codes = [c[sub] for c in codes]
     idx = idx[sub]
     starts = run_starts(idx, *codes)

@@ -13,6 +13,7 @@ interpreter for the Python workers); under Spark Connect nothing touches
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import sys
@@ -163,25 +164,33 @@ def share_driver_python(spark: SparkSession) -> None:
     if not is_local_master(sc.master or ""):
         return
     if (
-        not os.environ.get("PYSPARK_PYTHON")
+        sc.pythonExec == "python3"  # first: the rest reads the JVM's conf (py4j round trips)
+        and not os.environ.get("PYSPARK_PYTHON")
         and not sc.getConf().get("spark.pyspark.python")
-        and sc.pythonExec == "python3"
     ):
         sc.pythonExec = sys.executable
+    have = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
+    merged = list(dict.fromkeys([*have, *_code_dirs(tuple(sys.path), os.getcwd())]))
+    if merged != have:
+        sc.environment["PYTHONPATH"] = os.pathsep.join(merged)
+
+
+@functools.lru_cache(maxsize=8)
+def _code_dirs(path: tuple[str, ...], cwd: str) -> list[str]:
+    """The directories of ``sys.path`` (``path``, as of working directory
+    ``cwd``) outside the interpreter's own prefixes, resolved: made once
+    per ``sys.path`` (resolving every entry took about 1 ms, and every
+    Python step planned asks)."""
     prefixes = {
         os.path.realpath(p)
         for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
     }
-    have = [p for p in sc.environment.get("PYTHONPATH", "").split(os.pathsep) if p]
-    code = [
-        path
-        for entry in sys.path
-        if os.path.isdir(path := os.path.realpath(entry or os.getcwd()))
-        and not any(os.path.commonpath([path, prefix]) == prefix for prefix in prefixes)
+    return [
+        resolved
+        for entry in path
+        if os.path.isdir(resolved := os.path.realpath(entry or cwd))
+        and not any(os.path.commonpath([resolved, prefix]) == prefix for prefix in prefixes)
     ]
-    merged = list(dict.fromkeys([*have, *code]))
-    if merged != have:
-        sc.environment["PYTHONPATH"] = os.pathsep.join(merged)
 
 
 def _quiet(spark: SparkSession, level: str) -> None:
