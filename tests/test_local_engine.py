@@ -238,3 +238,31 @@ def test_nanosecond_times_are_refused_with_how_to_round_them() -> None:
             (1_767_225_600_000_001, 1_767_225_600_000_002, {"v": 2}),
         ]
     )
+
+
+def test_run_engine_local_reads_empty_csv_fields_as_null_as_spark_does(tmp_path: Path) -> None:
+    """An empty CSV key field was the key "" locally (a group of its own,
+    uncounted) and null on Spark (refused, or dropped under
+    ``on_null_key: drop``); Spark's reader reads a quoted "" as null too."""
+    from test_cli_output import _read_cht
+
+    (tmp_path / "r.csv").write_text(
+        "k,ts,v\na,2024-01-01T00:00:00.000001Z,1.5\n,2024-01-01T00:00:03Z,2.5\n"
+        '"",2024-01-01T00:00:04Z,3.5\n'
+    )
+    spec = tmp_path / "q.yaml"
+    spec.write_text(
+        "source: {path: r.csv, start: ts, key: k}\n"
+        "window: {kind: tumbling, size: 10s}\naggregate: stats.mean\nvalue: v\n"
+    )
+    out = tmp_path / "out"
+    args = ["run", str(spec), "-o", str(out), "--engine", "local", "--format", "csv"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 1
+    assert "key 'k' is null" in refused.output
+    spec.write_text(spec.read_text().replace("key: k}", "key: k, on_null_key: drop}"))
+    result = runner.invoke(app, [*args, "--max-dropped", "1"])
+    assert result.exit_code == 0, result.output
+    assert "dropped 2 of 3 input rows as invalid: 2 key 'k' is null" in result.output
+    w0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z
+    assert _read_cht(out / "q", "csv") == Cht([(w0, w0 + 10_000_000, {"k": "a", "mean": 1.5})])

@@ -357,3 +357,47 @@ def test_events_that_never_end_do_not_overflow_spark_longs(spark: Any) -> None:
     assert left.join(right).to_cht(engine="spark") == {
         "a": Cht([IntervalEvent(5, 6, {"k": "a", "x": 0, "y": 2})])
     }
+
+
+@pytest.mark.timeout(300)  # the bug was a hang
+def test_a_union_and_an_anti_join_of_a_dropping_source_run_and_count_on_spark(
+    spark: Any,
+) -> None:
+    """A source that drops rows counts them in an ``Observation`` that
+    only the output's action completes; a plan reading two sources summed
+    the counts while it was made, and waited for that action forever."""
+    df = spark.createDataFrame(
+        [(1, "a", 1.0), (2, "a", 2.0), (None, "b", 3.0)], "t long, k string, v double"
+    )
+    left = Stream.from_dataframe(df, start="t", key="k", on_invalid="drop")
+    right = Stream.from_dataframe(df.where("t is not null"), start="t", key="k")
+    both = left.union(right)
+    got = both.to_cht(engine="spark")
+    assert both.metrics.invalid_rows() == {"'t' is null": 1}
+    # the right source drops nothing, so its rows are not observed
+    assert both.metrics.rows_read() is None
+    assert got == both.to_cht(engine="reference")
+    a1, a2 = {"k": "a", "v": 1.0}, {"k": "a", "v": 2.0}
+    assert got == {"a": Cht([(1, 2, a1), (1, 2, a1), (2, 3, a2), (2, 3, a2)])}
+    # the DataFrame's action completes the observation; asked before it, None
+    out = left.left_anti_join(right.where(lambda p: p["v"] > 1.5)).to_dataframe()
+    assert left.metrics.invalid_rows() is None
+    assert sorted(r["v"] for r in out.collect()) == [1.0]
+    assert left.metrics.invalid_rows() == {"'t' is null": 1}
+
+
+@aggregate
+def float_total(values: list[float]) -> float:
+    """A UDA typed as taking floats."""
+    return float(sum(values))
+
+
+def test_a_window_over_a_stream_whose_inserts_were_all_retracted_outputs_nothing_on_spark(
+    spark: Any,
+) -> None:
+    """Such a stream's columns are void on Spark (docs/spark.md, In-memory
+    sources); a UDA typed as taking floats refused the void column with
+    advice to cast it, where the other engines output nothing."""
+    events = [Insert("a", 1, 5, {"v": 1.0}), Retract("a", 1, 5, 1)]
+    query = Stream.from_events(events).tumbling_window(5).aggregate(float_total, value="v")
+    assert query.to_cht(engine="spark") == query.to_cht(engine="reference") == Cht([])

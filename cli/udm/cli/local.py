@@ -52,8 +52,12 @@ def read_table(path: Path, fmt: str, options: dict[str, str], where: str | None)
 
         delimiter = options.get("delimiter", options.get("sep", ","))
         parse = pcsv.ParseOptions(delimiter=delimiter)
+        # as Spark's CSV reader (pyspark 4) reads them: an empty field and a
+        # quoted empty field "" are null (a null key meets on_null_key)
+        convert = pcsv.ConvertOptions(strings_can_be_null=True)
         return pa.concat_tables(
-            [pcsv.read_csv(str(f), parse_options=parse) for f in files], promote_options="default"
+            [pcsv.read_csv(str(f), parse_options=parse, convert_options=convert) for f in files],
+            promote_options="default",
         )
     if fmt == "json":
         import pyarrow.json as pjson

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["QueryMetrics"]
+__all__ = ["ROWS", "QueryMetrics"]
 
 #: counts of internal bookkeeping (rows read) carry this prefix
 INTERNAL_PREFIX = "__udm_"
+
+#: the count of every row a dropping source read
+ROWS = INTERNAL_PREFIX + "rows"
 
 log = logging.getLogger("udm.query")
 
@@ -28,7 +31,43 @@ class QueryMetrics:
     def __init__(self, counts: Mapping[str, int] | None = None, observation: Any = None) -> None:
         self._counts = dict(counts) if counts is not None else None
         self._observation = observation
+        self._parts: tuple[QueryMetrics, ...] = ()
         self._logged = False
+
+    @classmethod
+    def combined(cls, parts: Sequence[QueryMetrics]) -> QueryMetrics:
+        """The metrics of a run reading several sources (a union, a join):
+        each reason's count summed over ``parts``, read when asked. Summing
+        when the plan is made would wait for a dropping Spark source's
+        ``Observation``, which only an action on the output completes: the
+        planning of a union of such a source never returned."""
+        if len(parts) == 1:
+            return parts[0]
+        out = cls(None)
+        out._parts = tuple(parts)
+        return out
+
+    def _raw(self, wait: bool) -> dict[str, int] | None:
+        """Every count, internal ones too, or ``None`` while not ready."""
+        if self._counts is None and self._parts:
+            got = [p._raw(wait) for p in self._parts]
+            if any(g is None for g in got):
+                return None
+            counts: dict[str, int] = {}
+            for g in got:
+                for reason, n in (g or {}).items():
+                    counts[reason] = counts.get(reason, 0) + n
+            if not all(g and ROWS in g for g in got):
+                # a source that drops nothing is not observed: the rows the
+                # run read are not known (rows_read() is None)
+                counts.pop(ROWS, None)
+            self._counts = counts
+        elif self._counts is None and self._observation is not None:
+            if not wait and not self._ready():
+                return None
+            got_obs = self._observation.get
+            self._counts = {k: int(v or 0) for k, v in got_obs.items()}
+        return self._counts if self._counts is not None else {}
 
     def mark_reported(self) -> None:
         """The caller reports the dropped rows itself (``udm-cli run`` prints
@@ -46,14 +85,10 @@ class QueryMetrics:
     def invalid_rows(self, wait: bool = False) -> dict[str, int] | None:
         """Rows dropped by reason (only reasons that occurred), or ``None``
         if the output has not been computed yet and ``wait`` is false."""
-        if self._counts is None and self._observation is not None:
-            if not wait and not self._ready():
-                return None
-            got = self._observation.get
-            self._counts = {k: int(v or 0) for k, v in got.items()}
-        counts = {
-            k: v for k, v in (self._counts or {}).items() if v and not k.startswith(INTERNAL_PREFIX)
-        }
+        raw = self._raw(wait)
+        if raw is None:
+            return None
+        counts = {k: v for k, v in raw.items() if v and not k.startswith(INTERNAL_PREFIX)}
         if counts and not self._logged:
             self._logged = True
             adjusted = sum(n for k, n in counts.items() if "adjusted" in k)
@@ -72,7 +107,7 @@ class QueryMetrics:
         """Source rows the run read, valid or not (observed with the drops;
         ``None`` when nothing was observed)."""
         self.invalid_rows(wait=wait)
-        read = (self._counts or {}).get(INTERNAL_PREFIX + "rows")
+        read = (self._counts or {}).get(ROWS)
         return None if read is None else int(read)
 
     @property

@@ -188,7 +188,7 @@ class SparkEngine:
         if session is not None:
             share_driver_python(session)
         out = self.run(plan)
-        return out, _combined(self._metrics)
+        return out, QueryMetrics.combined(self._metrics)
 
     def collect(self, plan: PlanNode) -> EngineResult:
         """The output rows of ``plan`` on the driver (for ``to_cht``)."""
@@ -292,16 +292,6 @@ class SparkEngine:
 def _first_source(plan: PlanNode) -> Source:
     """The source whose rows error messages show (the first of a join's)."""
     return sources(plan)[0]
-
-
-def _combined(metrics: list[QueryMetrics]) -> QueryMetrics:
-    if len(metrics) == 1:
-        return metrics[0]
-    counts: dict[str, int] = {}
-    for m in metrics:
-        for reason, n in (m.invalid_rows(wait=True) or {}).items():
-            counts[reason] = counts.get(reason, 0) + n
-    return QueryMetrics(counts)
 
 
 _HANDLERS: dict[type[PlanNode], Callable[[SparkEngine, PlanNode], SparkTable]] = {

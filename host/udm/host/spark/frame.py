@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.metrics import QueryMetrics
+from udm.host.metrics import ROWS, QueryMetrics
 from udm.host.plan import E_COL, S_COL, Row, Source, WindowOp
 from udm.host.rows import (
     reason_end_of_time,
@@ -227,7 +227,7 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
 
 
 #: the Observation field counting every row a dropping source read
-ROWS_READ = "__udm_rows"  # INTERNAL_PREFIX + "rows": QueryMetrics.rows_read
+ROWS_READ = ROWS
 
 
 @dataclass(frozen=True)
