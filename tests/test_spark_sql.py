@@ -72,7 +72,8 @@ def test_median_per_sensor_on_tumbling_windows(sql: Any) -> None:
 def test_snapshot_windows_over_intervals_match_reference(sql: Any) -> None:
     rows = sql(
         "SELECT * FROM udm_mean(TABLE(events), start => 'ts', end => 'te', key => 'sensor', "
-        "value => 'temp', window => 'snapshot')"
+        # the rows have null keys: a group of their own, as evaluate_by_key has them
+        "value => 'temp', window => 'snapshot', on_null_key => 'keep')"
     ).collect()
     got: dict[Any, list[IntervalEvent[Any]]] = {}
     for r in rows:
@@ -188,3 +189,27 @@ def test_result_type_from_the_returns_option_or_registration(spark: Any, sql: An
     assert typed.schema["untyped_spread"].dataType.typeName() == "long"
     with pytest.raises(Exception, match=r"returns='array<double' is not a Spark type"):
         sql(query.format(f="spread_sql", opt=", returns => 'array<double'")).collect()
+
+
+def test_null_keys_raise_by_default_and_can_be_dropped_or_kept(spark: Any, sql: Any) -> None:
+    """As ``Stream.from_dataframe``'s ``on_null_key``: the table function
+    kept a null key as a group of its own, silently, where batch refuses it."""
+    spark.createDataFrame(
+        [("a", 1, 2.0), (None, 2, 4.0), (None, 3, 6.0)], "sensor string, ts long, temp double"
+    ).createOrReplaceTempView("null_keys")
+    call = (
+        "SELECT * FROM udm_mean(TABLE(null_keys), start => 'ts', key => 'sensor', "
+        "value => 'temp', window => 'tumbling', size => 10"
+    )
+    with pytest.raises(Exception) as err:
+        sql(call + ")").collect()
+    assert (
+        """invalid event: key 'sensor' is null; row: {"sensor":null,"ts":2,"temp":4.0}. """
+        "Fix the data, or pass on_null_key => 'drop'"
+    ) in str(err.value)
+    rows = sql(call + ", on_null_key => 'drop')").collect()
+    assert [tuple(r) for r in rows] == [(0, 10, "a", 2.0)]
+    rows = sql(call + ", on_null_key => 'keep')").collect()
+    assert {tuple(r) for r in rows} == {(0, 10, None, 5.0), (0, 10, "a", 2.0)}
+    with pytest.raises(Exception, match="on_null_key => 'nope': use 'raise', 'drop' or 'keep'"):
+        sql(call + ", on_null_key => 'nope')").collect()

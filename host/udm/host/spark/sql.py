@@ -37,7 +37,7 @@ from udm.host.reference import evaluate
 from udm.host.registry import resolve_udm
 from udm.host.rows import check_row, normalize_value, reason_unparsable
 from udm.host.spark.evaluate import to_arrow_column
-from udm.host.spark.frame import quoted
+from udm.host.spark.frame import quoted, reason_null_key
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import declared_result_type, from_returns
 from udm.host.time import INFINITY, to_duration_ticks, to_ticks
@@ -67,6 +67,7 @@ OPTIONS: dict[str, str] = {
     "returns": "the result's Spark type as DDL, e.g. 'double' (default: the UDM's annotation)",
     "args": "the UDM's arguments as a JSON object string, e.g. '{\"q\": 0.9}'",
     "on_invalid": "'raise' (default) or 'drop' rows with null/invalid times (counted in the log)",
+    "on_null_key": "'raise' (default), 'drop' (counted in the log) or 'keep' rows with a null key",
 }
 
 _S, _E = "__udm_s", "__udm_e"
@@ -145,6 +146,9 @@ def _constant_options(kwargs: dict[str, AnalyzeArgument]) -> dict[str, Any]:
     on_invalid = opts.get("on_invalid")
     if on_invalid is not None and on_invalid not in ("raise", "drop"):
         raise ValueError(f"on_invalid => {on_invalid!r}: use 'raise' or 'drop'")
+    on_null_key = opts.get("on_null_key")
+    if on_null_key is not None and on_null_key not in ("raise", "drop", "keep"):
+        raise ValueError(f"on_null_key => {on_null_key!r}: use 'raise', 'drop' or 'keep'")
     return opts
 
 
@@ -264,7 +268,7 @@ def _make_udtf(udm: Any, default_returns: Any) -> type:
 def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[tuple[Any, ...]]:
     from udm.sdk.events import IntervalEvent
 
-    if not rows:
+    if not rows or not _key_taken(opts, rows):
         return
     start_col, end_col = opts["start"], opts.get("end")
     shape: Any = opts.get("shape") or ("interval" if end_col else "point")
@@ -334,6 +338,29 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
         )
     for ev, values in zip(rows_out, results, strict=True):
         yield (_out_time(ev.start, kind), _out_time(ev.end, kind), *keys, *values)
+
+
+def _key_taken(opts: dict[str, Any], rows: list[Any]) -> bool:
+    """Whether a partition's rows (one key: the function partitions by it)
+    are evaluated under ``on_null_key``: as ``Stream.from_dataframe`` does,
+    a null key column fails the query by default (it was a group of its
+    own, silently), is dropped and counted in the log, or kept as a group."""
+    first = rows[0].asDict()
+    null = [k for k in opts["keys"] if first[k] is None]
+    policy = opts.get("on_null_key", "raise")
+    if not null or policy == "keep":
+        return True
+    if policy == "drop":
+        log.warning("dropped %d rows whose key %r is null", len(rows), null[0])
+        return False
+    raw = {opts["start"]: first[_RAW_S], opts.get("end"): first.get(_RAW_E)}
+    shown = {c: raw[c] if c in raw else first[c] for c in opts["columns"]}
+    row = json.dumps(shown, default=str, separators=(",", ":"), ensure_ascii=False)
+    raise ValueError(
+        f"invalid event: {reason_null_key(null[0])}; row: {row}. Fix the data, or pass "
+        "on_null_key => 'drop' to drop such rows (counted in the log) or 'keep' to keep "
+        "them as a group of their own"
+    )
 
 
 _REGISTERED: set[str] = set()
