@@ -257,6 +257,13 @@ def test_every_mistake_is_reported_with_file_line_and_field(tmp_path: Path) -> N
             "window: {kind: tumbling, size: 10}\ngenerate: [{events: 5, key: a}]\n",
             "generate gives key 'a' but the fixture has no key field",
         ),
+        (
+            # a row without key was compared as a group of its own (reported FAIL)
+            "window: {kind: tumbling, size: 10}\nkey: k\ninput: []\nexpected:\n"
+            "  - {key: a, start: 0, end: 10, payload: 1}\n  - {start: 0, end: 10, payload: 1}\n",
+            ":5: expected: row 1 has no key: the fixture groups by 'k', so every expected row "
+            "names its group",
+        ),
         ("window: {kind: weekly}\ninput: []\n", ":2: window.kind: Input should be 'hopping'"),
         ("window: {kind: tumbling, size: 10}\ninput: [\n", ":4: not valid YAML"),
         (
