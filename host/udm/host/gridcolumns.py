@@ -32,6 +32,7 @@ message.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from heapq import heappush
 from itertools import compress, count, repeat
 from operator import add as add_ints
 from operator import floordiv, gt, is_, itemgetter, sub
@@ -274,13 +275,10 @@ class GridColumns(GridCore):
                             # and counts nowhere (memory_size, dump)
                             if end != due_end or due_bucket is None:
                                 due_end, due_bucket = end, self._due_buckets.get(end)
-                                if due_bucket is None:
-                                    self._push(ks, end)
-                                    due_bucket = self._due_buckets[end]
-                                else:
-                                    due_bucket.append(ks)
-                            else:
-                                due_bucket.append(ks)
+                                if due_bucket is None:  # (_push inline, as at a CTI)
+                                    due_bucket = self._due_buckets[end] = []
+                                    heappush(self._due_times, end)
+                            due_bucket.append(ks)
                             ks.due = end
                         elif end < ks.due:
                             self._push(ks, end)

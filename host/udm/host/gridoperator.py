@@ -28,6 +28,7 @@ from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
 from udm.host.stream import Element, Insert, insert_of, retract_of
 from udm.host.time import format_time
+from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["OperatorWindows"]
@@ -49,6 +50,7 @@ class OperatorWindows:
     _undo: list[tuple[GridKey, int, list[Any] | None]] | None
     _from_slice: Callable[[list[Any]], Any]
     label: str
+    window: HoppingWindow
     current: Element | None
     keys: dict[Hashable, GridKey]
     cti: int
@@ -65,8 +67,7 @@ class OperatorWindows:
     def _fail(self, k: int, exc: Exception, ks: GridKey | None = None) -> UdmInvocationError:
         """The error of the UDM failing on window ``k`` (of key ``ks``), with
         the window's events and the element being applied."""
-        start = k * self.hop + self.offset  # HoppingWindow.start_of, end_of
-        end = start + self.size
+        start, end = self.window.start_of(k), self.window.end_of(k)
         events: list[str] = []
         if ks is not None and ks.events is not None:
             events = ks.events.described(start, end)
@@ -267,4 +268,4 @@ class OperatorWindows:
         every other path forgets them at the visit."""
         if self.slices:
             return None
-        return (self.cti - self.offset - self.size) // self.hop  # HoppingWindow.last_index_before
+        return int(self.window.last_index_before(self.cti))
