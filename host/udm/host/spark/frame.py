@@ -226,9 +226,6 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
     )
 
 
-#: the Observation field counting every row a dropping source read
-ROWS_READ = ROWS
-
 
 @dataclass(frozen=True)
 class Checks:
@@ -387,7 +384,7 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
                 F.expr(f"sum(CASE WHEN {prob} = {sql_string(r)} THEN 1 ELSE 0 END) AS {quoted(r)}")
                 for r in reasons
             ],
-            F.count(F.lit(1)).alias(ROWS_READ),
+            F.count(F.lit(1)).alias(ROWS)  # every row a dropping source read,
         )
         metrics = QueryMetrics(observation=obs)
         # the projection below leaves the problem column out (no drop step)

@@ -290,12 +290,9 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
             if opts.get("on_invalid", "raise") == "drop":
                 dropped += 1
                 continue
-            raw = {start_col: d[_RAW_S], end_col: d.get(_RAW_E)}
-            shown = {c: raw[c] if c in raw else d[c] for c in opts["columns"]}
-            row = json.dumps(shown, default=str, separators=(",", ":"), ensure_ascii=False)
             raise ValueError(
-                f"invalid event: {lifetime}; row: {row}. Fix the data, or pass "
-                "on_invalid => 'drop' to drop such rows (counted in the log)"
+                f"invalid event: {lifetime}; row: {_row_as_written(opts, d)}. Fix the data, "
+                "or pass on_invalid => 'drop' to drop such rows (counted in the log)"
             )
         payload = d[value] if value else {c: d[c] for c in payload_cols}
         events.append(IntervalEvent(lifetime[0], lifetime[1], payload))
@@ -340,6 +337,14 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
         yield (_out_time(ev.start, kind), _out_time(ev.end, kind), *keys, *values)
 
 
+def _row_as_written(opts: dict[str, Any], d: dict[str, Any]) -> str:
+    """A table row as JSON, its time columns as written in the table (not
+    as ticks), for the error an invalid row raises."""
+    raw = {opts["start"]: d[_RAW_S], opts.get("end"): d.get(_RAW_E)}
+    shown = {c: raw[c] if c in raw else d[c] for c in opts["columns"]}
+    return json.dumps(shown, default=str, separators=(",", ":"), ensure_ascii=False)
+
+
 def _key_taken(opts: dict[str, Any], rows: list[Any]) -> bool:
     """Whether a partition's rows (one key: the function partitions by it)
     are evaluated under ``on_null_key``: as ``Stream.from_dataframe`` does,
@@ -353,13 +358,10 @@ def _key_taken(opts: dict[str, Any], rows: list[Any]) -> bool:
     if policy == "drop":
         log.warning("dropped %d rows whose key %r is null", len(rows), null[0])
         return False
-    raw = {opts["start"]: first[_RAW_S], opts.get("end"): first.get(_RAW_E)}
-    shown = {c: raw[c] if c in raw else first[c] for c in opts["columns"]}
-    row = json.dumps(shown, default=str, separators=(",", ":"), ensure_ascii=False)
     raise ValueError(
-        f"invalid event: {reason_null_key(null[0])}; row: {row}. Fix the data, or pass "
-        "on_null_key => 'drop' to drop such rows (counted in the log) or 'keep' to keep "
-        "them as a group of their own"
+        f"invalid event: {reason_null_key(null[0])}; row: {_row_as_written(opts, first)}. "
+        "Fix the data, or pass on_null_key => 'drop' to drop such rows (counted in the log) "
+        "or 'keep' to keep them as a group of their own"
     )
 
 
