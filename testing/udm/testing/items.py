@@ -6,6 +6,7 @@ expected output events, as strict pydantic models that check their times
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator, model_validator
@@ -13,7 +14,15 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Tag, field_validator,
 from udm.host.time import INFINITY
 from udm.testing.yamlread import Id, Time, checked_id, time_value
 
-__all__ = ["CtiItem", "ExpectedEvent", "InsertItem", "Item", "RetractItem", "StrictModel"]
+__all__ = [
+    "CtiItem",
+    "ExpectedEvent",
+    "InsertItem",
+    "Item",
+    "RetractItem",
+    "StrictModel",
+    "item_kind",
+]
 
 
 class StrictModel(BaseModel):
@@ -76,12 +85,18 @@ class CtiItem(StrictModel):
     check_times = field_validator("cti", mode="before")(time_value)
 
 
-def _item_kind(value: Any) -> str | None:
-    if isinstance(value, dict):
-        for kind in ("insert", "retract", "cti"):
-            if kind in value:
-                return kind
-    return None
+def item_kind(*kinds: str) -> Callable[[Any], str | None]:
+    """The discriminator of an input item: the first of ``kinds`` its
+    mapping has as a key (query fixtures add ``external_cti``)."""
+
+    def kind_of(value: Any) -> str | None:
+        if isinstance(value, dict):
+            for kind in kinds:
+                if kind in value:
+                    return kind
+        return None
+
+    return kind_of
 
 
 Item = Annotated[
@@ -89,7 +104,7 @@ Item = Annotated[
     | Annotated[RetractItem, Tag("retract")]
     | Annotated[CtiItem, Tag("cti")],
     Discriminator(
-        _item_kind,
+        item_kind("insert", "retract", "cti"),
         custom_error_type="element_kind",
         custom_error_message="each input element needs one of the keys insert, retract or cti",
     ),
