@@ -35,3 +35,21 @@ assert [tuple(r) for r in result.collect()] == [
     (t0 + 5 * m, t0 + 10 * m, "a", 30.0),
     (t0, t0 + 5 * m, "b", 18.0),
 ]
+
+# a row whose key is null fails the query by default, as Stream.from_dataframe
+# does; on_null_key => 'drop' drops it (counted in the log), 'keep' keeps it
+# as a group of its own
+spark.createDataFrame(
+    [("a", t0, 20.0), (None, t0 + m, 99.0)], "sensor string, ts timestamp, temp double"
+).createOrReplaceTempView("unkeyed")
+call = f"""SELECT * FROM {name}(TABLE(unkeyed), start => 'ts', key => 'sensor',
+    value => 'temp', window => 'tumbling', size => INTERVAL '5' MINUTE,
+    returns => 'double', on_null_key => '{{}}')"""
+try:
+    spark.sql(call.format("raise")).collect()
+except Exception as err:
+    assert "invalid event: key 'sensor' is null" in str(err)
+else:
+    raise AssertionError("a null key must fail the query")
+assert [tuple(r) for r in spark.sql(call.format("drop")).collect()] == [(t0, t0 + 5 * m, "a", 20.0)]
+assert len(spark.sql(call.format("keep")).collect()) == 2
