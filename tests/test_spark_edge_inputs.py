@@ -49,6 +49,27 @@ def test_a_window_over_a_from_events_stream_without_events(spark: Any, elements:
 
 
 @pytest.mark.spark
+def test_a_window_or_group_over_from_cht_without_events_names_any_column(spark: Any) -> None:
+    """KeyError "value column(s) ['value'] ... columns: []" (and a
+    ValueError for a key) on Spark where the in-process engines give the
+    empty result: a source without events or known columns lacks none."""
+    windowed = Stream.from_cht([]).tumbling_window(5).aggregate(cnt, value="value")
+    keyed = Stream.from_cht([], key="k").tumbling_window(5).aggregate(cnt, value="v")
+    for q, empty in ((windowed, Cht([])), (keyed, {})):
+        assert q.to_cht(engine="reference") == empty
+        assert q.to_cht(engine="spark") == empty
+    assert keyed.to_dataframe().count() == 0
+
+
+@pytest.mark.spark
+def test_a_window_over_a_dataframe_without_the_value_column_is_still_refused(spark: Any) -> None:
+    df = spark.createDataFrame([], "t long, v double")
+    q = Stream.from_dataframe(df, start="t").tumbling_window(5).aggregate(cnt, value="w")
+    with pytest.raises(KeyError, match=r"value column\(s\) \['w'\]"):
+        q.to_cht(engine="spark")
+
+
+@pytest.mark.spark
 def test_joins_with_an_in_memory_stream_without_events(spark: Any) -> None:
     """'the right stream has no column(s) ['k']': a stream without events
     lacks no column, as on the in-process engines."""

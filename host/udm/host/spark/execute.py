@@ -126,12 +126,8 @@ def apply_simple(
     """A group, where or select node over an event table."""
     if isinstance(node, GroupNode):
         missing = [k for k in node.group_keys if k not in frame.columns]
-        if missing and not frame.columns:
-            raise ValueError(
-                f"key columns {missing}: the stream's in-memory source has no events, so "
-                "Spark cannot know its columns; to_cht(engine='reference') gives the empty "
-                "result, or build the stream from a DataFrame with a schema"
-            )
+        if missing and frame.blank:  # no events: the in-process engines' empty result
+            return frame.with_nulls(missing), node.group_keys
         if missing:
             raise KeyError(f"key columns {missing} are not in the stream; columns: {frame.columns}")
         return frame, node.group_keys

@@ -152,10 +152,14 @@ class EventFrame:
     a DataFrame only when something reads :attr:`df` (a window operation
     or the output may compose it with their own step instead)."""
 
-    __slots__ = ("_df", "points", "projection", "time")
+    __slots__ = ("_df", "blank", "points", "projection", "time")
 
     def __init__(self, table: DataFrame | Projection, time: TimeKind, points: bool = False) -> None:
         self.time: TimeKind = time
+        # an in-memory source without events or known columns: a column a
+        # query names is null (type void), as the in-process engines, which
+        # check columns only against events, accept it (set by from_rows)
+        self.blank = False
         # every event is a point [s, s + 1): a worker can derive the end from
         # the start instead of receiving it (a quarter less data for a point source)
         self.points = points
@@ -202,6 +206,16 @@ class EventFrame:
     def with_df(self, df: DataFrame) -> EventFrame:
         """The same events, filtered or projected (lifetimes unchanged)."""
         return EventFrame(df, self.time, self.points)
+
+    def with_nulls(self, names: Sequence[str]) -> EventFrame:
+        """A blank frame with null (void) columns ``names`` added: the
+        columns a query names over an in-memory source without events."""
+        df = self.df
+        for c in names:
+            df = df.withColumn(c, F.lit(None))
+        out = EventFrame(df, self.time, self.points)
+        out.blank = True
+        return out
 
 
 def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
@@ -418,7 +432,9 @@ def from_rows(
         if c not in table.column_names:
             table = table.append_column(c, pa.nulls(table.num_rows))
     df = spark.createDataFrame(table)
-    return EventFrame(df, "timestamp" if timestamps else "long")
+    frame = EventFrame(df, "timestamp" if timestamps else "long")
+    frame.blank = not records and not columns
+    return frame
 
 
 def output(frame: EventFrame) -> DataFrame:

@@ -98,7 +98,9 @@ def evaluate_op(
     payload = frame.columns
     for c in op.calls:
         missing = [col for col in (c.columns() or []) if col not in payload]
-        if missing:
+        if missing and frame.blank:  # no events: the in-process engines' empty result
+            frame, payload = frame.with_nulls(missing), [*payload, *missing]
+        elif missing:
             raise KeyError(
                 f"value column(s) {missing} of {c.name!r} are not in the stream; columns: {payload}"
             )
