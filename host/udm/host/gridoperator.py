@@ -52,6 +52,7 @@ class OperatorWindows:
     label: str
     window: HoppingWindow
     current: Element | None
+    value_fn: Callable[[Any], Any] | None
     keys: dict[Hashable, GridKey]
     cti: int
     slices: bool
@@ -78,6 +79,16 @@ class OperatorWindows:
                 for ident, r in self.events.items()
                 if r[3] == key and r[0] < end and start < r[1]
             ]
+        cur = self.current
+        if type(cur) is Insert and cur.start < end and start < cur.end:
+            # a batch records an insert after its add: list it, as one element at a time does
+            try:
+                value = self.value_fn(cur.payload) if self.value_fn is not None else cur.payload
+            except Exception:  # the insert failing is one without the value: show its payload
+                value = cur.payload
+            line = f"id={cur.id!r} [{cur.start}, {format_time(cur.end)}) {value!r}"
+            if line not in events:
+                events.append(line)
         return UdmInvocationError(
             self.label,
             f"[{start}, {format_time(end)})",
