@@ -18,6 +18,7 @@ from udm.host.operators.consistency import FinalizeOperator
 from udm.host.query import Stream
 from udm.host.stream import ExternalCti
 from udm.host.time import INFINITY
+from udm.sdk import aggregate
 
 # ------------------------------- 4. Finalize: no CTI over time no ExternalCTI covers
 
@@ -173,6 +174,51 @@ def test_union_keeps_the_columns_of_an_input_whose_events_are_all_retracted_on_s
     assert b.to_cht(engine="spark") == {}
     out = a.union(b).to_dataframe().collect()
     assert [r.asDict() for r in out] == [{"start": 1, "end": 5, "k": 1, "v": 1, "w": None}]
+
+
+# ------------- round 4: a union of an operator that gave no rows keeps its columns
+
+C_EVENTS = [Insert("c1", 3, 4, {"k": "x", "v": 9})]
+
+
+def _empty_join() -> Stream:
+    a = Stream.from_events([Insert("a1", 0, 5, {"k": "x", "v": 1})], key="k")
+    b = Stream.from_events([Insert("b1", 10, 15, {"k": "x", "v": 2})], key="k")  # no overlap
+    return a.join(b)
+
+
+def _empty_window(returns: str | None) -> Stream:
+    gone = Stream.from_events(
+        [Insert("a1", 0, 5, {"k": "x", "z": 1}), Retract("a1", 0, 5, 0)], key="k"
+    )
+
+    def cnt(values: list[Any]) -> int:
+        return len(values)
+
+    return gone.tumbling_window(5).aggregate(aggregate(cnt), value="z", returns=returns)
+
+
+@pytest.mark.parametrize("engine", ["reference", "host"])
+def test_union_after_a_join_without_pairs_has_the_joins_columns(engine: str) -> None:
+    """The host gave {'k': 'x', 'v': 9}: a join's columns are known
+    before it gives a row, as the reference engine's (and Spark's) are."""
+    q = _empty_join().union(Stream.from_events(C_EVENTS, key="k"))
+    row = {"k": "x", "v_left": None, "v_right": None, "v": 9}
+    assert q.to_cht(engine=engine) == {"x": Cht([IntervalEvent(3, 4, row)])}
+    # what follows the union reads the join's columns (a KeyError on the host)
+    later = q.where(lambda p: p["v_left"] is None)
+    assert later.to_cht(engine=engine) == {"x": Cht([IntervalEvent(3, 4, row)])}
+    assert [e.payload for e in q.to_events() if type(e) is Insert] == [row]
+
+
+@pytest.mark.parametrize("engine", ["reference", "host"])
+@pytest.mark.parametrize("returns", [None, "long"])
+def test_union_after_a_window_without_output_has_its_result_column(
+    engine: str, returns: str | None
+) -> None:
+    q = _empty_window(returns).union(Stream.from_events(C_EVENTS, key="k"))
+    row = {"k": "x", "cnt": None, "v": 9}
+    assert q.to_cht(engine=engine) == {"x": Cht([IntervalEvent(3, 4, row)])}
 
 
 # ----------------------- 8. Spark: mixed column types across union and join inputs

@@ -53,6 +53,7 @@ from udm.host.rows import (
     adapt_op,
     op_layout,
     result_columns,
+    returns_is_struct,
     udf_of_payload,
 )
 from udm.host.stream import Cti, ExternalCti, Insert
@@ -100,6 +101,8 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
+        #: nodes whose payloads are shaped as their (first) input's
+        self._same: set[int] = set()
         self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
         self._finalizers: list[FinalizeOperator] = []
         self._windows: dict[int, WindowOperator] = {}
@@ -170,7 +173,9 @@ class HostEngine:
         return EngineResult(rows, layout, self.metrics)
 
     def _layout(self, plan: PlanNode, payloads: Sequence[Mapping[str, Any]]) -> Layout:
-        columns = list(dict.fromkeys(c for p in payloads for c in p))
+        # the plan's columns whatever rows it gave, then any only rows show
+        known = [] if self._scalar.get(id(plan)) else self._final_columns(plan)
+        columns = list(dict.fromkeys([*known, *(c for p in payloads for c in p)]))
         for p in payloads:  # a field some rows lack is null there, as in a table
             for c in columns:
                 if c not in p:
@@ -182,6 +187,24 @@ class HostEngine:
         if self._scalar.get(id(plan)):
             return Layout(SCALAR_COL, ())
         return Layout(None, tuple((c, c) for c in columns))
+
+    def _final_columns(self, node: PlanNode) -> list[str]:
+        """After a run: the columns ``node``'s output has even without rows,
+        as the reference engine's table has them (a join's ``select``
+        names its own row by row: only ``on`` is known)."""
+        if isinstance(node, logical.WindowOp):
+            cols = result_columns(node, self._windows[id(node)].struct_fields())
+            return [*node.input.keys(), *(c for c, _, _ in cols)]
+        if isinstance(node, logical.UnionNode):
+            return list(dict.fromkeys(c for p in node.parts for c in self._final_columns(p)))
+        if isinstance(node, logical.JoinNode):
+            if node.select is not None:
+                return list(node.on)
+            left, right = self._final_columns(node.left), self._final_columns(node.right)
+            return joined_columns(left, right, node.on, node.suffixes, node.describe())
+        if isinstance(node, logical.AntiJoinNode) or id(node) in self._same:
+            return self._final_columns(node.inputs[0])
+        return self._columns.get(id(node)) or []
 
     # ---------------------------------------------------------- compiling
 
@@ -208,6 +231,7 @@ class HostEngine:
         """Record that ``node`` keeps its input's payload shape."""
         self._scalar[id(node)] = self._scalar_of(node.inputs[0])
         self._columns[id(node)] = self._columns.get(id(node.inputs[0]))
+        self._same.add(id(node))
         return op
 
     def _chain(self, node: PlanNode, op: Operator) -> Operator:
@@ -323,7 +347,10 @@ class HostEngine:
         window = WindowOperator(op, node.input.keys(), mode)
         self._windows[id(node)] = window
         self._scalar[id(node)] = False
-        self._columns[id(node)] = None
+        # results declared scalar: one column per call, known before any row
+        scalars = all(returns_is_struct(c.returns) is False for c in node.calls)
+        named = [*node.input.keys(), *(c.name for c in node.calls)]
+        self._columns[id(node)] = named if scalars else None
         return self._chain(node, window)
 
     def _alter(self, node: PlanNode) -> Operator:
@@ -347,10 +374,9 @@ class HostEngine:
         assert isinstance(node, logical.UnionNode)
         parts = [self.compile(p) for p in node.parts]
         cols = [self._columns.get(id(p)) for p in node.parts]
-        columns = None
-        if all(c is not None for c in cols):
-            columns = list(dict.fromkeys(c for part in cols for c in part or []))
-        union = UnionOperator(len(parts), columns)
+        known = list(dict.fromkeys(c for part in cols for c in part or []))
+        columns = known if all(c is not None for c in cols) else None
+        union = UnionOperator(len(parts), known or None)
         for port, part in enumerate(parts):
             part.connect(union, port)
         self._scalar[id(node)] = all(self._scalar_of(p) for p in node.parts)
@@ -394,11 +420,12 @@ class HostEngine:
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
         columns = self._columns.get(id(node.left)), self._columns.get(id(node.right))
+        joined = None
         if select is None and columns[0] is not None and columns[1] is not None:
-            # both sides' columns known: refuse a name made twice before running
-            joined_columns(columns[0], columns[1], on, suffixes, name)
+            # known: a name made twice is refused before running; a union fills them
+            joined = joined_columns(columns[0], columns[1], on, suffixes, name)
         self._scalar[id(node)] = False
-        self._columns[id(node)] = None
+        self._columns[id(node)] = joined
         return join
 
     def _anti_join(self, node: PlanNode) -> Operator:

@@ -90,6 +90,11 @@ class ProjectOperator(Operator):
 class UnionOperator(Operator):
     """Bag union of several streams; payload columns an input lacks are null.
 
+    ``columns``: the columns known before running (every input's that is
+    known); an input whose columns only its rows show (a window's results
+    of undeclared type, a join's ``select``) adds its own as it runs, and
+    the engine fills the rest in the output.
+
     An output id is ``(port, id)``. The output CTI is the least of the
     inputs', so an input may reuse an id (its own CTI passed the earlier
     event's end) that is still live in the output: the later event is
@@ -108,7 +113,11 @@ class UnionOperator(Operator):
     def on_insert(self, port: int, element: Insert) -> None:
         payload = element.payload
         if self.columns is not None and isinstance(payload, Mapping):
-            payload = {c: payload.get(c) for c in self.columns}
+            # the columns known before running first (null where this input
+            # lacks them), then any others this payload has
+            padded = dict.fromkeys(self.columns)
+            padded.update(payload)
+            payload = padded
         name = self.ids.insert((port, element.id), element.end)
         self.emit(Insert(name, element.start, element.end, payload))
 
