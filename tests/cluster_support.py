@@ -159,10 +159,11 @@ def connect_server(work: Path, master: str = "local[2]") -> Iterator[str]:
         "--conf", f"spark.connect.grpc.binding.port={port}",
         "--conf", "spark.ui.enabled=false",
         "--conf", "spark.sql.shuffle.partitions=2",
-        "--conf", f"spark.pyspark.python={sys.executable}",
         "--conf", "spark.driver.memory=1g",
         "spark-internal",
     ]  # fmt: skip
+    # the workers' Python as docs/cluster.md starts a server: PYSPARK_PYTHON
+    # in its environment (server_env), no spark.pyspark.python
     server = start("connect", args, work / "logs", server_env())
     try:
         server.wait_for(r"Spark Connect server started|SparkConnectServer.*started|port\W+\d+")

@@ -266,6 +266,52 @@ def test_spark_remote_in_the_environment_is_honoured(
     assert rows(out / "spreads")[-1] == (10, 20, "b", 14.0)
 
 
+_CONNECT_QUERIES = """
+from typing import TypedDict
+from udm.host import Insert
+from udm.host.query import Stream
+from udm.host.spark.session import session
+
+spark = session("connect-queries")
+a = Stream.from_events([Insert("a", 1, 9, {"k": "x", "v": 10})], key="k")
+b = Stream.from_events([Insert("p", 0, 6, {"k": "x", "w": 1})], key="k")
+
+class Out(TypedDict):
+    s: int
+
+def typed(l, r) -> Out:
+    return {"s": l["v"] + r["w"]}
+
+for name, q in [
+    ("untyped select", a.join(b, select=lambda l, r: {"s": l["v"] + r["w"]})),
+    ("typed select", a.join(b, select=typed)),
+]:
+    assert q.to_cht(engine="spark") == q.to_cht(engine="reference"), name
+    print("OK", name)
+"""
+
+
+def test_a_joins_select_through_spark_connect_equals_the_reference(
+    remote: str, tmp_path: Path
+) -> None:
+    """An untyped select= failed under Connect (getBinary on an Arrow
+    vector); every Connect session printed a CANNOT_MODIFY_CONFIG warning
+    (udm set spark.ui.showConsoleProgress, a static setting)."""
+    script = tmp_path / "queries.py"
+    script.write_text(_CONNECT_QUERIES)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env=cli_env(SPARK_REMOTE=remote),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert ran(done).split("\n")[:2] == ["OK untyped select", "OK typed select"]
+    assert "CANNOT_MODIFY_CONFIG" not in done.stderr, done.stderr[-2000:]
+
+
 _SUBMITTED = """
 import runpy, sys
 demo = runpy.run_path(sys.argv[1], run_name="submitted")

@@ -72,6 +72,84 @@ def test_local_masters() -> None:
         assert not is_local_master(cluster)
 
 
+class _Built(Exception):
+    """Raised where the session would be created: the settings are made."""
+
+
+class _RecordingBuilder:
+    """SparkSession.builder's calls, recorded; nothing starts."""
+
+    def __init__(self) -> None:
+        self.conf: dict[str, str] = {}
+        self.where: tuple[str, str] | None = None
+
+    def appName(self, name: str) -> _RecordingBuilder:
+        return self
+
+    def master(self, master: str) -> _RecordingBuilder:
+        self.where = ("master", master)
+        return self
+
+    def remote(self, url: str) -> _RecordingBuilder:
+        self.where = ("remote", url)
+        return self
+
+    def config(self, name: str, value: str) -> _RecordingBuilder:
+        self.conf[name] = value
+        return self
+
+    def getOrCreate(self) -> Any:
+        raise _Built
+
+
+def _settings(env: pytest.MonkeyPatch) -> _RecordingBuilder:
+    from pyspark.sql import SparkSession
+
+    builder = _RecordingBuilder()
+    env.setattr(SparkSession, "builder", builder)
+    env.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
+    for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):  # session() sets them
+        env.setenv(name, sys.executable)
+    with pytest.raises(_Built):
+        session("settings")
+    return builder
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("SPARK_MASTER", "local[1]"),
+        ("PYSPARK_SUBMIT_ARGS", "--master local[1] pyspark-shell"),
+        ("MASTER", "local[1]"),
+    ],
+)
+def test_a_local_master_from_anywhere_gets_the_local_settings(
+    no_master: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    """From PYSPARK_SUBMIT_ARGS the UI stayed on with 200 shuffle partitions."""
+    no_master.setenv(variable, value)
+    conf = _settings(no_master).conf
+    assert conf["spark.ui.enabled"] == "false"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+
+
+def test_a_cluster_master_gets_no_local_settings(no_master: pytest.MonkeyPatch) -> None:
+    no_master.setenv("PYSPARK_SUBMIT_ARGS", "--master spark://head:7077 pyspark-shell")
+    conf = _settings(no_master).conf
+    assert "spark.ui.enabled" not in conf and "spark.sql.shuffle.partitions" not in conf
+
+
+def test_a_connect_session_sets_no_static_setting(no_master: pytest.MonkeyPatch) -> None:
+    """spark.ui.showConsoleProgress printed CANNOT_MODIFY_CONFIG on every run."""
+    no_master.setenv("SPARK_REMOTE", "sc://head:15002")
+    builder = _settings(no_master)
+    assert builder.where == ("remote", "sc://head:15002")
+    assert builder.conf == {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }
+
+
 def test_session_refuses_contradictory_requests() -> None:
     with pytest.raises(SessionError, match="not both"):
         session("x", master="local[1]", remote="sc://h:15002")
@@ -232,7 +310,7 @@ def test_a_worker_import_error_names_the_module_and_what_to_do() -> None:
     assert "--no-ship" in message and "--py-files" in message
     assert message.endswith("The worker said: ModuleNotFoundError: No module named 'sensor_udms'")
     udm = worker_import_problem(_WORKER_TRACE.replace("'sensor_udms'", "'udm'"))
-    assert udm is not None and "udm must be installed in the executors' Python" in udm
+    assert udm is not None and "udm must be importable by the executors' Python" in udm
     assert "udm-cli package" in udm
     assert worker_import_problem("ZeroDivisionError: division by zero") is None
 

@@ -13,8 +13,11 @@ output columns:
   does not declare is an error, not silently dropped);
 * otherwise, as for a ``.select`` UDF without a declared type, the dicts
   are pickled, one job unifies the types of their values over all pairs,
-  and a second pass decodes them into the struct (the select runs in both
-  passes: it must be a pure function of the payloads, as everywhere).
+  and a second pass runs the select again, building its dicts into the
+  struct found (it must be a pure function of the payloads, as everywhere).
+  The second pass reads the joined pairs, not the first pass's output:
+  decoding that output in a Python step failed under Spark Connect
+  (``getBinary`` on an Arrow vector, inside Spark).
 """
 
 from __future__ import annotations
@@ -67,28 +70,36 @@ def select_pairs(
         label: who built the payload, for errors.
     """
     flags = [_HAS + str(i) for i in range(len(on))]
+    kept = [S_COL, E_COL, *on]  # what the output keeps of a joined row
+    schema = {f.name: f for f in joined.schema.fields}
+
+    def pairs(struct: T.StructType | None) -> DataFrame:
+        """The kept columns, the select's dicts (as ``struct``, or pickled
+        when None) and whether each dict names each ``on`` column."""
+
+        def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                made = [normalize_value(dict(select(*payloads(r)))) for r in batch.to_pylist()]
+                if struct is None:
+                    column = pa.array([dumps(m) for m in made], pa.binary())
+                else:
+                    column = _struct_array(_declared(made, struct, label), struct, label)
+                arrays = [column, *[pa.array([k in m for m in made], pa.bool_()) for k in on]]
+                yield pa.RecordBatch.from_arrays(
+                    [*(batch.column(c) for c in kept), *arrays], names=[*kept, _MADE, *flags]
+                )
+
+        fields = [schema[c] for c in kept]
+        fields += [T.StructField(_MADE, struct or T.BinaryType(), True)]
+        fields += [T.StructField(f, T.BooleanType(), False) for f in flags]
+        return map_in_arrow(joined, build, T.StructType(fields))
+
     struct = declared if isinstance(declared, T.StructType) else None
-
-    def build(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            made = [normalize_value(dict(select(*payloads(r)))) for r in batch.to_pylist()]
-            if struct is None:
-                column = pa.array([dumps(m) for m in made], pa.binary())
-            else:
-                column = _struct_array(_declared(made, struct, label), struct, label)
-            arrays = [column, *[pa.array([k in m for m in made], pa.bool_()) for k in on]]
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, *arrays], names=[*batch.schema.names, _MADE, *flags]
-            )
-
-    fields = [*joined.schema.fields, T.StructField(_MADE, struct or T.BinaryType(), True)]
-    fields += [T.StructField(f, T.BooleanType(), False) for f in flags]
-    built = map_in_arrow(joined, build, T.StructType(fields))
-    built = built.select(S_COL, E_COL, *[quoted(k) for k in on], _MADE, *flags)
+    built = pairs(struct)
     if struct is None:
         struct = _inferred(built, label)
-        if struct.fields:
-            built = _decoded(built, struct, label)
+        if struct.fields:  # the select again, its dicts built into the struct found
+            built = pairs(struct)
     names = [f.name for f in struct.fields]
     out = [F.col(S_COL), F.col(E_COL)]
     for k, flag in zip(on, flags, strict=True):
@@ -144,19 +155,3 @@ def _inferred(built: DataFrame, label: str) -> T.StructType:
     typed = concrete(found) if found is not None else T.StructType([])
     assert isinstance(typed, T.StructType)
     return typed
-
-
-def _decoded(built: DataFrame, struct: T.StructType, label: str) -> DataFrame:
-    """``built`` with its pickled dicts as ``struct`` values."""
-    schema = T.StructType(
-        [T.StructField(_MADE, struct, True) if f.name == _MADE else f for f in built.schema]
-    )
-
-    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            made = [pickle.loads(b) for b in batch.column(_MADE).to_pylist()]
-            column = _struct_array(_declared(made, struct, label), struct, label)
-            arrays = [column if n == _MADE else batch.column(n) for n in batch.schema.names]
-            yield pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
-
-    return map_in_arrow(built, decode, schema)

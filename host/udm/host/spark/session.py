@@ -47,6 +47,12 @@ UDM_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
 }
 
+#: what a Spark Connect session gets of :data:`UDM_CONF`: the progress bar
+#: is the server's static setting (setting it only prints a warning)
+CONNECT_CONF: dict[str, str] = {
+    k: v for k, v in UDM_CONF.items() if k != "spark.ui.showConsoleProgress"
+}
+
 #: settings for a local master only (a cluster's are its operator's)
 LOCAL_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -245,6 +251,7 @@ def session(
                     f"this process: {first}"
                 ) from None
         return active
+    found = None
     if master is None and remote is None:
         found = configured_master()
         if found is not None and found[0].startswith("sc://"):
@@ -256,7 +263,7 @@ def session(
         # else: Spark applies spark-submit's, MASTER or spark-defaults.conf
     if remote is not None:
         builder = SparkSession.builder.remote(remote)
-        settings = {**UDM_CONF, **conf}
+        settings = {**CONNECT_CONF, **conf}
     else:
         # an explicit classic master: SPARK_REMOTE would turn the builder
         # into a Connect client
@@ -264,7 +271,9 @@ def session(
         builder = SparkSession.builder.appName(app_name)
         if master is not None:
             builder = builder.master(master)
-        local = is_local_master(master)
+        # a local master Spark picks up itself (PYSPARK_SUBMIT_ARGS, MASTER,
+        # spark-defaults.conf) gets the local settings too
+        local = is_local_master(master if master is not None else found and found[0])
         if local:
             # the workers run here: this interpreter, which has udm
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

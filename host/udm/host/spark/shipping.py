@@ -256,9 +256,13 @@ def worker_import_problem(text: str) -> str | None:
     top = (module or "").split(".")[0]
     if top in NOT_SHIPPED:
         advice = (
-            f"{top} must be installed in the executors' Python: install udm with its "
-            "runtime (numpy, pandas, pyarrow, pluggy, sortedcontainers) there, or ship an "
-            "environment built by `udm-cli package` with spark.archives (docs/cluster.md)"
+            f"{top} must be importable by the executors' Python: install udm with its "
+            "runtime (numpy, pandas, pyarrow, pluggy, sortedcontainers) there, ship "
+            "`udm-cli package`'s zip with --py-files, or ship a virtual environment "
+            "packed by venv-pack with --archives; check which Python the workers run "
+            "(PYSPARK_PYTHON where the executors or the Spark Connect server start: a "
+            "Connect server reads that variable, not spark.pyspark.python) "
+            "(docs/cluster.md)"
         )
     else:
         advice = (
