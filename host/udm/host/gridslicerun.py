@@ -9,8 +9,11 @@ the UDM and its result becomes one output ``Insert``.
 general loop reaches through calls written inline: the one window an
 in-order point event makes due is sliced, computed and emitted here (the
 short path of :meth:`~udm.host.gridoperator.OperatorWindows._emit_slice`),
-and the key is registered for its next due time in the due heap's bucket
-here (:meth:`~udm.host.gridcore.GridCore._push`). It has no ``add`` of
+the key forgets its windows the CTI made final and its point events that
+ended before its open windows (what the CTI's visit would free, LINGER
+hops later, from memory long out of cache), and the key is registered
+for its next due time in the due heap's bucket here
+(:meth:`~udm.host.gridcore.GridCore._push`). It has no ``add`` of
 its own (windows only need to exist) and no conservative output. Every
 other case (several windows due, an operator, events that are not points
 or share a start, a journal open) takes the general loop's calls, and
@@ -115,6 +118,17 @@ class SliceRun(GridCore):
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
         linger = LINGER * hop
+        # what the CTI made final (constant in a run: a CTI stops it): the
+        # key an insert makes due forgets its final windows, and its events
+        # ending before the first open window, while they are in cache,
+        # rather than at the CTI's visit LINGER hops later, when freeing
+        # them is mostly cache misses (_drop_final, _retire_points)
+        k_final = (cti - size - off) // hop  # HoppingWindow.last_index_before
+        retire = (k_final + 1) * hop + off  # the first open window's start ...
+        if retire > cti:
+            retire = cti  # ... or the CTI: _forget_final's bound
+        retire -= 1  # point events starting before it end before the bound
+        eager = self.lazy and not self.reused
         new_insert = object.__new__
         key: Hashable = None
         applied = 0
@@ -279,6 +293,23 @@ class SliceRun(GridCore):
                 # past windows up to last, now emitted
                 ks.emitted_k = last
                 ks.max_start = start
+                if eager:  # the cleanup's common cases inline (see _drop_final)
+                    if ks.cleared < k_final:
+                        if ks.cleared == k_final - 1:  # one window more is final
+                            if k_final in wins:
+                                del wins[k_final]
+                            ks.cleared = k_final
+                        else:
+                            self._drop_final(ks, k_final)
+                    if starts[0] < retire and kev.maxdur <= 1:
+                        if starts[1] >= retire:  # one point ended before the open windows
+                            gone, gone_id = kev.records[0], kev.ids[0]
+                            del starts[0], kev.records[0], kev.ids[0], kev.payloads[0]
+                            del kev.vals[0]
+                            if keep and events.get(gone_id) is gone:
+                                del events[gone_id]  # (None: pruned by a CTI's sweep)
+                        else:
+                            self._retire_points(kev, retire)
                 # due when lo (the first not emitted) ends, or to forget (_register)
                 nd = lo * hop + off + size
                 if ks.forget == NEVER:
@@ -355,6 +386,31 @@ class SliceRun(GridCore):
         assert ks.events is not None
         ks.events.remove(record)
 
+    def _drop_final(self, ks: GridKey, k_final: int) -> None:
+        """Forget ``ks``'s windows up to ``k_final`` (final by the CTI), as
+        the CTI's visit would (:meth:`_forget_final`) but when an insert
+        moves the key on (:meth:`run_slices`), while they are in cache: a
+        late event or a retraction can no longer reach them (it starts, or
+        keeps an end, at or after the CTI), and the visit, LINGER hops
+        later, finds nothing left to free."""
+        wins = ks.wins
+        for k in [k for k in wins if k <= k_final]:
+            del wins[k]
+        ks.cleared = k_final
+
+    def _retire_points(self, kev: KeyEvents, retire: int) -> None:
+        """Retire a key's point events that start before ``retire`` (they end
+        before its first open window and the CTI: no window that is not
+        final holds them), from its sorted events and the id index, as
+        :meth:`_drop_final` forgets windows."""
+        ids, records = kev.cut(bisect_left(kev.starts, retire))
+        if self.keep_events:
+            events = self.events
+            get = events.get
+            for ident, record in zip(ids, records, strict=True):
+                if get(ident) is record:  # (None: pruned by a CTI's sweep)
+                    del events[ident]
+
     def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
         """:meth:`GridCore._forget_final <udm.host.gridcore.GridCore._forget_final>`
         in the slice mode with speculative output (the others, and the end
@@ -377,6 +433,7 @@ class SliceRun(GridCore):
             kept = {k: w for k, w in wins.items() if k > k_final}
             if len(kept) != len(wins):
                 ks.wins = wins = kept
+            ks.cleared = k_final
             kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
             starts = kev.starts
             point = kev.maxdur <= 1

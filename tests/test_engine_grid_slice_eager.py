@@ -1,0 +1,156 @@
+"""The slice mode's eager cleanup (``SliceRun.run_slices``, issue 31): a
+key an insert moves on forgets, there and then, its windows the CTI made
+final and its point events that end before its first open window and the
+CTI. Late events and retractions that follow at once (at the CTI, in the
+oldest open window) must still find every event and window they need:
+checked exactly against one element at a time and against the reference
+evaluator on the final CHT, and the cleanup itself checked to happen."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from udm.host import (
+    Cti,
+    HoppingWindow,
+    Host,
+    Insert,
+    IntervalEvent,
+    Retract,
+    TumblingWindow,
+    evaluate_by_key,
+    output_cht_by_key,
+)
+from udm.host.stream import Element
+from udm.sdk import aggregate
+
+
+@aggregate
+def low_median(values: list[int]) -> int:
+    """Non-incremental: windows are read as slices of the key's events."""
+    ordered = sorted(values)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+@aggregate
+def spread(values: list[int]) -> tuple[int, int, int]:
+    """Every member counts: a window missing one event reads differently."""
+    return (len(values), sum(values), max(values))
+
+
+def final_cht(stream: list[Element]) -> list[IntervalEvent[Any]]:
+    """The events as the stream leaves them: retractions shorten or remove."""
+    live: dict[Any, list[Any]] = {}
+    for e in stream:
+        if isinstance(e, Insert):
+            live[e.id] = [e.start, e.end, e.payload]
+        elif isinstance(e, Retract):
+            if e.new_end == e.start:
+                del live[e.id]
+            else:
+                live[e.id][1] = e.new_end
+    return [IntervalEvent(s, t, p) for s, t, p in live.values()]
+
+
+def stream_with_stragglers(seed: int, batches: int, keys: int, window: Any) -> list[list[Element]]:
+    """Batches of in-order points over ``keys`` keys (values distinct, so a
+    missing member changes a result), each ending with a CTI a few ticks
+    behind; the next batch opens with late points at and just after that
+    CTI (in the oldest open window, whose older members a wrong cleanup
+    would have dropped) and retractions of live points that end after it
+    (full ones, and one lengthened to reach later windows)."""
+    rng = random.Random(seed)
+    out: list[list[Element]] = []
+    live: list[Insert] = []
+    t, ident, cti = 0, 0, 0
+    for _ in range(batches):
+        batch: list[Element] = []
+        for _ in range(rng.randint(0, 3)):  # late points, at the CTI or just after
+            start = cti + rng.randint(0, 2)
+            e = Insert(ident, start, start + 1, {"k": rng.randrange(keys), "v": 1000 + ident})
+            ident += 1
+            batch.append(e)
+            live.append(e)
+        for _ in range(rng.randint(0, 2)):  # retractions of points still live
+            mine = [e for e in live if e.start >= cti]
+            if not mine:
+                break
+            e = mine[rng.randrange(len(mine))]
+            live.remove(e)
+            new_end = e.start if rng.random() < 0.7 else e.start + window.size
+            batch.append(Retract(e.id, e.start, e.end, new_end, e.payload))
+        for _ in range(rng.randint(5, 40)):
+            t += rng.randint(0, 2)
+            e = Insert(ident, t, t + 1, {"k": rng.randrange(keys), "v": ident})
+            ident += 1
+            batch.append(e)
+            live.append(e)
+        cti = max(cti, t - rng.randint(0, 4))
+        batch.append(Cti(cti))
+        live = [e for e in live if e.end > cti]
+        out.append(batch)
+    return out
+
+
+@pytest.mark.parametrize("udm", [low_median, spread], ids=repr)
+@pytest.mark.parametrize(
+    "window", [HoppingWindow(6, 2), HoppingWindow(10, 3), TumblingWindow(4)], ids=repr
+)
+@pytest.mark.parametrize(("seed", "keys"), [(0, 1), (1, 3), (2, 3), (3, 8)])
+def test_late_points_and_retractions_right_after_the_cleanup(
+    udm: Any, window: Any, seed: int, keys: int
+) -> None:
+    batches = stream_with_stragglers(seed, 120, keys, window)
+    stream = [e for b in batches for e in b]
+    one = Host(window, udm, key="k", value="v")
+    expected = [o for e in stream for o in one.process(e)] + one.flush()
+    host = Host(window, udm, key="k", value="v")
+    fast = host._fast
+    assert fast is not None and fast.lazy
+    got: list[Element] = []
+    for b in batches:
+        got += host.process_many(b)
+    got += host.flush()
+    assert got == expected
+    reference = evaluate_by_key(final_cht(stream), "k", window, udm, value="v")
+    assert output_cht_by_key(got) == {k: c for k, c in reference.items() if c}
+
+
+def test_a_key_moved_on_holds_no_final_window_and_no_dead_event() -> None:
+    """In-order points over three keys, a CTI every hop, then one point a
+    key after the last CTI: each key's insert left it holding only windows
+    after the CTI's last final one and the points that end after the first
+    open window's start (the bound), in its sorted events and in the id
+    index; a late point at the CTI and the full retraction of a point just
+    after it then re-emit exactly the windows the reference gives."""
+    window = HoppingWindow(6, 2)
+    host = Host(window, spread, key="k", value="v")
+    fast = host._fast
+    assert fast is not None
+    stream: list[Element] = []
+    for t in range(60):
+        stream.append(Insert(t, t, t + 1, {"k": t % 3, "v": t}))
+        if t % 2 == 1:
+            stream.append(Cti(t - 1))
+    stream += [Insert(t, t, t + 1, {"k": t % 3, "v": t}) for t in (60, 61, 62)]
+    out = host.process_many(stream)
+    assert host.cti == 58
+    k_final = window.last_index_before(58)  # [52, 58): index 26
+    bound = min(window.start_of(k_final + 1), 58)  # 54
+    assert (k_final, bound) == (26, 54)
+    for ks in fast.keys.values():
+        assert min(ks.wins) == k_final + 1, (ks.key, sorted(ks.wins))
+        assert ks.events is not None and ks.events.starts[0] >= bound - 1, ks.events.starts
+    assert min(r[0] for r in fast.events.values()) == 53  # point [53, 54): not before 54
+    late = Insert(100, 58, 59, {"k": 0, "v": -5})  # in [54, 60), [56, 62), [58, 64)
+    gone = Retract(58, 58, 59, 58, {"k": 1, "v": 58})
+    tail = [late, gone, Cti(70)]
+    out += host.process_many(tail) + host.flush()
+    reference = evaluate_by_key(final_cht(stream + tail), "k", window, spread, value="v")
+    got = output_cht_by_key(out)
+    assert got == {k: c for k, c in reference.items() if c}
+    # key 0's oldest open window [54, 60) holds 54, 57 and the late point
+    assert IntervalEvent(54, 60, (3, 54 + 57 - 5, 57)) in got[0]
