@@ -120,37 +120,35 @@ def test_late_points_and_retractions_right_after_the_cleanup(
 
 
 def test_a_key_moved_on_holds_no_final_window_and_no_dead_event() -> None:
-    """In-order points over three keys, a CTI every hop, then one point a
-    key after the last CTI: each key's insert left it holding only windows
-    after the CTI's last final one and the points that end after the first
-    open window's start (the bound), in its sorted events and in the id
-    index; a late point at the CTI and the full retraction of a point just
-    after it then re-emit exactly the windows the reference gives."""
+    """In-order points over three keys and one CTI well behind them (no key
+    is due at it), then one point a key: each key's insert left it holding
+    only windows after the CTI's last final one and the points that end
+    after the first open window's start (the bound), in its sorted events
+    and in the id index; a late point at the CTI and the full retraction
+    of a point just after it then re-emit exactly the windows the
+    reference gives."""
     window = HoppingWindow(6, 2)
     host = Host(window, spread, key="k", value="v")
     fast = host._fast
     assert fast is not None
-    stream: list[Element] = []
-    for t in range(60):
-        stream.append(Insert(t, t, t + 1, {"k": t % 3, "v": t}))
-        if t % 2 == 1:
-            stream.append(Cti(t - 1))
+    stream: list[Element] = [Insert(t, t, t + 1, {"k": t % 3, "v": t}) for t in range(60)]
+    stream.append(Cti(50))
     stream += [Insert(t, t, t + 1, {"k": t % 3, "v": t}) for t in (60, 61, 62)]
     out = host.process_many(stream)
-    assert host.cti == 58
-    k_final = window.last_index_before(58)  # [52, 58): index 26
-    bound = min(window.start_of(k_final + 1), 58)  # 54
-    assert (k_final, bound) == (26, 54)
+    k_final = window.last_index_before(50)  # [44, 50): index 22
+    bound = min(window.start_of(k_final + 1), 50)  # 46
+    assert (k_final, bound) == (22, 46)
     for ks in fast.keys.values():
         assert min(ks.wins) == k_final + 1, (ks.key, sorted(ks.wins))
         assert ks.events is not None and ks.events.starts[0] >= bound - 1, ks.events.starts
-    assert min(r[0] for r in fast.events.values()) == 53  # point [53, 54): not before 54
-    late = Insert(100, 58, 59, {"k": 0, "v": -5})  # in [54, 60), [56, 62), [58, 64)
-    gone = Retract(58, 58, 59, 58, {"k": 1, "v": 58})
+    assert min(r[0] for r in fast.events.values()) == 45  # point [45, 46): not before 46
+    assert min(s for ks in fast.keys.values() for s in ks.events.starts) == 45
+    late = Insert(100, 50, 51, {"k": 0, "v": -5})  # in [46, 52), [48, 54), [50, 56)
+    gone = Retract(50, 50, 51, 50, {"k": 2, "v": 50})
     tail = [late, gone, Cti(70)]
     out += host.process_many(tail) + host.flush()
     reference = evaluate_by_key(final_cht(stream + tail), "k", window, spread, value="v")
     got = output_cht_by_key(out)
     assert got == {k: c for k, c in reference.items() if c}
-    # key 0's oldest open window [54, 60) holds 54, 57 and the late point
-    assert IntervalEvent(54, 60, (3, 54 + 57 - 5, 57)) in got[0]
+    # key 0's oldest open window [46, 52) holds 48, 51 and the late point
+    assert IntervalEvent(46, 52, (3, 48 + 51 - 5, 51)) in got[0]

@@ -40,7 +40,13 @@ from udm.host.stream import Element, Insert
 from udm.host.time import INFINITY, MIN_TIME
 from udm.sdk.decorators import aggregate
 
-__all__ = ["SliceRun", "direct"]
+__all__ = ["CLEAN_EVERY", "SliceRun", "direct"]
+
+#: how many windows a key's inserts let become final before one of them
+#: forgets them (and the events only they held): per insert the check
+#: alone, and the cleanup's fixed cost shared by a few hops' windows and
+#: events, still freed while in cache (not LINGER hops later)
+CLEAN_EVERY = 4
 
 # the slot setters of Insert's fields, as udm.host.stream.insert_of uses
 # them: the loop builds its outputs inline
@@ -122,13 +128,14 @@ class SliceRun(GridCore):
         # key an insert makes due forgets its final windows, and its events
         # ending before the first open window, while they are in cache,
         # rather than at the CTI's visit LINGER hops later, when freeing
-        # them is mostly cache misses (_drop_final, _retire_points)
+        # them is mostly cache misses (_clean)
         k_final = (cti - size - off) // hop  # HoppingWindow.last_index_before
         retire = (k_final + 1) * hop + off  # the first open window's start ...
         if retire > cti:
             retire = cti  # ... or the CTI: _forget_final's bound
         retire -= 1  # point events starting before it end before the bound
         eager = self.lazy and not self.reused
+        clean_below = k_final - CLEAN_EVERY  # a key that cleaned up to here waits
         new_insert = object.__new__
         key: Hashable = None
         applied = 0
@@ -293,23 +300,8 @@ class SliceRun(GridCore):
                 # past windows up to last, now emitted
                 ks.emitted_k = last
                 ks.max_start = start
-                if eager:  # the cleanup's common cases inline (see _drop_final)
-                    if ks.cleared < k_final:
-                        if ks.cleared == k_final - 1:  # one window more is final
-                            if k_final in wins:
-                                del wins[k_final]
-                            ks.cleared = k_final
-                        else:
-                            self._drop_final(ks, k_final)
-                    if starts[0] < retire and kev.maxdur <= 1:
-                        if starts[1] >= retire:  # one point ended before the open windows
-                            gone, gone_id = kev.records[0], kev.ids[0]
-                            del starts[0], kev.records[0], kev.ids[0], kev.payloads[0]
-                            del kev.vals[0]
-                            if keep and events.get(gone_id) is gone:
-                                del events[gone_id]  # (None: pruned by a CTI's sweep)
-                        else:
-                            self._retire_points(kev, retire)
+                if eager and ks.cleared < clean_below:
+                    self._clean(ks, kev, k_final, retire)
                 # due when lo (the first not emitted) ends, or to forget (_register)
                 nd = lo * hop + off + size
                 if ks.forget == NEVER:
@@ -386,30 +378,34 @@ class SliceRun(GridCore):
         assert ks.events is not None
         ks.events.remove(record)
 
-    def _drop_final(self, ks: GridKey, k_final: int) -> None:
-        """Forget ``ks``'s windows up to ``k_final`` (final by the CTI), as
-        the CTI's visit would (:meth:`_forget_final`) but when an insert
-        moves the key on (:meth:`run_slices`), while they are in cache: a
-        late event or a retraction can no longer reach them (it starts, or
-        keeps an end, at or after the CTI), and the visit, LINGER hops
-        later, finds nothing left to free."""
+    def _clean(self, ks: GridKey, kev: KeyEvents, k_final: int, retire: int) -> None:
+        """Forget ``ks``'s windows up to ``k_final`` (final by the CTI) and,
+        if its events are points, those starting before ``retire`` (they
+        end before its first open window and the CTI), from its sorted
+        events and the id index, as the CTI's visit would
+        (:meth:`_forget_final`) but when an insert moves the key on
+        (:meth:`run_slices`, every ``CLEAN_EVERY`` hops), while they are
+        still in cache: a late event or a retraction can no longer reach
+        them (it starts, or keeps an end, at or after the CTI), and the
+        visit, LINGER hops later, finds little left to free."""
         wins = ks.wins
         for k in [k for k in wins if k <= k_final]:
             del wins[k]
         ks.cleared = k_final
-
-    def _retire_points(self, kev: KeyEvents, retire: int) -> None:
-        """Retire a key's point events that start before ``retire`` (they end
-        before its first open window and the CTI: no window that is not
-        final holds them), from its sorted events and the id index, as
-        :meth:`_drop_final` forgets windows."""
-        ids, records = kev.cut(bisect_left(kev.starts, retire))
+        if kev.maxdur > 1:
+            return  # events of several ticks: left to the visit (KeyEvents.retire)
+        j = bisect_left(kev.starts, retire)
+        if not j:
+            return
+        ids, records = kev.cut(j)
         if self.keep_events:
             events = self.events
-            get = events.get
-            for ident, record in zip(ids, records, strict=True):
-                if get(ident) is record:  # (None: pruned by a CTI's sweep)
-                    del events[ident]
+            if all(map(is_, map(events.get, ids), records)):  # each id still its record's
+                deque(map(events.__delitem__, ids), 0)  # (C-level loops, as _forget_final)
+            else:
+                for ident, record in zip(ids, records, strict=True):
+                    if events.get(ident) is record:  # (None: pruned by a CTI's sweep)
+                        del events[ident]
 
     def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
         """:meth:`GridCore._forget_final <udm.host.gridcore.GridCore._forget_final>`
