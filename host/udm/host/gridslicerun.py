@@ -9,11 +9,8 @@ the UDM and its result becomes one output ``Insert``.
 general loop reaches through calls written inline: the one window an
 in-order point event makes due is sliced, computed and emitted here (the
 short path of :meth:`~udm.host.gridoperator.OperatorWindows._emit_slice`),
-the key forgets its windows the CTI made final and its point events that
-ended before its open windows (what the CTI's visit would free, LINGER
-hops later, from memory long out of cache), and the key is registered
-for its next due time in the due heap's bucket here
-(:meth:`~udm.host.gridcore.GridCore._push`). It has no ``add`` of
+and the key is registered for its next due time in the due heap's bucket
+here (:meth:`~udm.host.gridcore.GridCore._push`). It has no ``add`` of
 its own (windows only need to exist) and no conservative output. Every
 other case (several windows due, an operator, events that are not points
 or share a start, a journal open) takes the general loop's calls, and
@@ -40,13 +37,7 @@ from udm.host.stream import Element, Insert
 from udm.host.time import INFINITY, MIN_TIME
 from udm.sdk.decorators import aggregate
 
-__all__ = ["CLEAN_EVERY", "SliceRun", "direct"]
-
-#: how many windows a key's inserts let become final before one of them
-#: forgets them (and the events only they held): per insert the check
-#: alone, and the cleanup's fixed cost shared by a few hops' windows and
-#: events, still freed while in cache (not LINGER hops later)
-CLEAN_EVERY = 4
+__all__ = ["SliceRun", "direct"]
 
 # the slot setters of Insert's fields, as udm.host.stream.insert_of uses
 # them: the loop builds its outputs inline
@@ -124,18 +115,6 @@ class SliceRun(GridCore):
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
         linger = LINGER * hop
-        # what the CTI made final (constant in a run: a CTI stops it): the
-        # key an insert makes due forgets its final windows, and its events
-        # ending before the first open window, while they are in cache,
-        # rather than at the CTI's visit LINGER hops later, when freeing
-        # them is mostly cache misses (_clean)
-        k_final = (cti - size - off) // hop  # HoppingWindow.last_index_before
-        retire = (k_final + 1) * hop + off  # the first open window's start ...
-        if retire > cti:
-            retire = cti  # ... or the CTI: _forget_final's bound
-        retire -= 1  # point events starting before it end before the bound
-        eager = self.lazy and not self.reused
-        clean_below = k_final - CLEAN_EVERY  # a key that cleaned up to here waits
         new_insert = object.__new__
         key: Hashable = None
         applied = 0
@@ -300,8 +279,6 @@ class SliceRun(GridCore):
                 # past windows up to last, now emitted
                 ks.emitted_k = last
                 ks.max_start = start
-                if eager and ks.cleared < clean_below:
-                    self._clean(ks, kev, k_final, retire)
                 # due when lo (the first not emitted) ends, or to forget (_register)
                 nd = lo * hop + off + size
                 if ks.forget == NEVER:
@@ -378,35 +355,6 @@ class SliceRun(GridCore):
         assert ks.events is not None
         ks.events.remove(record)
 
-    def _clean(self, ks: GridKey, kev: KeyEvents, k_final: int, retire: int) -> None:
-        """Forget ``ks``'s windows up to ``k_final`` (final by the CTI) and,
-        if its events are points, those starting before ``retire`` (they
-        end before its first open window and the CTI), from its sorted
-        events and the id index, as the CTI's visit would
-        (:meth:`_forget_final`) but when an insert moves the key on
-        (:meth:`run_slices`, every ``CLEAN_EVERY`` hops), while they are
-        still in cache: a late event or a retraction can no longer reach
-        them (it starts, or keeps an end, at or after the CTI), and the
-        visit, LINGER hops later, finds little left to free."""
-        wins = ks.wins
-        for k in [k for k in wins if k <= k_final]:
-            del wins[k]
-        ks.cleared = k_final
-        if kev.maxdur > 1:
-            return  # events of several ticks: left to the visit (KeyEvents.retire)
-        j = bisect_left(kev.starts, retire)
-        if not j:
-            return
-        ids, records = kev.cut(j)
-        if self.keep_events:
-            events = self.events
-            if all(map(is_, map(events.get, ids), records)):  # each id still its record's
-                deque(map(events.__delitem__, ids), 0)  # (C-level loops, as _forget_final)
-            else:
-                for ident, record in zip(ids, records, strict=True):
-                    if events.get(ident) is record:  # (None: pruned by a CTI's sweep)
-                        del events[ident]
-
     def _forget_final(self, visit: list[GridKey], c: int, k_final: int | None) -> int:
         """:meth:`GridCore._forget_final <udm.host.gridcore.GridCore._forget_final>`
         in the slice mode with speculative output (the others, and the end
@@ -429,7 +377,6 @@ class SliceRun(GridCore):
             kept = {k: w for k, w in wins.items() if k > k_final}
             if len(kept) != len(wins):
                 ks.wins = wins = kept
-            ks.cleared = k_final
             kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
             starts = kev.starts
             point = kev.maxdur <= 1

@@ -101,7 +101,6 @@ class GridKey:
     """Per-key state: window index k -> [state, n_events, outputs]."""
 
     __slots__ = (
-        "cleared",
         "due",
         "emitted_k",
         "events",
@@ -128,9 +127,6 @@ class GridKey:
         #: latest: its earliest window's end, a few hops later (see
         #: GridCore._register)
         self.forget = NEVER
-        #: (slice mode) no window at or below this index is held: the last
-        #: window forgotten as final (see SliceRun.run_slices' cleanup)
-        self.cleared = MIN_TIME
         self.events: KeyEvents | None = KeyEvents() if slices else None
 
 
