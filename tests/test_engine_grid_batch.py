@@ -8,6 +8,9 @@ hand-computed values."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import pickle
 import random
 from typing import Any
 
@@ -58,6 +61,25 @@ def test_built_elements_equal_the_constructed_ones() -> None:
     assert repr(insert_of(3, 0, 1, 2.5)) == "Insert(id=3, start=0, end=1, payload=2.5)"
     assert retract_of("a", 1, 5, 3, 7) == Retract("a", 1, 5, 3, 7)
     assert hash(insert_of(1, 2, 3, 4)) == hash(Insert(1, 2, 3, 4))
+
+
+def test_built_elements_are_frozen_elements_with_their_fields_in_place() -> None:
+    """insert_of and retract_of fill a plain class's slots and then switch
+    the object's class: it must be the element class itself (the host
+    checks types by identity), frozen, each field in its own slot (a
+    swapped slot order would swap the values), and behave as a constructed
+    element for pickling, copying and ``dataclasses.replace``."""
+    e = insert_of(("k", 1), 5, 6, {"a": 1})
+    r = retract_of("x", 1, 9, 4, 2.5)
+    assert type(e) is Insert and type(r) is Retract
+    assert (e.id, e.start, e.end, e.payload) == (("k", 1), 5, 6, {"a": 1})
+    assert (r.id, r.start, r.old_end, r.new_end, r.payload) == ("x", 1, 9, 4, 2.5)
+    for element, field in ((e, "start"), (r, "new_end")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(element, field, 0)
+    assert pickle.loads(pickle.dumps(e)) == e and type(pickle.loads(pickle.dumps(r))) is Retract
+    assert copy.deepcopy(r) == r
+    assert dataclasses.replace(e, id=2) == Insert(2, 5, 6, {"a": 1})
 
 
 def test_new_keys_and_keys_without_windows_in_one_batch() -> None:

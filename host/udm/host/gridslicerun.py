@@ -33,17 +33,11 @@ from udm.host.gridslices import KeyEvents
 from udm.host.gridstate import DONE, NEVER, GridKey, forget_retired
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
-from udm.host.stream import Element, Insert
+from udm.host.stream import Element, Insert, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 from udm.sdk.decorators import aggregate
 
 __all__ = ["SliceRun", "direct"]
-
-# the slot setters of Insert's fields, as udm.host.stream.insert_of uses
-# them: the loop builds its outputs inline
-set_id, set_start, set_end, set_payload = (
-    getattr(Insert, name).__set__ for name in ("id", "start", "end", "payload")
-)
 
 
 @aggregate
@@ -115,7 +109,6 @@ class SliceRun(GridCore):
         # never has one; an operator's outputs are matched by payload)
         inline = self._undo is None and not self.operator
         linger = LINGER * hop
-        new_insert = object.__new__
         key: Hashable = None
         applied = 0
         for row in rows:
@@ -253,12 +246,7 @@ class SliceRun(GridCore):
                             self.run_applied = applied
                             self._unmake(ks, made, record)
                             raise error from exc
-                        # insert_of inline: an output per event
-                        o = new_insert(Insert)
-                        set_id(o, new_id(ks.key))
-                        set_start(o, we - 1 if point_end else ws)
-                        set_end(o, we)
-                        set_payload(o, new)
+                        o = insert_of(new_id(ks.key), we - 1 if point_end else ws, we, new)
                         out.append(o)
                         w[2] = (o,)  # (replaced, never appended to: one object less)
                     else:  # its events were retracted: no output, no window
