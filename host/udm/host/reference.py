@@ -6,7 +6,11 @@ the paper's definitions literally: enumerate the windows, collect each
 window's members by the belongs-to rule, clip, invoke the UDM from scratch,
 timestamp the result. No indexes, no incremental state, no cleverness: if
 another engine disagrees with this module, the other engine is wrong (or
-this module is, and a hand-computed test should say so).
+this module is, and a hand-computed test should say so). The members are
+found without asking every event about every window
+(:mod:`udm.host.refmembers`: by bisection, or for a time-insensitive UDM as
+slices of a key's events sorted by start), which the tests compare with
+the literal belongs-to rule.
 """
 
 from __future__ import annotations
@@ -190,7 +194,14 @@ def evaluate_by_key(
 ) -> dict[Hashable, Cht]:
     """:func:`evaluate` applied to each group of events with the same key
     (a payload field name or a function of the payload): group-and-apply.
-    The collector is paused for the whole call (see :func:`evaluate`)."""
+    The collector is paused for the whole call (see :func:`evaluate`).
+
+    For a time-insensitive UDM under the overlap rule (every kind but the
+    count windows) the input is read once, into each key's
+    :class:`EventColumns` (:func:`key_columns`), and each key's windows are
+    computed from those; otherwise, or when the columns cannot be read, the
+    events are grouped and each group is evaluated as :func:`evaluate`
+    does."""
     key_fn = make_value_fn(key, "key")
     assert key_fn is not None
     note_numpy_keys()  # a numpy NaN key is the one NaN key too
