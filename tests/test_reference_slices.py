@@ -19,10 +19,18 @@ from udm.host import (
     SnapshotWindow,
     TumblingWindow,
     UdmInvocationError,
+    WindowDescriptor,
     evaluate,
     evaluate_by_key,
 )
-from udm.host.reference import sliced_members
+from udm.host.refmembers import (
+    EventColumns,
+    grid_slices,
+    grid_windows,
+    overlap_rule,
+    window_payloads,
+)
+from udm.host.time import INFINITY
 from udm.sdk import aggregate
 from udm.sdk.payloads import payload_key
 
@@ -44,36 +52,141 @@ events_strategy = st.lists(
 )
 
 
-@pytest.mark.parametrize("window", WINDOWS, ids=repr)
-@settings(max_examples=60, deadline=None)
-@given(events=events_strategy, watermark=st.sampled_from([10, 25, 60]))
-def test_sliced_members_are_the_belongs_to_rule(
-    window: Any, events: list[IntervalEvent[int]], watermark: int
+def _columns(events: list[IntervalEvent[Any]]) -> EventColumns:
+    columns = EventColumns.of(events, None)
+    assert columns is not None
+    return columns.canonical()
+
+
+def _literal(
+    window: Any, events: list[IntervalEvent[Any]], watermark: int, emit_empty: bool
+) -> list[tuple[WindowDescriptor, list[Any]]]:
+    """Each window the definitions list, with its members' payloads by the
+    belongs-to rule, in canonical order (start, then payload)."""
+    if emit_empty:
+        windows = grid_windows(window, events, watermark)
+    else:
+        windows = window.windows(events, watermark)
+    out = []
+    for w in windows:
+        members = sorted(
+            (e for e in events if window.belongs(e, w)),
+            key=lambda e: (e.start, payload_key(e.payload)),
+        )
+        if members or emit_empty:
+            out.append((w, [e.payload for e in members]))
+    return out
+
+
+@pytest.mark.parametrize("window", [w for w in WINDOWS if overlap_rule(w)], ids=repr)
+@settings(max_examples=80, deadline=None)
+@given(
+    events=events_strategy,
+    watermark=st.sampled_from([10, 25, 60, INFINITY]),
+    emit_empty=st.booleans(),
+)
+def test_window_payloads_are_the_belongs_to_rule(
+    window: Any, events: list[IntervalEvent[int]], watermark: int, emit_empty: bool
 ) -> None:
-    events = sorted(events, key=lambda e: e.start)
-    windows = window.windows(events, watermark)
-    found = list(sliced_members(window, windows, events))
-    assert found == [[e for e in events if window.belongs(e, w)] for w in windows]
+    """Every window ``windows`` defines (``grid_windows`` with ``emit_empty``),
+    in order, with its members' payloads in canonical order: the grid walk,
+    the slices of listed windows, and long events' members alike."""
+    emit_empty = emit_empty and window.grid is not None
+    found = list(window_payloads(window, _columns(events), watermark, emit_empty))
+    assert found == _literal(window, events, watermark, emit_empty)
 
 
-def test_sliced_members_of_points_and_of_longer_events_by_hand() -> None:
+GRIDS = [w for w in WINDOWS if w.grid is not None] + [
+    HoppingWindow(3, 7, offset=2),  # gaps between windows: an event may be in none
+    HoppingWindow(10, 1),
+]
+
+
+@pytest.mark.parametrize("window", GRIDS, ids=repr)
+@settings(max_examples=80, deadline=None)
+@given(
+    starts=st.lists(st.integers(-30, 60), max_size=25),
+    lengths=st.lists(st.sampled_from([1, 1, 2, 3]), min_size=25, max_size=25),
+    watermark=st.sampled_from([-5, 12, 40, INFINITY]),
+    emit_empty=st.booleans(),
+)
+def test_grid_walk_finds_the_windows_of_the_definition(
+    window: Any,
+    starts: list[int],
+    lengths: list[int],
+    watermark: int,
+    emit_empty: bool,
+) -> None:
+    """The walk's windows are ``windows`` (``grid_windows``) of the events,
+    and each one's slice holds all its members, the first slot one of them."""
+    events = sorted(
+        (IntervalEvent(s, s + n, i) for i, (s, n) in enumerate(zip(starts, lengths, strict=False))),
+        key=lambda e: e.start,
+    )
+    last = window.last_index_before(watermark) if watermark < INFINITY else None
+    walked = list(
+        grid_slices(window, [e.start for e in events], [e.end for e in events], last, emit_empty)
+    )
+    listed = (
+        grid_windows(window, events, watermark) if emit_empty else window.windows(events, watermark)
+    )
+    assert [WindowDescriptor(a, b) for a, b, _, _ in walked] == listed
+    for a, b, lo, hi in walked:
+        w = WindowDescriptor(a, b)
+        members = [i for i, e in enumerate(events) if window.belongs(e, w)]
+        assert set(members) <= set(range(lo, hi))
+        assert (members[0] == lo) if members else (lo == hi)
+
+
+def test_window_payloads_of_points_and_of_longer_events_by_hand() -> None:
     """Hopping 4 / 2: window [0, 4) holds the points at 0 and 3, [2, 6)
-    those at 3 and 5; with the event [1, 4) (as long as a hop and a half)
-    [2, 6) holds it too, [4, 8) not (it ends at 4)."""
+    those at 3 and 5, [4, 8) the one at 5; with the event [1, 4) (as long
+    as a hop and a half) [0, 4) and [2, 6) hold it too, [4, 8) not (it ends
+    at 4). Window [-2, 2) holds the point at 0 (and [1, 4))."""
     window = HoppingWindow(4, 2)
     points = [IntervalEvent(0, 1, "a"), IntervalEvent(3, 4, "b"), IntervalEvent(5, 6, "c")]
-    windows = [window.window_at(k) for k in (0, 1, 2)]
-    assert list(sliced_members(window, windows, points)) == [
-        points[:2],
-        points[1:],
-        points[2:],
+    found = list(window_payloads(window, _columns(points), INFINITY, False))
+    assert [(w.start, w.end, p) for w, p in found] == [
+        (-2, 2, ["a"]),
+        (0, 4, ["a", "b"]),
+        (2, 6, ["b", "c"]),
+        (4, 8, ["c"]),
     ]
     longer = [points[0], IntervalEvent(1, 4, "x"), *points[1:]]
-    assert list(sliced_members(window, windows, longer)) == [
-        longer[:3],
-        longer[1:],
-        longer[3:],
+    found = list(window_payloads(window, _columns(longer), INFINITY, False))
+    assert [(w.start, w.end, p) for w, p in found] == [
+        (-2, 2, ["a", "x"]),
+        (0, 4, ["a", "x", "b"]),
+        (2, 6, ["x", "b", "c"]),
+        (4, 8, ["c"]),
     ]
+
+
+def test_grid_walk_jumps_over_empty_windows_by_hand() -> None:
+    """Tumbling 10 over points at 3, 5 and 1,000,004 and a watermark at 1,000,020:
+    two windows with members, and with ``emit_empty`` every window between
+    them and up to the watermark (the last ending at 1,000,020)."""
+    window = TumblingWindow(10)
+    starts, ends = [3, 5, 1_000_004], [4, 6, 1_000_005]
+    last = window.last_index_before(1_000_020)
+    assert list(grid_slices(window, starts, ends, last, False)) == [
+        (0, 10, 0, 2),
+        (1_000_000, 1_000_010, 2, 3),
+    ]
+    walked = list(grid_slices(window, starts, ends, last, True))
+    assert len(walked) == 100_002
+    assert walked[:2] == [(0, 10, 0, 2), (10, 20, 2, 2)]
+    assert walked[-2:] == [(1_000_000, 1_000_010, 2, 3), (1_000_010, 1_000_020, 3, 3)]
+
+
+def test_hopping_with_gaps_leaves_out_an_event_between_windows() -> None:
+    """Hopping 3 / 7 (windows [0, 3), [7, 10), ...): the point at 5 is in no
+    window, those at 1 and 8 each in one; with ``emit_empty`` no window
+    comes after the last with members (the watermark is infinite)."""
+    window = HoppingWindow(3, 7)
+    events = [IntervalEvent(t, t + 1, t) for t in (1, 5, 8, 12)]
+    found = list(window_payloads(window, _columns(events), INFINITY, True))
+    assert [(w.start, w.end, p) for w, p in found] == [(0, 3, [1]), (7, 10, [8])]
 
 
 @aggregate

@@ -26,10 +26,12 @@ from udm.sdk.payloads import payload_key
 __all__ = [
     "ValueFn",
     "canonical_order",
+    "compute_payloads",
     "compute_window",
     "detached",
     "instantiate",
     "make_value_fn",
+    "payload_result",
     "udm_label",
 ]
 
@@ -200,18 +202,27 @@ def prepare(
 def raw_result(udm: Udm, window: WindowDescriptor, events: Sequence[IntervalEvent[Any]]) -> Any:
     """Invoke the UDM on prepared events, whatever its flavor."""
     u: Any = udm
-    if udm.incremental:
+    if udm.incremental and udm.time_sensitive:
         state = u.initial_state()
-        if udm.time_sensitive:
-            for e in events:
-                state = u.add(state, e, window)
-            return u.result(state, window)
         for e in events:
-            state = u.add(state, e.payload)
-        return u.result(state)
+            state = u.add(state, e, window)
+        return u.result(state, window)
     if udm.time_sensitive:
         return u.compute_result(list(events), window)
-    return u.compute_result([e.payload for e in events])
+    return payload_result(udm, [e.payload for e in events])
+
+
+def payload_result(udm: Udm, payloads: list[Any]) -> Any:
+    """Invoke a time-insensitive UDM on a window's payloads (mapped, in
+    canonical order): what :func:`raw_result` does with its events'
+    payloads. The list is the UDM's own (it may sort it in place)."""
+    u: Any = udm
+    if udm.incremental:
+        state = u.initial_state()
+        for payload in payloads:
+            state = u.add(state, payload)
+        return u.result(state)
+    return u.compute_result(payloads)
 
 
 def stamp_result(
@@ -281,8 +292,25 @@ def compute_window(
         events = prepare(members, window, clipping, value_fn, udm.time_sensitive, ordered)
         return stamp_result(udm, window, raw_result(udm, window, events), policy)
     except Exception as exc:
-        raise UdmInvocationError(
-            udm_label(udm),
-            describe_window(window),
-            f"{type(exc).__name__}: {exc}",
-        ) from exc
+        raise window_failed(udm, window, exc) from exc
+
+
+def compute_payloads(
+    udm: Udm, window: WindowDescriptor, payloads: list[Any], policy: OutputPolicy
+) -> list[IntervalEvent[Any]]:
+    """:func:`compute_window` for a time-insensitive UDM given its window's
+    payloads, mapped and in canonical order already (the reference
+    evaluator takes them as a slice of a key's payloads): the same result,
+    timestamps and errors, with no event object per member."""
+    try:
+        return stamp_result(udm, window, payload_result(udm, payloads), policy)
+    except Exception as exc:
+        raise window_failed(udm, window, exc) from exc
+
+
+def window_failed(udm: Udm, window: WindowDescriptor, exc: Exception) -> UdmInvocationError:
+    """The error for a UDM (or its value mapping, or its result) failing on
+    ``window``: it names the UDM and the window."""
+    return UdmInvocationError(
+        udm_label(udm), describe_window(window), f"{type(exc).__name__}: {exc}"
+    )

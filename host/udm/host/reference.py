@@ -6,55 +6,54 @@ the paper's definitions literally: enumerate the windows, collect each
 window's members by the belongs-to rule, clip, invoke the UDM from scratch,
 timestamp the result. No indexes, no incremental state, no cleverness: if
 another engine disagrees with this module, the other engine is wrong (or
-this module is, and a hand-computed test should say so).
+this module is, and a hand-computed test should say so). The members are
+found without asking every event about every window
+(:mod:`udm.host.refmembers`: by bisection, or for a time-insensitive UDM as
+slices of a key's events sorted by start), which the tests compare with
+the literal belongs-to rule.
 """
 
 from __future__ import annotations
 
 import inspect
-from bisect import bisect_left
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from itertools import islice
-from operator import ge
+from collections.abc import Callable, Hashable, Iterable
+from operator import itemgetter
 from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.gcpause import gc_paused
-from udm.host.invoke import compute_window, instantiate, make_value_fn
+from udm.host.invoke import (
+    ValueFn,
+    compute_payloads,
+    compute_window,
+    instantiate,
+    make_value_fn,
+)
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
+from udm.host.refmembers import (
+    EventColumns,
+    assign_members,
+    grid_windows,
+    overlap_rule,
+    window_payloads,
+)
 from udm.host.rows import NORMALIZED, nan_free, note_numpy_keys
 from udm.host.time import INFINITY, to_ticks
-from udm.host.windows import HoppingWindow, WindowSpec
+from udm.host.windows import WindowSpec
 from udm.sdk.base import Udm
 from udm.sdk.decorators import Function
-from udm.sdk.events import IntervalEvent, WindowDescriptor
-from udm.sdk.payloads import payload_key
+from udm.sdk.events import IntervalEvent
 
 __all__ = [
+    "EventColumns",
     "assign_members",
     "evaluate",
     "evaluate_by_key",
     "filter_events",
     "grid_windows",
     "project",
-    "sliced_members",
+    "window_payloads",
 ]
-
-
-def grid_windows(
-    window: HoppingWindow, events: Iterable[IntervalEvent[Any]], watermark: int
-) -> list[WindowDescriptor]:
-    """All grid windows from the first non-empty one to the last one that
-    ends by the watermark (or the last non-empty one when the watermark is
-    infinite): the windows ``emit_empty`` runs the UDM on."""
-    nonempty = window.windows(list(events), watermark)
-    if not nonempty:
-        return []
-    first = window.last_begun(nonempty[0].start)
-    last = window.last_begun(nonempty[-1].start)
-    if watermark < INFINITY:
-        last = max(window.last_index_before(watermark), last)
-    return [window.window_at(k) for k in range(first, last + 1)]
 
 
 def evaluate(
@@ -106,7 +105,7 @@ def evaluate(
 
 
 def _evaluate(
-    cht: Iterable[IntervalEvent[Any]],
+    cht: Iterable[IntervalEvent[Any]] | EventColumns,
     window: WindowSpec,
     udm: Udm | type[Udm],
     *,
@@ -120,185 +119,70 @@ def _evaluate(
 ) -> Cht:
     """:func:`evaluate`, the collector paused. ``checked``: ``cht`` is a
     list of :class:`IntervalEvent` whose lifetimes were checked already (by
-    :func:`evaluate_by_key`), so it is not checked again."""
+    :func:`evaluate_by_key`), so it is not checked again. ``cht`` may also
+    be such events' :class:`EventColumns`, with their payloads mapped by
+    ``value`` already (by :func:`key_columns`)."""
     instance = instantiate(udm, args)
     clipping = InputClipping.parse(input_clipping)
     policy = resolve_output_policy(output_policy, window, instance)
     value_fn = make_value_fn(value)
-    if checked:
-        events: list[IntervalEvent[Any]] = cht  # type: ignore[assignment]
+    events: list[IntervalEvent[Any]] = []
+    if isinstance(cht, EventColumns):
+        columns: EventColumns | None = cht
+    elif checked:
+        events = cht  # type: ignore[assignment]
     else:
         events = list(cht if isinstance(cht, Cht) else Cht(cht))  # checked lifetimes
     wm = to_ticks(watermark)
-    # payloads mapped first, each once (not once per window it belongs to):
-    # every later pass reads the mapped events, allocated together, rather
-    # than the caller's, which may lie scattered over a large input (one
-    # key's events among a million): what is read more than once is small
-    mapped = _mapped(events, value_fn)
-    if mapped is not None:
-        events, value_fn = mapped, None
-    if emit_empty:
-        grid = window.grid  # grid windows alone may be empty
-        if grid is None:
-            raise ValueError(
-                f"emit_empty applies to hopping and tumbling windows only; {window!r} windows "
-                "are defined by events and are never empty"
-            )
-        windows = grid_windows(grid, events, wm)
-    else:
-        windows = window.windows(events, wm)
-    ordered = False
-    if mapped is not None and not instance.time_sensitive:
-        # a time-insensitive UDM's canonical order (start, then payload) put
-        # on the events once, so every window's members come in it (a
-        # subsequence of a stable sort is in the order its own stable sort
-        # would give): the cost is the memberships, not memberships x log.
-        # Events already in strictly increasing start order (the usual
-        # input) are in it: no sort, and no payload read for one
-        starts = [e.start for e in events]
-        if any(map(ge, starts, islice(starts, 1, None))):
-            events.sort(key=_canonical_start)
-        ordered = True
-    if ordered:
-        members: Iterable[list[IntervalEvent[Any]]] = sliced_members(window, windows, events)
-    else:
-        members = assign_members(window, windows, events)
-    out: list[IntervalEvent[Any]] = []
-    for w, found in zip(windows, members, strict=True):
-        if not found and not emit_empty:
-            continue
-        out.extend(compute_window(instance, w, found, clipping, policy, value_fn, ordered=ordered))
-    return Cht(out)
+    if emit_empty and window.grid is None:  # grid windows alone may be empty
+        raise ValueError(
+            f"emit_empty applies to hopping and tumbling windows only; {window!r} windows "
+            "are defined by events and are never empty"
+        )
+    if not isinstance(cht, EventColumns):
+        # payloads mapped first, each once (not once per window it belongs to)
+        columns = EventColumns.of(events, value_fn)
+    if columns is None:
+        # the mapping failed on an event: each window maps its own members,
+        # so the failure is reported as the UDM failing on the first window
+        # that holds it
+        return Cht(
+            _by_members(instance, window, events, wm, emit_empty, clipping, policy, value_fn)
+        )
+    if not instance.time_sensitive and overlap_rule(window):
+        # a time-insensitive UDM sees its members' payloads alone: each
+        # window's are a slice of the group's payloads in canonical order
+        out: list[IntervalEvent[Any]] = []
+        for w, payloads in window_payloads(window, columns.canonical(), wm, emit_empty):
+            out.extend(compute_payloads(instance, w, payloads, policy))
+        return Cht(out)
+    mapped = columns.events()
+    return Cht(_by_members(instance, window, mapped, wm, emit_empty, clipping, policy, None))
 
 
-def _canonical_start(e: IntervalEvent[Any]) -> tuple[Any, ...]:
-    """The order time-insensitive UDMs receive a window's members in."""
-    return (e.start, payload_key(e.payload))
-
-
-def _mapped(
-    events: Sequence[IntervalEvent[Any]], value_fn: Callable[[Any], Any] | None
-) -> list[IntervalEvent[Any]] | None:
-    """The events with their payloads mapped by ``value_fn``, or None when
-    it fails on one: each window then maps its own members, so the failure
-    is reported as the UDM failing on the first window that holds it."""
-    if value_fn is None:
-        return list(events)
-    try:
-        return [IntervalEvent(e.start, e.end, value_fn(e.payload)) for e in events]
-    except Exception:
-        return None
-
-
-def assign_members(
-    window: WindowSpec, windows: Sequence[WindowDescriptor], events: Sequence[IntervalEvent[Any]]
-) -> list[list[IntervalEvent[Any]]]:
-    """Each window's members (``window.belongs``), in the order of ``events``.
-
-    Asking every event about every window costs windows x events; instead
-    each event is offered only the windows it can belong to, found by
-    bisection: every window kind's windows, listed by start, also have
-    increasing ends, and an event belongs to a window only if the window
-    starts before it ends (count by start: at or before its start) and ends
-    after it starts (count by end: at or after its end). The belongs-to rule
-    still decides, so the cost is the memberships plus a log per event.
-    """
-    starts = [w.start for w in windows]
-    ends = [w.end for w in windows]
-    members: list[list[IntervalEvent[Any]]] = [[] for _ in windows]
-    belongs = window.belongs
-    touching = window.touching
-    if _overlap_rule(window):
-        # the touching windows are exactly the overlapping ones: no window
-        # needs asking
-        k0 = _grid_origin(window, windows)
-        if k0 is not None:  # consecutive grid windows: positions are indexes
-            index_range = window.grid.index_range  # type: ignore[union-attr]
-            n = len(windows)
-            for e in events:
-                lo, hi = index_range(e.start, e.end)
-                for i in range(max(lo - k0, 0), min(hi - k0 + 1, n)):
-                    members[i].append(e)
-            return members
-        for e in events:
-            lo, hi = touching(starts, ends, e.start, e.end)
-            for i in range(lo, hi):
-                members[i].append(e)
-        return members
-    for e in events:
-        lo, hi = touching(starts, ends, e.start, e.end)
-        for i in range(lo, hi):
-            if belongs(e, windows[i]):
-                members[i].append(e)
-    return members
-
-
-def sliced_members(
-    window: WindowSpec, windows: Sequence[WindowDescriptor], events: Sequence[IntervalEvent[Any]]
-) -> Iterator[list[IntervalEvent[Any]]]:
-    """:func:`assign_members` of ``events`` sorted by start, one window's
-    members at a time: under the overlap rule a window's members are the
-    events starting in it, or at most the longest lifetime before it, that
-    end after it starts: a slice of ``events`` (two bisections), filtered
-    by end unless every event is a point. No member lists are built for
-    all windows at once, and no event is visited once per window it
-    belongs to before its windows are computed. Other rules, and lifetimes
-    longer than the shortest window (the slices would hold many events
-    that are not members), take :func:`assign_members`."""
-    if not windows or not events or not _overlap_rule(window):
-        yield from assign_members(window, windows, events)
-        return
-    starts = [e.start for e in events]
-    longest = max(e.end - e.start for e in events)
-    if longest > min(w.end - w.start for w in windows):
-        yield from assign_members(window, windows, events)
-        return
-    items = list(events)
-    for w in windows:
-        lo = bisect_left(starts, w.start - longest + 1)
-        chosen = items[lo : bisect_left(starts, w.end)]
-        if longest > 1:  # points starting in it end after it starts
-            start = w.start
-            chosen = [e for e in chosen if e.end > start]
-        yield chosen
-
-
-def _grid_origin(window: WindowSpec, windows: Sequence[WindowDescriptor]) -> int | None:
-    """The index of the first of ``windows`` when they are consecutive
-    windows of a hopping or tumbling grid (the usual case): an event's
-    windows are then found by its index range, not by two bisections whose
-    cost grows with the windows (a tenth of the time at a thousand windows
-    a key). None otherwise (a grid kind of its own, a gap)."""
+def _by_members(
+    instance: Udm,
+    window: WindowSpec,
+    events: list[IntervalEvent[Any]],
+    watermark: int,
+    emit_empty: bool,
+    clipping: InputClipping,
+    policy: OutputPolicy,
+    value_fn: ValueFn,
+) -> list[IntervalEvent[Any]]:
+    """The outputs of every window, each from its member events (found by
+    :func:`assign_members`, clipped, mapped by ``value_fn`` and put in
+    canonical order by :func:`compute_window`): any UDM, any window kind."""
     grid = window.grid
-    if not windows or grid is None or grid is not window:
-        return None  # not a grid, or its windows are not the grid's own
-    kind = type(grid)
-    if kind.index_range is not HoppingWindow.index_range:
-        return None
-    if kind.window_at is not HoppingWindow.window_at:
-        return None
-    first: int = grid.last_begun(windows[0].start)
-    if windows[0] != grid.window_at(first):
-        return None
-    start, hop = windows[0].start, grid.hop
-    if [w.start for w in windows] != list(range(start, start + len(windows) * hop, hop)):
-        return None
-    if any(w.end - w.start != grid.size for w in windows):
-        return None
-    return first
-
-
-def _overlap_rule(window: WindowSpec) -> bool:
-    """Whether ``window`` keeps the default membership rule, overlap, with
-    the default :meth:`~udm.host.windows.WindowSpec.touching`: then every
-    window ``touching`` finds holds the event (it finds those starting
-    before the event ends and ending after it starts)."""
-    kind = type(window)
-    return (
-        kind.belongs is WindowSpec.belongs
-        and kind.holds is WindowSpec.holds
-        and kind.touching is WindowSpec.touching
-    )
+    if emit_empty and grid is not None:
+        windows = grid_windows(grid, events, watermark)
+    else:
+        windows = window.windows(events, watermark)
+    out: list[IntervalEvent[Any]] = []
+    for w, found in zip(windows, assign_members(window, windows, events), strict=True):
+        if found or emit_empty:
+            out.extend(compute_window(instance, w, found, clipping, policy, value_fn))
+    return out
 
 
 def evaluate_by_key(
@@ -312,14 +196,23 @@ def evaluate_by_key(
     (a payload field name or a function of the payload): group-and-apply.
     The collector is paused for the whole call (see :func:`evaluate`).
 
-    (Mapping ``value`` while grouping, in the input's order, was tried and
-    measured slower at 1M events: the mapped events of one key then lie
-    scattered over the whole batch, and every phase of :func:`evaluate`
-    reads them; mapped per group they are allocated together.)"""
+    For a time-insensitive UDM under the overlap rule (every kind but the
+    count windows) the input is read once, into each key's
+    :class:`EventColumns` (:func:`key_columns`), and each key's windows are
+    computed from those; otherwise, or when the columns cannot be read, the
+    events are grouped and each group is evaluated as :func:`evaluate`
+    does."""
     key_fn = make_value_fn(key, "key")
     assert key_fn is not None
     note_numpy_keys()  # a numpy NaN key is the one NaN key too
+    plain = _plain_options(options)
     with gc_paused():
+        events = list(cht)  # read once more if the columns cannot be
+        if plain and _time_insensitive(udm) and overlap_rule(window):
+            by_key = key_columns(events, key, options.get("value"))
+            if by_key is not None:
+                full = _full_options(options)
+                return {k: _evaluate(columns, window, udm, **full) for k, columns in by_key.items()}
         groups: dict[Hashable, list[IntervalEvent[Any]]] = {}
         # lifetimes checked here, in the input's order, when every event is
         # an IntervalEvent with start < end (what Cht would check, per group,
@@ -327,7 +220,7 @@ def evaluate_by_key(
         # otherwise each group is checked as evaluate checks it, with the
         # same errors
         checked = True
-        for e in cht:
+        for e in events:
             k = key_fn(e.payload)
             if type(k) in NORMALIZED:  # every NaN one key (docs/concepts.md)
                 k = nan_free(k)
@@ -339,12 +232,62 @@ def evaluate_by_key(
                 and e.start < e.end
             ):
                 checked = False  # as Cht checks it (int tick times, start < end)
-        if not checked or not _plain_options(options):
-            return {k: evaluate(events, window, udm, **options) for k, events in groups.items()}
+        if not checked or not plain:
+            return {k: evaluate(group, window, udm, **options) for k, group in groups.items()}
         return {
-            k: _evaluate(events, window, udm, checked=True, **_full_options(options))
-            for k, events in groups.items()
+            k: _evaluate(group, window, udm, checked=True, **_full_options(options))
+            for k, group in groups.items()
         }
+
+
+def key_columns(
+    events: Iterable[IntervalEvent[Any]],
+    key: str | Callable[[Any], Hashable],
+    value: str | Callable[[Any], Any] | None,
+) -> dict[Hashable, EventColumns] | None:
+    """Each key's :class:`EventColumns`, in the input's order, read in one
+    pass over ``events`` while each is in the cache: a key's events lie
+    scattered among the other keys' (a thousand apart in a 1M-event input of
+    1,000 keys), and every later read of them reached main memory (issue
+    31). None when an event is not an :class:`IntervalEvent` with int times
+    and ``start < end``, or its key or value cannot be read: the caller then
+    groups the events themselves, which checks them and reports the
+    failure as :func:`evaluate` does. A field is read by
+    :func:`operator.itemgetter` (a C call), which returns what the query's
+    field function (:func:`~udm.host.invoke.make_value_fn`) returns, and
+    raises where it raises."""
+    get_key = key if callable(key) else itemgetter(key)
+    get_value = value if value is None or callable(value) else itemgetter(value)
+    by_key: dict[Hashable, EventColumns] = {}
+    try:
+        for e in events:
+            if type(e) is not IntervalEvent:
+                return None
+            payload, start, end = e.payload, e.start, e.end
+            if type(start) is not int or type(end) is not int or not start < end:
+                return None
+            k = get_key(payload)
+            if type(k) in NORMALIZED:  # every NaN one key (docs/concepts.md)
+                k = nan_free(k)
+            columns = by_key.get(k)
+            if columns is None:
+                columns = by_key[k] = EventColumns()
+            columns.starts.append(start)
+            columns.ends.append(end)
+            columns.values.append(payload if get_value is None else get_value(payload))
+        for columns in by_key.values():
+            columns.compact()
+    except Exception:
+        return None
+    return by_key
+
+
+def _time_insensitive(udm: Any) -> bool:
+    """Whether ``udm`` is a time-insensitive UDM (class or instance); False
+    for anything else, which :func:`evaluate` refuses with its own error."""
+    return (isinstance(udm, Udm) or (isinstance(udm, type) and issubclass(udm, Udm))) and not (
+        udm.time_sensitive
+    )
 
 
 def _plain_options(options: dict[str, Any]) -> bool:
