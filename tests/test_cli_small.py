@@ -158,7 +158,36 @@ def test_run_json_for_ci(spark: Any, tmp_path: Path) -> None:
     (query,) = doc["queries"]
     assert query["name"] == "q" and query["rows"] == 1 and query["format"] == "csv"
     assert query["rows_read"] == 3 and query["dropped"] == {"'ts' is not a valid time": 1}
+    assert query["times"] == "iso"
     assert doc["ok"] is True
+
+
+@pytest.mark.parametrize(
+    "column, times, written",
+    [("1,1.0\n2,3.0\n", "iso", "ticks"), ("2026-11-27T10:00:00,1.0\n", "iso", "iso")]
+    + [("1,1.0\n2,3.0\n", "ticks", "ticks"), ("2026-11-27T10:00:00,1.0\n", "ticks", "ticks")],
+)
+def test_run_json_says_how_times_were_written(
+    tmp_path: Path, column: str, times: str, written: str
+) -> None:
+    """A query over integer ticks writes ticks whatever --times says; the
+    summary said "iso" (the option) for it."""
+    import json
+
+    (tmp_path / "r.csv").write_text("ts,v\n" + column)
+    spec = tmp_path / "q.yaml"
+    spec.write_text(
+        "source: {path: r.csv, start: ts}\n"
+        "window: {kind: tumbling, size: 10}\naggregate: stats.mean\nvalue: v\n"
+        if column[0] == "1"
+        else "source: {path: r.csv, start: ts}\n"
+        "window: {kind: tumbling, size: 1m}\naggregate: stats.mean\nvalue: v\n"
+    )
+    args = ["run", str(spec), "-o", str(tmp_path / "out"), "--json", "--engine", "local"]
+    result = runner.invoke(app, [*args, "--times", times])
+    assert result.exit_code == 0, result.output
+    (query,) = json.loads(result.stdout)["queries"]
+    assert query["times"] == written
 
 
 def test_progress_shows_the_running_stage_and_its_tasks() -> None:

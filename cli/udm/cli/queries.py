@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
+import pyarrow as pa
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -282,7 +283,7 @@ def run(
                 "name": name,
                 "path": str(path),
                 "format": fmt,
-                "times": times,
+                "times": _times_written(schema, times),
                 "rows": rows,
                 "seconds": round(seconds, 3),
                 "rows_read": read,
@@ -297,6 +298,24 @@ def run(
     for line in timings.lines() if profile else []:
         console.print(line, markup=False)
     console.print(f"done in {time.perf_counter() - started:.1f} s", markup=False)
+
+
+def _times_written(written: Any, times: str) -> str:
+    """How a result's times were written: ``ticks`` when asked, or when
+    its ``start`` column holds integer ticks (a query over integer ticks
+    writes ticks whatever ``--times`` says); else ``times``. ``written``:
+    the Arrow table written (local) or the Spark schema read back."""
+    if times == "ticks":
+        return times
+    if hasattr(written, "column_names"):  # a pyarrow Table (--engine local)
+        if "start" not in written.column_names:
+            return times
+        integral = pa.types.is_integer(written.schema.field("start").type)
+    else:  # a Spark StructType
+        if "start" not in written.fieldNames():
+            return times
+        integral = written["start"].dataType.typeName() in ("long", "integer")
+    return "ticks" if integral else times
 
 
 def _refuse_run_choices(fmt: str, times: str, engine: str) -> None:
