@@ -10,7 +10,7 @@ import pytest
 from engine_support import Sum
 
 from udm.host import Host
-from udm.host.windows import TumblingWindow
+from udm.host.windows import HoppingWindow, TumblingWindow
 
 
 @pytest.mark.parametrize(
@@ -32,8 +32,15 @@ def test_restoring_bytes_that_are_no_snapshot_says_so(blob: Any, cause: str) -> 
 
 def test_snapshots_of_other_queries_keep_their_messages() -> None:
     blob = Host(TumblingWindow(5), Sum).snapshot()
-    with pytest.raises(ValueError, match="cannot be restored into a host running"):
+    with pytest.raises(ValueError, match="cannot be restored into a host running") as err:
         Host(TumblingWindow(6), Sum).restore(blob)
+    assert "differ too" not in str(err.value)
+    # every difference at once: the window and the options (the options were left out)
+    with pytest.raises(ValueError, match="cannot be restored into a host running") as err:
+        Host(HoppingWindow(10, 5), Sum, consistency="conservative").restore(blob)
+    assert "its query options differ too (consistency: speculative in the snapshot" in str(
+        err.value
+    )
     with pytest.raises(ValueError, match=r"^not a udm host snapshot$"):
         Host(TumblingWindow(5), Sum).restore(pickle.dumps({"format": "other"}))
     Host(TumblingWindow(5), Sum).restore(blob)  # the same query resumes

@@ -114,11 +114,6 @@ class Snapshots(HostAttributes):
         """Load a :meth:`snapshot` into this host (created with the same
         query), replacing its state."""
         data = load_versioned(blob, SNAPSHOT_FORMAT, SNAPSHOT_VERSION, "host snapshot")
-        if data["udm"] != self._label or data["window"] != repr(self.window):
-            raise ValueError(
-                f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
-                f"running {self._label!r} over {self.window!r}"
-            )
         ours = self._options()
         theirs = data["options"]
         differ = [
@@ -126,6 +121,12 @@ class Snapshots(HostAttributes):
             for k, v in ours.items()
             if theirs.get(k) != v
         ]
+        if data["udm"] != self._label or data["window"] != repr(self.window):
+            also = f"; its query options differ too ({'; '.join(differ)})" if differ else ""
+            raise ValueError(
+                f"snapshot of {data['udm']!r} over {data['window']} cannot be restored into a host "
+                f"running {self._label!r} over {self.window!r}{also}"
+            )
         if differ:
             raise ValueError(
                 f"snapshot of {data['udm']!r} over {data['window']} was taken with other query "
