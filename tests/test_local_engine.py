@@ -266,3 +266,39 @@ def test_run_engine_local_reads_empty_csv_fields_as_null_as_spark_does(tmp_path:
     assert "dropped 2 of 3 input rows as invalid: 2 key 'k' is null" in result.output
     w0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z
     assert _read_cht(out / "q", "csv") == Cht([(w0, w0 + 10_000_000, {"k": "a", "mean": 1.5})])
+
+
+# ---------------- black-box round 5: object columns and nanoseconds in pandas
+
+
+def test_nanoseconds_in_an_object_time_column_are_refused_as_in_a_datetime_column() -> None:
+    """pyarrow floored them to microseconds: the events moved, silently."""
+    ts = [pd.Timestamp("2024-01-01 00:00:00.000001999"), pd.Timestamp("2024-01-01 00:00:00.000002")]
+    for column in (pd.Series(ts), pd.Series(ts, dtype=object)):
+        df = pd.DataFrame({"ts": column, "k": ["a", "a"]})
+        with pytest.raises(InvalidEventError, match="'ts' has sub-microsecond precision"):
+            Stream.from_pandas(df, start="ts", key="k")
+    whole = pd.DataFrame({"k": ["a"], "ts": pd.Series(ts[1:], dtype=object)})
+    cht = Stream.from_pandas(whole, start="ts", key="k").to_cht()
+    assert cht == {"a": Cht([(1704067200000002, 1704067200000003, {"k": "a"})])}
+
+
+def test_an_object_time_column_of_mixed_kinds_drops_and_counts_the_odd_rows() -> None:
+    """ints with a string, or with a datetime, in one column: a raw
+    ArrowInvalid, even with on_invalid="drop"."""
+    df = pd.DataFrame({"s": [1, 5, 3], "e": [2, 9, "x"], "k": ["a"] * 3})
+    s = Stream.from_pandas(df, start="s", end="e", key="k", on_invalid="drop")
+    assert s.to_cht() == {"a": Cht([(1, 2, {"k": "a"}), (5, 9, {"k": "a"})])}
+    assert s.metrics.invalid_rows() == {"'e' is not a valid time (str in a column of int ticks)": 1}
+    mixed = pd.DataFrame({"s": [1, dt.datetime(2024, 1, 1), None], "k": ["a"] * 3})
+    with pytest.raises(InvalidEventError, match=r"row 1: .*datetime in a column of int ticks"):
+        Stream.from_pandas(mixed, start="s", key="k")
+
+
+def test_to_pandas_and_to_arrow_keep_a_payloads_nanoseconds() -> None:
+    """A payload Timestamp with nanoseconds came out floored to microseconds."""
+    d = pd.Timestamp("2024-01-01 00:00:00.000000001", tz="UTC")
+    p = pd.DataFrame({"ts": [1], "k": ["a"], "d": [d]})
+    stream = Stream.from_pandas(p, start="ts", key="k")
+    assert stream.to_pandas()["d"][0] == d
+    assert stream.to_arrow().column("d").type == pa.timestamp("ns", tz="UTC")

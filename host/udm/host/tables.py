@@ -34,20 +34,54 @@ __all__ = ["SHOWN", "from_table", "pandas_frame", "time_columns", "to_arrow"]
 SHOWN = 3
 
 
-def _arrow(data: Any) -> Any:
-    """A pyarrow Table of a pandas DataFrame, an Arrow table or batch."""
+def _arrow(data: Any, times: Sequence[str]) -> tuple[Any, dict[str, list[Any]]]:
+    """A pyarrow Table of a pandas DataFrame, an Arrow table or batch, and
+    the Python values of the time columns ``times`` that pandas holds as
+    objects: Arrow would floor a ``Timestamp``'s nanoseconds there (where a
+    ``datetime64[ns]`` column keeps them, to be refused) and refuse a
+    column mixing ints and strings outright, where each value is a row's
+    to check (those columns are nulls in the table)."""
     import pyarrow as pa
 
     if isinstance(data, pa.Table):
-        return data
+        return data, {}
     if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
+        return pa.Table.from_batches([data]), {}
     if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        objects = [c for c in dict.fromkeys(times) if c in data.columns and data[c].dtype == object]
+        raw = {c: [_missing_as_none(v) for v in data[c].tolist()] for c in objects}
+        table = pa.Table.from_pandas(data.drop(columns=objects), preserve_index=False)
+        for c in objects:
+            table = table.append_column(c, pa.nulls(len(data)))
+        return table.select([str(c) for c in data.columns]), raw
     raise TypeError(
         f"expected a pandas DataFrame or an Arrow table, got {type(data).__name__}; "
         "for a Spark DataFrame use Stream.from_dataframe"
     )
+
+
+def _missing_as_none(value: Any) -> Any:
+    """None for pandas' missing markers in an object column (NaN, NaT)."""
+    if isinstance(value, float) and value != value:
+        return None
+    return None if type(value).__name__ == "NaTType" else value
+
+
+def _is_ticks(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _mixed(raw: dict[str, list[Any]], i: int) -> str | None:
+    """Why row ``i`` of the object time columns ``raw`` is invalid: a value
+    of another kind than the column's first (int ticks or datetimes), which
+    one typed column could not hold; None if none is."""
+    for col, values in raw.items():
+        first = next((v for v in values if v is not None), None)
+        v = values[i]
+        if first is not None and v is not None and _is_ticks(v) != _is_ticks(first):
+            held = "int ticks" if _is_ticks(first) else "datetimes"
+            return f"{col!r} is not a valid time ({type(v).__name__} in a column of {held})"
+    return None
 
 
 def _names(key: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -82,7 +116,7 @@ def from_table(
     called with every argument)."""
     from udm.host.errors import InvalidEventError
 
-    table = _arrow(data)
+    table, raw = _arrow(data, [c for c in (start, end) if c is not None])
     chosen = _shape(shape, end)
     if on_invalid not in ("raise", "drop"):
         raise ValueError(f"unknown on_invalid {on_invalid!r}; use 'raise' or 'drop'")
@@ -93,14 +127,21 @@ def from_table(
     for role, col in (("start", start), ("end", end), *(("key", k) for k in keys)):
         if col is not None and col not in columns:
             raise KeyError(f"{role} column {col!r} is not in the table; its columns are {columns}")
-    kind = str(table.schema.field(start).type)
-    timestamps = kind.startswith(("timestamp", "date", "string", "large_string"))
+    if start in raw:
+        first = next((v for v in raw[start] if v is not None), None)
+        timestamps = first is not None and not _is_ticks(first)
+    else:
+        kind = str(table.schema.field(start).type)
+        timestamps = kind.startswith(("timestamp", "date", "string", "large_string"))
     rows: list[Row] = []
     problems: list[tuple[int, str, dict[str, Any]]] = []  # (row, reason, values)
     dropped: dict[str, int] = {}
     for i, record in enumerate(table.to_pylist()):
+        for c, values in raw.items():
+            record[c] = values[i]
         ends = record.get(end) if end else None
-        lifetime = check_row(record.get(start), ends, chosen, start, end)
+        mixed = _mixed(raw, i) if raw else None
+        lifetime = mixed or check_row(record.get(start), ends, chosen, start, end)
         if isinstance(lifetime, str):
             reason, policy = lifetime, on_invalid
         else:
@@ -270,8 +311,22 @@ def to_arrow(stream: RunnableStream) -> Any:
     schema = pa.schema([pa.field(c, fields[c]) for c in ("start", "end")])
     table = pa.table({c: pa.array(data[c], type=fields[c]) for c in ("start", "end")}, schema)
     for c in columns:
-        table = table.append_column(c, pa.array(data[c], type=kind if c in marked else None))
+        typed = kind if c in marked else _typed(data[c])
+        table = table.append_column(c, pa.array(data[c], type=typed))
     return table
+
+
+def _typed(values: list[Any]) -> Any:
+    """The Arrow type of a payload column where inference would lose
+    precision: pandas ``Timestamp`` values with nanoseconds take
+    ``timestamp[ns]`` (Arrow infers ``timestamp[us]`` and floors them);
+    None (infer) otherwise."""
+    import pyarrow as pa
+
+    found = next((v for v in values if getattr(v, "nanosecond", 0)), None)
+    if found is None:
+        return None
+    return pa.timestamp("ns", tz=None if found.tz is None else str(found.tz))
 
 
 def pandas_frame(table: Any) -> Any:
