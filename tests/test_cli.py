@@ -984,6 +984,26 @@ def test_an_unknown_udm_in_a_spec_is_reported_before_spark_starts(tmp_path: Path
     )
 
 
+def test_a_spec_naming_two_udms_is_reported_beside_its_other_mistakes(tmp_path: Path) -> None:
+    """Another field's mistake skipped the model's check: "give exactly one
+    of aggregate or apply" came only after it was fixed."""
+    from udm.cli.queryfile import QueryFileError, check_query_file
+
+    both = MEDIAN.replace("tumbling", "tumblng").rstrip(" ") + "    apply: stats.median\n"
+    path = spec(tmp_path, both, "both.yaml")
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(path)
+    lines = str(err.value).splitlines()
+    assert lines[0] == (
+        f"{path}:1: (top level): give exactly one of aggregate (a UDA name) or apply (a UDO name)"
+    )
+    assert any(line.startswith(f"{path}:2: window.kind: Input should be") for line in lines)
+    alone = spec(tmp_path, MEDIAN.rstrip(" ") + "    apply: stats.median\n", "alone.yaml")
+    with pytest.raises(QueryFileError) as err:
+        check_query_file(alone)
+    assert str(err.value).count("give exactly one of aggregate") == 1
+
+
 def test_source_mistakes_in_a_spec_are_all_reported_before_spark_starts(tmp_path: Path) -> None:
     """A Parquet source's columns are read from its footer: every column the
     spec names that the data lacks is reported at its own line, at once

@@ -203,6 +203,36 @@ expected: []
     assert "no UDM is registered as 'nosuch'" in lines[3]  # in the step not built
 
 
+def test_an_input_mistake_does_not_hide_an_unknown_udf_of_a_step_reading_it(
+    tmp_path: Path,
+) -> None:
+    """The steps reading an input with mistakes are not built, so their
+    unknown UDF was reported only once the input was fixed."""
+    path = write(
+        tmp_path,
+        """\
+inputs:
+  a:
+    key: k
+    events:
+      - {insert: a1, start: 2, end: 6, payload: {k: x, v: 1}}
+      - {insrt: a2, start: 3}
+query:
+  - from: a
+  - shift: 1
+  - where: nosuch.udf
+expected: []
+""",
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    lines = str(err.value).splitlines()
+    assert lines[0].startswith(f"{path}:6: inputs.a.events.1: each input element needs one")
+    assert lines[1].startswith(f"{path}:10: query.2.where: UnknownUdmError: ")
+    assert "no UDM is registered as 'nosuch.udf'" in lines[1]
+    assert len(lines) == 2
+
+
 def test_mistakes_of_fields_that_do_not_fit_do_not_hide_steps_not_built(tmp_path: Path) -> None:
     """Fields each valid but not fitting together (rows with and without a
     key) hid an unknown UDF until they were fixed."""

@@ -103,6 +103,11 @@ def infer_format(path: Path) -> str:
     return kinds.pop() if len(kinds) == 1 else "parquet"
 
 
+#: a spec names one UDM (checked by the model, and from the raw document
+#: when other fields do not validate, which skips the model's check)
+ONE_UDM = "give exactly one of aggregate (a UDA name) or apply (a UDO name)"
+
+
 class QuerySpec(BaseModel):
     """A YAML query: one windowed UDA or UDO over one source."""
 
@@ -130,7 +135,7 @@ class QuerySpec(BaseModel):
     @model_validator(mode="after")
     def _one_udm(self) -> QuerySpec:
         if (self.aggregate is None) == (self.apply is None):
-            raise ValueError("give exactly one of aggregate (a UDA name) or apply (a UDO name)")
+            raise ValueError(ONE_UDM)
         return self
 
     def source_path(self, base: Path) -> Path:
@@ -460,6 +465,9 @@ def check_query_file(path: Path) -> None:
             spec = QuerySpec.model_validate(data)
         except ValidationError as exc:
             problems += validation_messages(str(path), data, exc, ()).splitlines()
+            named = [f for f in ("aggregate", "apply") if data.get(f) is not None]
+            if len(named) != 1:
+                problems.append(f"{path}:{getattr(data, 'line', 1)}: (top level): {ONE_UDM}")
         problems += _udm_problems(path, data)
         problems += returns_problem(path, data)
         if spec is not None:

@@ -51,14 +51,17 @@ def unbuilt_steps(path: Path, data: Any) -> list[str]:
         streams={n: _steps(ops) for n, ops in raw_streams.items()},
     )
     fixture.loaded_from(path, getattr(data, "line", 1), data)
-    out = _unknown_names(data, fixture)
+    out: list[str] = []
     try:
         build_query_sources(
             fixture, {n: [] for n, s in given.items() if s is not None}, partial=True
         )
     except FixtureError as exc:
         out += str(exc).splitlines()
-    return out
+    # the names of every step not built (field mistakes, or reading an input
+    # with mistakes), each line's not already reported by the build
+    reported = {m.split(": ", 1)[0] for m in out}
+    return out + [m for m in _unknown_names(data, fixture) if m.split(": ", 1)[0] not in reported]
 
 
 #: where a step names a UDF, or under ``udm`` a windowed UDM
@@ -79,18 +82,18 @@ def _named(step: dict[str, Any], loc: tuple[str, ...]) -> str | None:
 
 
 def _unknown_names(data: Any, fixture: QueryFixture) -> list[str]:
-    """``file:line: field: ...`` for each UDF or UDM name that a step with
-    field mistakes gives and the registry lacks: the step is not built,
-    but its names are read from the raw document, so ``alter_lifetime:
-    {start: nosuch, duration: 5x}`` says both that 5x is no duration and
-    that nosuch is not registered."""
+    """``file:line: field: ...`` for each UDF or UDM name that a step gives
+    and the registry lacks, read from the raw document: a step with field
+    mistakes is not built, nor one reading an input with mistakes, so
+    ``alter_lifetime: {start: nosuch, duration: 5x}`` says both that 5x is
+    no duration and that nosuch is not registered."""
     udfs = Udfs()
     out = []
     for prefix, ops in fixture.lines():
         raw = data.get("query") if len(prefix) == 1 else data["streams"].get(prefix[1])
-        for i, op in enumerate(ops):
+        for i in range(len(ops)):
             step = raw[i] if isinstance(raw, list) and i < len(raw) else None
-            if op is not None or not isinstance(step, dict):
+            if not isinstance(step, dict):
                 continue
             for loc in (*_NAMED, ("udm",)):
                 name = _named(step, loc)
