@@ -302,3 +302,18 @@ def test_to_pandas_and_to_arrow_keep_a_payloads_nanoseconds() -> None:
     stream = Stream.from_pandas(p, start="ts", key="k")
     assert stream.to_pandas()["d"][0] == d
     assert stream.to_arrow().column("d").type == pa.timestamp("ns", tz="UTC")
+
+
+def test_a_nan_from_pandas_is_pandas_missing_value_and_from_arrow_a_nan() -> None:
+    """docs/concepts.md said NaN keys read from pandas are one NaN group;
+    from_pandas reads pandas' missing value as null (documented now)."""
+    import math
+
+    df = pd.DataFrame({"ts": [1, 2], "k": [float("nan")] * 2, "v": [1.0, 2.0]})
+    with pytest.raises(InvalidEventError, match="key 'k' is null"):
+        Stream.from_pandas(df, start="ts", key="k")
+    kept = Stream.from_pandas(df, start="ts", key="k", on_null_key="keep").to_cht()
+    assert list(kept) == [None]
+    table = pa.table({"ts": [1, 2], "k": [float("nan")] * 2, "v": [1.0, 2.0]})
+    (key,) = Stream.from_arrow(table, start="ts", key="k").to_cht()
+    assert math.isnan(key)
