@@ -317,3 +317,11 @@ def test_a_nan_from_pandas_is_pandas_missing_value_and_from_arrow_a_nan() -> Non
     table = pa.table({"ts": [1, 2], "k": [float("nan")] * 2, "v": [1.0, 2.0]})
     (key,) = Stream.from_arrow(table, start="ts", key="k").to_cht()
     assert math.isnan(key)
+
+
+def test_explain_names_the_sources_null_key_policy() -> None:
+    """explain() showed on_invalid=drop but not on_null_key=drop."""
+    df = pd.DataFrame({"ts": [1, 2], "k": ["a", None]})
+    stream = Stream.from_pandas(df, start="ts", key="k", on_null_key="drop")
+    assert "source: 1 in-memory events; on_invalid=raise; on_null_key=drop" in stream.explain()
+    assert "on_null_key" not in Stream.from_pandas(df, start="ts").explain()

@@ -171,11 +171,15 @@ class Source(PlanNode):
                 )
             else:
                 life = f"interval events [{self.start!r}, {self.end!r})"
-            return f"DataFrame[{cols}]\n  {life}; on_invalid={self.on_invalid}"
+            return f"DataFrame[{cols}]\n  {life}; on_invalid={self.on_invalid}{self._null_keys()}"
         if self.elements is not None:
             return f"physical stream of {len(self.elements)} elements; cti_policy={self.cti_policy}"
         assert self.rows is not None
-        return f"{len(self.rows)} in-memory events; on_invalid={self.on_invalid}"
+        return f"{len(self.rows)} in-memory events; on_invalid={self.on_invalid}{self._null_keys()}"
+
+    def _null_keys(self) -> str:
+        """What a keyed table source does with a null key, for describe()."""
+        return f"; on_null_key={self.on_null_key}" if self.key_columns else ""
 
 
 @dataclass(frozen=True, eq=False)
