@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import statistics
 import sys
-import time
 from typing import Any
 
 from compare_host import HERE, load
@@ -61,18 +60,9 @@ def main(other: str, n: int, rounds: int) -> None:
             floors = importlib.import_module("floors_median")
             loop = floors.floor_hopping_median
             contenders["floor"] = lambda els=els, loop=loop: loop(els, HOP * 10, HOP)
-    wall = {k: float("inf") for k in contenders}
-    cpu = dict(wall)
-    outputs: dict[str, list[Any]] = {}
-    for r in range(rounds):
-        for k, fn in contenders.items():
-            w0, c0 = time.perf_counter(), time.process_time()
-            got = fn()
-            wall[k] = min(wall[k], time.perf_counter() - w0)
-            cpu[k] = min(cpu[k], time.process_time() - c0)
-            if r == 0 and k != "floor":
-                outputs[k] = [(type(o).__name__, repr(o)) for o in got]
-            del got
+    from compare_host import timed_rounds  # this script's folder is on the path
+
+    wall, cpu, outputs = timed_rounds(contenders, rounds)
     for k in contenders:
         print(f"{k:8s} wall {wall[k]:.3f} s  cpu {cpu[k]:.3f} s")
     for v in ("other", "this"):

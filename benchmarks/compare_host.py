@@ -96,6 +96,26 @@ def main(other: str, n: int, rounds: int) -> None:
         contenders[f"{name}_1_key"] = lambda run=run, els=one: run(els)
         if name == "other":
             contenders["floor"] = lambda els=many, insert=host.Insert: floor(els, insert)
+    wall, cpu, outputs = timed_rounds(contenders, rounds)
+    for k in contenders:
+        print(f"{k:16s} wall {wall[k]:.3f} s  cpu {cpu[k]:.3f} s")
+    for v in ("other", "this"):
+        print(
+            f"{v}: 1,000 keys / dict loop: wall {wall[v + '_1000_keys'] / wall['floor']:.2f}, "
+            f"cpu {cpu[v + '_1000_keys'] / cpu['floor']:.2f}; 1,000 keys / one key: "
+            f"cpu {cpu[v + '_1000_keys'] / cpu[v + '_1_key']:.2f}"
+        )
+    for s in ("1000_keys", "1_key"):
+        same = outputs[f"other_{s}"] == outputs[f"this_{s}"]
+        print(f"same outputs ({s}): {same} ({len(outputs['this_' + s])} elements)")
+
+
+def timed_rounds(
+    contenders: dict[str, Any], rounds: int
+) -> tuple[dict[str, float], dict[str, float], dict[str, list[Any]]]:
+    """Best wall and CPU seconds of each contender over ``rounds``
+    round-robin rounds, and each one's outputs of the first round (as
+    type and repr, to compare versions; not the ``floor``'s)."""
     wall = {k: float("inf") for k in contenders}
     cpu = dict(wall)
     outputs: dict[str, list[Any]] = {}
@@ -110,17 +130,7 @@ def main(other: str, n: int, rounds: int) -> None:
             # freed here, untimed: dropped at the next call's assignment it
             # would charge 100,000 outputs to the next contender (a one-key run)
             del got
-    for k in contenders:
-        print(f"{k:16s} wall {wall[k]:.3f} s  cpu {cpu[k]:.3f} s")
-    for v in ("other", "this"):
-        print(
-            f"{v}: 1,000 keys / dict loop: wall {wall[v + '_1000_keys'] / wall['floor']:.2f}, "
-            f"cpu {cpu[v + '_1000_keys'] / cpu['floor']:.2f}; 1,000 keys / one key: "
-            f"cpu {cpu[v + '_1000_keys'] / cpu[v + '_1_key']:.2f}"
-        )
-    for s in ("1000_keys", "1_key"):
-        same = outputs[f"other_{s}"] == outputs[f"this_{s}"]
-        print(f"same outputs ({s}): {same} ({len(outputs['this_' + s])} elements)")
+    return wall, cpu, outputs
 
 
 if __name__ == "__main__":
