@@ -29,6 +29,13 @@ from udm.host.algebra import join_payload, joined_columns, pair_udf, side_key
 from udm.host.cht import derive_cht
 from udm.host.engine import Consistency
 from udm.host.engines import EngineResult
+from udm.host.engines.entrypoints import (
+    PassOperator,
+    ValidateOperator,
+    element_columns,
+    ending,
+    wrapped_payloads,
+)
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
@@ -56,9 +63,8 @@ from udm.host.rows import (
     returns_is_struct,
     udf_of_payload,
 )
-from udm.host.stream import Cti, ExternalCti, Insert
+from udm.host.stream import ExternalCti, Insert
 from udm.host.time import INFINITY
-from udm.host.validation import CtiPolicy, StreamValidator
 from udm.host.versioned import dump_versioned, load_versioned
 
 __all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph", "register_handler"]
@@ -66,28 +72,6 @@ __all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph", "re
 #: the most elements a source hands the graph at once (a run also ends at
 #: each CTI): bounds what a run holds when a source has few CTIs
 RUN_LIMIT = 4096
-
-
-class _ValidateOperator(Operator):
-    """A source's validator: its CTI policy applied before the graph."""
-
-    name = "source"
-    state_fields = ("emitted", "validator")
-
-    def __init__(self, policy: str) -> None:
-        super().__init__(1)
-        self.validator = StreamValidator(cti_policy=CtiPolicy.parse(policy))
-
-    def push(self, port: int, element: PhysicalElement) -> None:
-        checked = self.validator.check(element)  # type: ignore[arg-type]
-        if checked is not None:
-            self.emit(checked)
-
-    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
-        check = self.validator.check
-        checked = [c for c in map(check, elements) if c is not None]  # type: ignore[arg-type]
-        if checked:
-            self.emit_batch(checked)
 
 
 class HostEngine:
@@ -110,7 +94,7 @@ class HostEngine:
         # live: sources are entry points fed from outside (LiveGraph), with
         # this CTI policy, rather than feeds the engine drains itself
         self._live_policy: str | None = None
-        self._entries: dict[int, _ValidateOperator] = {}
+        self._entries: dict[int, ValidateOperator] = {}
         self._raw: set[int] = set()
 
     # ------------------------------------------------------------ running
@@ -247,35 +231,35 @@ class HostEngine:
 
     def _source(self, node: PlanNode) -> Operator:
         assert isinstance(node, logical.Source)
-        head = _Pass()
+        head = PassOperator()
         self._scalar[id(node)] = node.scalar
         for reason, n in node.dropped:
             self._drops[reason] = self._drops.get(reason, 0) + n
         if self._live_policy is not None:
-            entry = _ValidateOperator(self._live_policy)
+            entry = ValidateOperator(self._live_policy)
             entry.connect(head)
             self._entries[id(node)] = entry
             self._columns[id(node)] = None
             return head
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
-            elements = _ending(_wrapped(node.elements, node.scalar))
+            elements = ending(wrapped_payloads(node.elements, node.scalar))
             if id(node) in self._raw and external:
-                first: Operator = _Pass()  # its Finalize repairs and validates
+                first: Operator = PassOperator()  # its Finalize repairs and validates
             elif external:
                 repair = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
                 self._finalizers.append(repair)
                 first = repair
             else:
-                first = _ValidateOperator(node.cti_policy)
+                first = ValidateOperator(node.cti_policy)
             first.connect(head)
             self._feeds.append((first, elements))
-            self._columns[id(node)] = _element_columns(node)
+            self._columns[id(node)] = element_columns(node)
             return head
         rows = self._rows_of(node)
         self._columns[id(node)] = list(dict.fromkeys(c for _, _, p in rows for c in p))
         order = sorted(range(len(rows)), key=lambda i: rows[i][0])
-        elements = _ending(Insert(i, rows[i][0], rows[i][1], rows[i][2]) for i in order)
+        elements = ending(Insert(i, rows[i][0], rows[i][1], rows[i][2]) for i in order)
         self._feeds.append((head, elements))
         return head
 
@@ -446,55 +430,6 @@ class HostEngine:
         self._scalar[id(node)] = self._scalar_of(node.left)
         self._columns[id(node)] = self._columns.get(id(node.left))
         return anti
-
-
-class _Pass(Operator):
-    """Where a source's elements enter the graph."""
-
-    name = "source"
-
-    def push(self, port: int, element: PhysicalElement) -> None:
-        self.emit(element)
-
-    def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
-        self.emit_batch(elements)
-
-
-def _wrapped(elements: Sequence[Any], scalar: bool) -> Iterator[Any]:
-    for el in elements:
-        if type(el) is Insert:
-            payload = el.payload
-            if scalar or not isinstance(payload, Mapping):
-                payload = {SCALAR_COL: payload}
-            else:
-                payload = {str(k): v for k, v in payload.items()}
-            yield Insert(el.id, el.start, el.end, payload)
-        else:
-            yield el
-
-
-def _element_columns(node: logical.Source) -> list[str]:
-    """The payload columns of a physical stream's inserts (a union fills
-    the ones an input lacks with nulls)."""
-    assert node.elements is not None
-    columns: dict[str, None] = {}
-    for el in node.elements:
-        if type(el) is not Insert:
-            continue
-        if node.scalar or not isinstance(el.payload, Mapping):
-            return [SCALAR_COL]
-        columns.update(dict.fromkeys(str(k) for k in el.payload))
-    return list(columns)
-
-
-def _ending(elements: Iterator[Any] | Any) -> Iterator[Any]:
-    """The elements, then a CTI at the end of time (unless they end with one)."""
-    last = None
-    for el in elements:
-        last = el
-        yield el
-    if not (type(last) is Cti and last.time >= INFINITY):
-        yield Cti(INFINITY)
 
 
 def _python_only(expr: Any, node: PlanNode) -> None:
