@@ -164,8 +164,12 @@ def test_run_json_for_ci(spark: Any, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "column, times, written",
-    [("1,1.0\n2,3.0\n", "iso", "ticks"), ("2026-11-27T10:00:00,1.0\n", "iso", "iso")]
-    + [("1,1.0\n2,3.0\n", "ticks", "ticks"), ("2026-11-27T10:00:00,1.0\n", "ticks", "ticks")],
+    [
+        ("1,1.0\n2,3.0\n", "iso", "ticks"),
+        ("2026-11-27T10:00:00,1.0\n", "iso", "iso"),
+        ("1,1.0\n2,3.0\n", "ticks", "ticks"),
+        ("2026-11-27T10:00:00,1.0\n", "ticks", "ticks"),
+    ],
 )
 def test_run_json_says_how_times_were_written(
     tmp_path: Path, column: str, times: str, written: str
