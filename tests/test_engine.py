@@ -982,39 +982,3 @@ def test_a_key_that_cannot_be_computed_is_one_error_on_every_path(
     assert str(err.value) == f"cannot compute the group key of {bad!r}: {cause}"
     # nothing of the bad insert was applied
     assert output_cht(host.flush()) == [(0, 10, 5)]
-
-
-class _NoRemove(IncrementalAggregate):
-    """A UDM whose ``remove`` always raises."""
-
-    def initial_state(self) -> int:
-        return 0
-
-    def add(self, s: int, p: int) -> int:
-        return s + p
-
-    def remove(self, s: int, p: int) -> int:
-        raise RuntimeError("no remove")
-
-    def result(self, s: int) -> int:
-        return s
-
-
-@pytest.mark.parametrize("fast_path", [True, False])
-@pytest.mark.parametrize("batch", [True, False])
-def test_a_retraction_emptying_a_window_drops_its_state_on_every_path(
-    fast_path: bool, batch: bool
-) -> None:
-    """The fast path called ``remove`` on a window's last event (and failed
-    with a raising remove) where the general path drops the emptied
-    window's state: the same outputs now; a window keeping an event still
-    needs ``remove``, on both paths."""
-    host = Host(TumblingWindow(10), _NoRemove, fast_path=fast_path)
-    host.process_many([Insert("a", 1, 5, 1), point("b", 12, 1)])
-    gone = Retract("a", 1, 5, 1)
-    out = host.process_many([gone]) if batch else host.process(gone)
-    shown = [(type(e).__name__, e.start, e.old_end, e.new_end) for e in out]
-    assert shown == [("Retract", 0, 10, 0)]
-    host.process_many([Insert("c", 2, 3, 4), Insert("d", 3, 4, 5)])  # the window again
-    with pytest.raises(UdmInvocationError, match="no remove"):
-        host.process(Retract("c", 2, 3, 2))

@@ -406,8 +406,7 @@ class GridColumns(GridCore):
             n = w[1] - 1
             new: Any = EMPTY
             try:
-                # the window's last event: its state is dropped, not taken apart
-                state = self.ops.remove(w[0], value) if n > 0 else self.ops.initial_state()
+                state = self.ops.remove(w[0], value)
                 if emitted and n > 0:
                     new = self.udm.result(state)
                     if type(new) not in PLAIN_TYPES:

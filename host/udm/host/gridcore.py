@@ -199,11 +199,6 @@ class GridCore(OperatorWindows):
         remove = self.ops.remove
         for k in range(lo, hi + 1):
             w = self._win(ks, k)
-            if w[1] == 1:
-                # the window's last event: its state is dropped, not taken
-                # apart, as the general path drops an emptied window's
-                w[0], w[1] = self.ops.initial_state(), 0
-                continue
             try:
                 w[0] = remove(w[0], value)
             except Exception as exc:
