@@ -20,19 +20,10 @@ import statistics
 import sys
 from typing import Any
 
-from compare_host import HERE, load
+# the elements of host.hopping_median are host.keys_tumbling_mean's (cases_host._elements)
+from compare_host import HERE, elements, load
 
 HOP = 1_000
-
-
-def elements(host: Any, n: int, keys: int) -> list[Any]:
-    """The elements of ``host.hopping_median`` (cases_host._elements)."""
-    out: list[Any] = []
-    for i in range(n):
-        out.append(host.Insert(i, i, i + 1, {"k": i % keys, "v": float(i % 97)}))
-        if i % 1000 == 999:
-            out.append(host.Cti(i - 10))
-    return out
 
 
 def main(other: str, n: int, rounds: int) -> None:
