@@ -186,6 +186,8 @@ class GeneralPath(HostAttributes):
                 ks.wins[start].end = end_after
                 ks.win_ends[end_after] = start
         for start, w in dropped:
+            if old is not None and self.window.is_grid:
+                self._remove_last(ks, start, w, old)
             self._emit_diff(w, key, [], out, start)
         for start in starts:
             end_before, end_after = before.get(start), after.get(start)
@@ -324,6 +326,24 @@ class GeneralPath(HostAttributes):
             return state
 
         w.state = self._guard(ks, start, end, update)
+
+    def _remove_last(self, ks: KeyState, start: int, w: WindowState, old: IndexedEvent) -> None:
+        """Take ``old``, an emptied grid window's last event, out of its state
+        before the state is dropped, as the grid path does: a raising ``remove``
+        fails the retraction on both paths. (Other kinds' windows vanish with
+        their events rather than empty; a UDM without ``remove`` is not called.)"""
+        end = w.end
+        ok = self._incremental and self._can_remove and self._order_free
+        if not ok or not self._belongs(old, start, end):
+            return
+        u: Any = self.udm
+        if self._ts:
+            desc = WindowDescriptor(start, end)
+            e_old = self._prepared(old, desc)
+            self._guard(ks, start, end, lambda: u.remove(w.state, e_old, desc))
+        else:
+            fn, p = self._value_fn, old.payload  # fn runs under the guard, as in _delta
+            self._guard(ks, start, end, lambda: u.remove(w.state, p if fn is None else fn(p)))
 
     # ------------------------------------------------------------- output
 
