@@ -71,13 +71,18 @@ def _is_ticks(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _mixed(raw: dict[str, list[Any]], i: int) -> str | None:
+def _first_values(raw: dict[str, list[Any]]) -> dict[str, Any]:
+    """Each object time column's first non-null value (None if it has none):
+    the kind the column holds, found once per column rather than per row."""
+    return {col: next((v for v in values if v is not None), None) for col, values in raw.items()}
+
+
+def _mixed(raw: dict[str, list[Any]], firsts: dict[str, Any], i: int) -> str | None:
     """Why row ``i`` of the object time columns ``raw`` is invalid: a value
-    of another kind than the column's first (int ticks or datetimes), which
-    one typed column could not hold; None if none is."""
+    of another kind than the column's first (int ticks or datetimes, from
+    ``firsts``), which one typed column could not hold; None if none is."""
     for col, values in raw.items():
-        first = next((v for v in values if v is not None), None)
-        v = values[i]
+        first, v = firsts[col], values[i]
         if first is not None and v is not None and _is_ticks(v) != _is_ticks(first):
             held = "int ticks" if _is_ticks(first) else "datetimes"
             return f"{col!r} is not a valid time ({type(v).__name__} in a column of {held})"
@@ -127,9 +132,9 @@ def from_table(
     for role, col in (("start", start), ("end", end), *(("key", k) for k in keys)):
         if col is not None and col not in columns:
             raise KeyError(f"{role} column {col!r} is not in the table; its columns are {columns}")
+    firsts = _first_values(raw)
     if start in raw:
-        first = next((v for v in raw[start] if v is not None), None)
-        timestamps = first is not None and not _is_ticks(first)
+        timestamps = firsts[start] is not None and not _is_ticks(firsts[start])
     else:
         kind = str(table.schema.field(start).type)
         timestamps = kind.startswith(("timestamp", "date", "string", "large_string"))
@@ -140,7 +145,7 @@ def from_table(
         for c, values in raw.items():
             record[c] = values[i]
         ends = record.get(end) if end else None
-        mixed = _mixed(raw, i) if raw else None
+        mixed = _mixed(raw, firsts, i) if raw else None
         lifetime = mixed or check_row(record.get(start), ends, chosen, start, end)
         if isinstance(lifetime, str):
             reason, policy = lifetime, on_invalid
