@@ -294,7 +294,7 @@ def _far_value(column: Any, i: int) -> str:
         return iso_ticks(column[i].cast(pa.int64()).as_py() * _TICKS_PER_UNIT[kind.unit])
     if pa.types.is_date32(kind):
         return iso_ticks(column[i].cast(pa.int32()).as_py() * _TICKS_PER_UNIT["d"])
-    return f"a {kind} value"
+    return f"a {kind} value holding a time that"
 
 
 def _as_given(table: Any, record: dict[str, Any], ticks: dict[str, list[Any]], i: int) -> Any:
