@@ -348,6 +348,35 @@ def test_no_mistake_hides_the_others(tmp_path: Path) -> None:
     ]
 
 
+def test_payload_with_fields_is_reported_beside_a_mistake_in_payload(tmp_path: Path) -> None:
+    """payload with fields was reported only once payload itself was valid:
+    a wrong payload.min hid it (black-box round 11, B11)."""
+    path = write(
+        tmp_path,
+        """\
+        udm: stats.mean
+        window: {kind: tumbling, size: 10}
+        generate:
+          events: 5
+          payload: {type: int, min: 0.5, max: 3}
+          fields: {a: {type: int}}
+        """,
+    )
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines() == [
+        f"{path}:5: generate.payload.min: type int needs a whole-number min, not 0.5; use type "
+        "float for fractional values",
+        f"{path}:6: generate.fields: give payload (scalar payloads) or fields (mapping "
+        "payloads), not both: with fields, payload would be ignored; move its spec under a "
+        "field name in fields",
+    ]
+    path.write_text(path.read_text().replace("min: 0.5", "min: 0"))
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert [line.split(": ", 2)[1] for line in str(err.value).splitlines()] == ["generate.fields"]
+
+
 def test_empty_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FixtureError, match="no fixtures in this file"):
         load_fixture(write(tmp_path, "---\n"))
@@ -586,6 +615,46 @@ def test_equivalent_stream_keeps_the_cht() -> None:
     stream = equivalent_stream(cht, random.Random(1))
     assert derive_cht(stream)[0] == cht
     assert any(isinstance(e, Retract) and e.new_end == e.start for e in stream)  # the ghost
+
+
+def test_equivalent_stream_stays_within_time_near_its_last_tick(tmp_path: Path) -> None:
+    """The reordered way inserted [INFINITY - 1, INFINITY) with a wrong end
+    beyond INFINITY, no valid time, and so failed a valid fixture
+    (black-box round 11, B8): every wrong end is a valid time now, shorter
+    than the truth where no longer one fits, none for a one-tick event."""
+    import random
+
+    cht = Cht(
+        [
+            (INFINITY - 1, INFINITY, "last"),
+            (INFINITY - 5, INFINITY, "open"),
+            (INFINITY - 9, INFINITY - 1, "closed"),
+            (INFINITY - 3, INFINITY - 2, "one tick"),
+        ]
+    )
+    for seed in range(20):
+        stream = equivalent_stream(cht, random.Random(seed))
+        assert all(e.end <= INFINITY for e in stream if isinstance(e, Insert)), seed
+        assert derive_cht(stream)[0] == cht, seed
+    (f,) = load_fixture(
+        write(
+            tmp_path,
+            """\
+            udm: stats.max
+            window: {kind: snapshot}
+            input:
+              - {insert: b, start: 9223372036854775806, end: inf, payload: 2}
+            expected:
+              - {start: 9223372036854775806, end: inf, payload: 2}
+            """,
+        )
+    )
+    result = run_fixture(f)
+    assert result.passed, result.failures
+    assert [(w.name, w.cht) for w in result.ways][2] == (
+        "reordered",
+        Cht([(INFINITY - 1, INFINITY, 2)]),
+    )
 
 
 # ------------------------------------------------------------ the generator

@@ -594,3 +594,24 @@ class TestRejectionLeavesStateUnchanged:
             with pytest.raises(CtiViolationError):
                 v.check(element)
             assert snapshot(v) == before
+
+
+def test_a_time_that_is_no_tick_names_the_element_and_its_field() -> None:
+    """``Insert("a", 1.5, 2, 1)`` said only "1.5 is not a whole number of
+    ticks": which element, which field? (black-box round 11, D6)."""
+    import pandas as pd
+
+    from udm.host.time import SubMicrosecondError, TimeConversionError
+
+    with pytest.raises(TimeConversionError) as info:
+        Insert("a", 1.5, 2, 1)
+    assert str(info.value) == (
+        "Insert(id='a') start: 1.5 is not a whole number of ticks; round it to an int "
+        "(1 tick = 1 microsecond)"
+    )
+    with pytest.raises(TimeConversionError, match=r"^Retract\(id='a'\) new_end: 2\.5 is not"):
+        Retract("a", 1, 2, 2.5)
+    with pytest.raises(TimeConversionError, match=r"^Cti time: 'x' is neither an ISO 8601"):
+        Cti("x")
+    with pytest.raises(SubMicrosecondError, match=r"^Insert\(id=7\) end: "):  # the class kept
+        Insert(7, 0, pd.Timestamp("2024-01-01 00:00:00.000000001"), 1)

@@ -149,6 +149,9 @@ class Source(PlanNode):
     # the payload columns ``elements``' inserts name, retracted ones too: a
     # column every event of which was retracted is still the stream's (null)
     columns: tuple[str, ...] = ()
+    # a table source's payload columns with their Arrow types (from_pandas,
+    # from_arrow): an output with no rows still has its key columns, typed
+    types: tuple[tuple[str, Any], ...] = ()
     # the metrics of the latest run of any query on this source (one entry)
     latest: list[QueryMetrics] = field(default_factory=list, compare=False, repr=False)
 

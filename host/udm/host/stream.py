@@ -11,7 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from udm.host.time import INFINITY, format_time, to_ticks
+from udm.host.time import INFINITY, TimeConversionError, format_time, to_ticks
 
 __all__ = [
     "Cti",
@@ -28,10 +28,19 @@ __all__ = [
 
 
 def _ticks(obj: Any, *names: str) -> None:
+    """Each time field of ``obj`` in ticks; a value that is no time is
+    refused naming the element (kind and id) and the field, which the
+    bare conversion error (``1.5 is not a whole number of ticks``) does not."""
     for name in names:
         value = getattr(obj, name)
         if type(value) is not int:
-            object.__setattr__(obj, name, to_ticks(value))
+            try:
+                ticks = to_ticks(value)
+            except TimeConversionError as exc:
+                ident = getattr(obj, "id", None)
+                element = type(obj).__name__ + ("" if ident is None else f"(id={ident!r})")
+                raise type(exc)(f"{element} {name}: {exc}") from None
+            object.__setattr__(obj, name, ticks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from udm.host.engines import get_engine
 from udm.host.metrics import QueryMetrics
+from udm.host.outcolumns import known_columns
 from udm.host.plan import INTERNAL_PREFIX, OnInvalid, OnNullKey, Row, Shape, Source, WindowOp
-from udm.host.rows import SUB_MICROSECOND, check_row, rounding_advice
-from udm.host.time import INFINITY
+from udm.host.rows import SUB_MICROSECOND, check_row, reason_sub_microsecond, rounding_advice
+from udm.host.time import INFINITY, iso_ticks
 
 if TYPE_CHECKING:
     from udm.host.query import Stream
@@ -50,7 +51,10 @@ def _arrow(data: Any, times: Sequence[str]) -> tuple[Any, dict[str, list[Any]]]:
     if type(data).__module__.startswith("pandas") and hasattr(data, "columns"):
         objects = [c for c in dict.fromkeys(times) if c in data.columns and data[c].dtype == object]
         raw = {c: [_missing_as_none(v) for v in data[c].tolist()] for c in objects}
-        table = pa.Table.from_pandas(data.drop(columns=objects), preserve_index=False)
+        try:
+            table = pa.Table.from_pandas(data.drop(columns=objects), preserve_index=False)
+        except OverflowError:
+            raise _too_big(data.drop(columns=objects)) from None
         for c in objects:
             table = table.append_column(c, pa.nulls(len(data)))
         return table.select([str(c) for c in data.columns]), raw
@@ -58,6 +62,33 @@ def _arrow(data: Any, times: Sequence[str]) -> tuple[Any, dict[str, list[Any]]]:
         f"expected a pandas DataFrame or an Arrow table, got {type(data).__name__}; "
         "for a Spark DataFrame use Stream.from_dataframe"
     )
+
+
+def _too_big(frame: Any) -> ValueError:
+    """The error for a pandas column Arrow cannot hold: a Python int beyond
+    int64 in an ``object`` column (pyarrow says only "Python int too large
+    to convert to C long"), named by column and row, with ways to keep it
+    exact."""
+    import pyarrow as pa
+
+    from udm.host.errors import InvalidEventError
+
+    for col in frame.columns:
+        values = frame[col].tolist() if frame[col].dtype == object else []
+        try:
+            pa.array(values, from_pandas=True)
+            continue
+        except OverflowError:
+            pass
+        for i, v in enumerate(values):
+            if isinstance(v, int) and not -(2**63) <= v < 2**63:
+                return InvalidEventError(
+                    f"column {col!r}, row {i}: the integer {v} is beyond int64, the widest "
+                    "integer an Arrow column of signed values (and Spark's bigint) holds; "
+                    f"to keep it exact, make the column decimals (df[{col!r}] = "
+                    f"df[{col!r}].map(decimal.Decimal), up to 38 digits) or strings"
+                )
+    return InvalidEventError("a column holds an integer beyond int64, which Arrow cannot hold")
 
 
 def _missing_as_none(value: Any) -> Any:
@@ -141,12 +172,11 @@ def from_table(
     rows: list[Row] = []
     problems: list[tuple[int, str, dict[str, Any]]] = []  # (row, reason, values)
     dropped: dict[str, int] = {}
-    for i, record in enumerate(table.to_pylist()):
-        for c, values in raw.items():
-            record[c] = values[i]
+    ticks, finer = _tick_columns(table, [c for c in (start, end) if c and c not in raw])
+    for i, record in enumerate(_records(table, {**raw, **ticks})):
         ends = record.get(end) if end else None
         mixed = _mixed(raw, firsts, i) if raw else None
-        lifetime = mixed or check_row(record.get(start), ends, chosen, start, end)
+        lifetime = mixed or finer.get(i) or check_row(record.get(start), ends, chosen, start, end)
         if isinstance(lifetime, str):
             reason, policy = lifetime, on_invalid
         else:
@@ -159,7 +189,8 @@ def from_table(
         if policy == "drop":
             dropped[reason] = dropped.get(reason, 0) + 1
         else:
-            problems.append((i, reason, record))
+            shown = _as_given(table, record, ticks, i) if len(problems) < SHOWN else record
+            problems.append((i, reason, shown))
     if problems:
         raise InvalidEventError(_message(problems))
     # with the drops, how many rows were read (QueryMetrics.rows_read)
@@ -171,10 +202,112 @@ def from_table(
         dropped=(*dropped.items(), read),
         key_columns=keys,
         on_null_key=on_null_key,
+        types=tuple((f.name, f.type) for f in table.schema if f.name not in (start, end)),
     )
     stream = cls(source)
     stream.metrics = QueryMetrics(dict(source.dropped))
     return stream.group_apply(*keys) if keys else stream
+
+
+#: ticks per unit of an Arrow timestamp column (``ns``: a thousandth of
+#: one), and per day for a ``date32`` column
+_TICKS_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "d": 86_400_000_000}
+
+
+def _tick_columns(
+    table: Any, columns: Sequence[str]
+) -> tuple[dict[str, list[Any]], dict[int, str]]:
+    """The time columns among ``columns`` that Arrow holds as timestamps or
+    dates, read as int ticks (Arrow stores them as integers: a cast is exact),
+    and the rows whose nanoseconds are no whole tick, with the reason. As
+    Python datetimes, values outside the years 1 to 9999 (valid ticks, up
+    to time's last tick, which ``to_arrow`` writes) would not convert at all;
+    a value outside the tick range is left to ``check_row`` to refuse."""
+    import pyarrow as pa
+
+    ticks: dict[str, list[Any]] = {}
+    finer: dict[int, str] = {}
+    for c in dict.fromkeys(columns):
+        kind = table.schema.field(c).type
+        if pa.types.is_timestamp(kind):
+            unit, values = kind.unit, table.column(c).cast(pa.int64()).to_pylist()
+        elif pa.types.is_date32(kind):
+            unit, values = "d", table.column(c).cast(pa.int32()).to_pylist()
+        elif pa.types.is_date64(kind):
+            unit, values = "ms", table.column(c).cast(pa.int64()).to_pylist()
+        else:
+            continue
+        if unit == "ns":
+            for i, v in enumerate(values):
+                if v is not None and v % 1_000:
+                    finer.setdefault(i, reason_sub_microsecond(c))
+            ticks[c] = [None if v is None else v // 1_000 for v in values]
+        else:
+            scale = _TICKS_PER_UNIT[unit]
+            ticks[c] = [None if v is None else v * scale for v in values]
+    return ticks, finer
+
+
+def _records(table: Any, given: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """The rows of ``table`` as dicts of Python values, the columns in
+    ``given`` taken from there (time columns already read)."""
+    names = table.column_names
+    columns = [
+        given[name] if name in given else _values(table.column(j), name)
+        for j, name in enumerate(names)
+    ]
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+def _values(column: Any, name: str) -> list[Any]:
+    """A payload column's Python values; a timestamp or date a Python
+    ``datetime`` cannot hold (outside the years 1 to 9999), which is how a
+    UDM receives one, is refused by column and row, where pyarrow raises a
+    bare OverflowError."""
+    from udm.host.errors import InvalidEventError
+
+    try:
+        return list(column.to_pylist())
+    except OverflowError:
+        pass
+    for i in range(len(column)):
+        try:
+            column[i].as_py()
+        except OverflowError:
+            raise InvalidEventError(
+                f"column {name!r}, row {i}: {_far_value(column, i)} is outside the years "
+                "1-9999 a Python datetime holds, and a UDM receives a payload timestamp as a "
+                "datetime; to keep the value, give the column as int64 microseconds (ticks): "
+                f"table[{name!r}].cast('int64') for a timestamp[us] column in Arrow, "
+                f"df[{name!r}].astype('int64') for a datetime64[us] column in pandas"
+            ) from None
+    return list(column.to_pylist())  # (not reached: one value failed above)
+
+
+def _far_value(column: Any, i: int) -> str:
+    """A timestamp or date beyond ``datetime`` as ISO text (exact), for an
+    error; a nested one as what it is."""
+    import pyarrow as pa
+
+    kind = column.type
+    if pa.types.is_timestamp(kind) and kind.unit != "ns":
+        return iso_ticks(column[i].cast(pa.int64()).as_py() * _TICKS_PER_UNIT[kind.unit])
+    if pa.types.is_date32(kind):
+        return iso_ticks(column[i].cast(pa.int32()).as_py() * _TICKS_PER_UNIT["d"])
+    return f"a {kind} value holding a time that"
+
+
+def _as_given(table: Any, record: dict[str, Any], ticks: dict[str, list[Any]], i: int) -> Any:
+    """Row ``i`` as an error shows it: time columns read as ticks shown as
+    the table holds them (a datetime), or as ISO text beyond ``datetime``."""
+    shown = dict(record)
+    for c in ticks:
+        try:
+            shown[c] = table.column(c)[i].as_py()
+        except (OverflowError, ValueError):
+            value = record.get(c)
+            shown[c] = iso_ticks(value) if isinstance(value, int) else value
+    return shown
 
 
 def _message(problems: list[tuple[int, str, dict[str, Any]]]) -> str:
@@ -288,7 +421,11 @@ def to_arrow(stream: RunnableStream) -> Any:
     stream.metrics = metrics
     rows = sorted(rows, key=lambda r: (r[0], r[1]))  # stable: keys keep their order
     times = stream.source.datetimes()
-    columns = list(dict.fromkeys(c for _, _, p in rows for c in p))
+    kind = pa.timestamp("us", tz="UTC") if times else pa.int64()
+    # the plan's columns: an output without rows has them too, typed as
+    # far as the plan knows (to_dataframe() always has them)
+    known = known_columns(stream.plan, kind) or {}
+    columns = list(dict.fromkeys(c for _, _, p in rows for c in p)) if rows else list(known)
     clash = [c for c in columns if c in ("start", "end")]
     if clash:
         raise ValueError(
@@ -311,12 +448,13 @@ def to_arrow(stream: RunnableStream) -> Any:
     for c in columns:
         values = [p.get(c) for _, _, p in rows]
         data[c] = [None if v is None else shown(v) for v in values] if c in marked else values
-    kind = pa.timestamp("us", tz="UTC") if times else pa.int64()
     fields = {"start": kind, "end": kind}
     schema = pa.schema([pa.field(c, fields[c]) for c in ("start", "end")])
     table = pa.table({c: pa.array(data[c], type=fields[c]) for c in ("start", "end")}, schema)
     for c in columns:
         typed = kind if c in marked else _typed(data[c])
+        if typed is None and all(v is None for v in data[c]):
+            typed = known.get(c)  # no value to infer a type from
         table = table.append_column(c, pa.array(data[c], type=typed))
     return table
 
