@@ -41,6 +41,7 @@ from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
 from udm.host.operators.batch import runs
 from udm.host.operators.consistency import AlignOperator, FinalizeOperator
+from udm.host.operators.finalize import LATE, UNMATCHED
 from udm.host.operators.join import AntiJoinOperator, JoinOperator
 from udm.host.operators.lifetime import AlterLifetimeOperator
 from udm.host.operators.relational import ProjectOperator, SelectOperator, UnionOperator
@@ -130,9 +131,14 @@ class HostEngine:
                     alive.append((target, chunks))
             feeds = alive
         dropped: dict[str, int] = dict(self._drops)
-        late = sum(f.dropped for f in self._finalizers)
-        if late:
-            dropped["late for finalize"] = late
+        # the Finalizes here count what they discard (a source's own count
+        # of unmatched retractions, its CHT's, is left out in _source)
+        for reason, n in (
+            (LATE, sum(f.dropped for f in self._finalizers)),
+            (UNMATCHED, sum(f.unmatched for f in self._finalizers)),
+        ):
+            if n:
+                dropped[reason] = dropped.get(reason, 0) + n
         self.metrics = QueryMetrics(dropped)
         return plan, sink.elements
 
@@ -234,7 +240,8 @@ class HostEngine:
         head = PassOperator()
         self._scalar[id(node)] = node.scalar
         for reason, n in node.dropped:
-            self._drops[reason] = self._drops.get(reason, 0) + n
+            if reason != UNMATCHED:  # the graph's own Finalize counts them
+                self._drops[reason] = self._drops.get(reason, 0) + n
         if self._live_policy is not None:
             entry = ValidateOperator(self._live_policy)
             entry.connect(head)
