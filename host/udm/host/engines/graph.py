@@ -36,7 +36,7 @@ from udm.host.engines.entrypoints import (
     ending,
     wrapped_payloads,
 )
-from udm.host.errors import OperatorError
+from udm.host.errors import STREAM_CLOSE_ADVICE, OpenEventError, OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
 from udm.host.operators.batch import runs
@@ -122,14 +122,17 @@ class HostEngine:
         # a run at a time (up to a CTI), so an operator with a batched path
         # (the join) gets runs; sources take turns, run by run
         feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
-        while feeds:
-            alive = []
-            for target, chunks in feeds:
-                run = next(chunks, None)
-                if run is not None:
-                    target.push_batch(0, run)
-                    alive.append((target, chunks))
-            feeds = alive
+        try:
+            while feeds:
+                alive = []
+                for target, chunks in feeds:
+                    run = next(chunks, None)
+                    if run is not None:
+                        target.push_batch(0, run)
+                        alive.append((target, chunks))
+                feeds = alive
+        except OpenEventError as exc:  # the CTI at the end of time was ours, not the caller's
+            raise OpenEventError(exc.what, STREAM_CLOSE_ADVICE) from None
         dropped: dict[str, int] = dict(self._drops)
         # the Finalizes here count what they discard (a source's own count
         # of unmatched retractions, its CHT's, is left out in _source)
