@@ -266,7 +266,9 @@ class TestInfiniteEvents:
         assert "tumbling windows over an event that never ends are infinitely many" in str(
             err.value
         )
-        assert "give a finite watermark (a final CTI) or end the event" in str(err.value)
+        assert "give a finite watermark (watermark= of evaluate(), or of a Stream's" in str(
+            err.value
+        )
 
     def test_grid_windows_up_to_the_watermark(self) -> None:
         spec = TumblingWindow(5)

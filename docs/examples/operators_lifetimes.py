@@ -1,6 +1,6 @@
 """AlterLifetime and its shortcuts; a sliding window as CEDR builds it."""
 
-from udm.host import Cht, IntervalEvent
+from udm.host import INFINITY, Cht, IntervalEvent
 from udm.host.query import Stream
 from udm.sdk import aggregate
 
@@ -37,4 +37,9 @@ assert moving.to_cht(engine="host") == expected
 # any monotone start function and any duration that does not grow as the end shrinks
 hourly = readings.alter_lifetime(start=lambda s: s // 5 * 5, duration=lambda s, e: 5)
 assert hourly.to_cht() == Cht([(0, 5, 5), (0, 5, 2), (5, 10, 4)])
+
+# an infinite duration: every event never ends (CEDR's Inserts(S) = Π(Vs, ∞));
+# then clip_to gives every event the same length (StreamInsight's pattern)
+assert long.set_duration(INFINITY).to_cht() == Cht([(0, INFINITY, "a"), (5, INFINITY, "b")])
+assert long.set_duration(INFINITY).clip_to(3).to_cht() == Cht([(0, 3, "a"), (5, 8, "b")])
 print(moving.to_cht())

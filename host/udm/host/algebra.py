@@ -40,6 +40,7 @@ __all__ = [
     "join_rows",
     "joined_columns",
     "mapped_start",
+    "never_ends",
     "new_lifetime",
     "pair_udf",
     "positive_duration",
@@ -268,12 +269,20 @@ def new_lifetime(
     """CEDR Definition 6 for one lifetime: ``(f_s(s), f_s(s) + f_d(s, e))``.
 
     Without ``duration_fn`` the duration is kept, so an event that never
-    ends still never ends. A finite event whose new end would reach the end
-    of time (a ``shift`` by nearly ``INFINITY``, say) is an
+    ends still never ends. The constant duration ``INFINITY``
+    (:func:`never_ends`, ``set_duration(INFINITY)``) is an infinite one:
+    the event never ends, ``[f_s(s), INFINITY)`` (CEDR's ``Inserts(S) =
+    Π(Vs, ∞)``, StreamInsight's ``AlterEventDuration(e =>
+    TimeSpan.MaxValue)``), whatever its start. A duration function's result
+    is a length, added to the new start: ``e - s`` of ``[MIN_TIME, 0)`` is
+    ``INFINITY`` and must keep the event finite, so no result of a function
+    means "never ends". A finite event whose new end reaches the end of
+    time (a ``shift`` by nearly ``INFINITY``, say) is an
     :class:`OperatorError`, as a start outside the time range is: the end
-    of time means "never ends", which it did not. A duration that is not
-    positive, or a function failing or returning anything but int ticks, is
-    an :class:`OperatorError` naming the element.
+    of time means "never ends", which nothing said (an overflow, not a
+    wish). A duration that is not positive, or a function failing or
+    returning anything but int ticks, is an :class:`OperatorError` naming
+    the element.
     """
     new_start = mapped_start(start, start_fn, operator, element)
     if duration_fn is None:
@@ -281,6 +290,8 @@ def new_lifetime(
             return new_start, INFINITY
         duration = end - start
     else:
+        if duration_fn is never_ends:
+            return new_start, INFINITY
         duration = _duration(start, end, duration_fn, operator, element)
     new_end = new_start + duration
     if new_end >= INFINITY and end < INFINITY:
@@ -381,8 +392,18 @@ def positive_duration(value: Any, where: str) -> int:
     return d
 
 
+def never_ends(start: int, end: int) -> int:
+    """The duration function of ``set_duration(INFINITY)``: an infinite
+    duration, every event never ends (:func:`new_lifetime` knows it by
+    identity, which pickling keeps: a module-level function)."""
+    return INFINITY
+
+
 def constant_duration(d: int) -> Callable[[int, int], int]:
-    """The duration function of ``set_duration(d)``."""
+    """The duration function of ``set_duration(d)`` (:func:`never_ends`
+    for ``INFINITY``)."""
+    if d >= INFINITY:
+        return never_ends
 
     def duration(start: int, end: int) -> int:
         return d

@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "CLOSE_ADVICE",
+    "STREAM_CLOSE_ADVICE",
     "CtiViolationError",
     "InvalidElementError",
     "InvalidEventError",
+    "OpenEventError",
     "OperatorError",
     "StreamError",
     "UdmInvocationError",
@@ -91,6 +94,36 @@ class UdmInvocationError(RuntimeError):
 class InvalidEventError(ValueError):
     """An input row cannot be an event (null or unparsable time, end not
     after start). The message names the column and shows the row."""
+
+
+class OpenEventError(ValueError):
+    """Hopping or tumbling windows over an event that never ends, up to the
+    end of time: infinitely many. ``what`` says so and ``advice`` is what
+    the API that raised it lets the caller do about it (a watermark for
+    ``evaluate``, finite CTIs for a live graph, ending the event for a
+    Stream query, whose input always ends at the end of time)."""
+
+    def __init__(self, what: str, advice: str) -> None:
+        self.what = what
+        self.advice = advice
+        super().__init__(f"{what}; {advice}")
+
+
+#: an :class:`OpenEventError`'s advice when a CTI at the end of time, sent
+#: to a live graph, would close infinitely many windows
+CLOSE_ADVICE = (
+    "end it with a retraction first, or send only finite CTIs (a CTI at INFINITY "
+    "closes every window)"
+)
+
+#: the advice of the Stream API (``to_cht(engine="host")``, ``to_events``),
+#: whose input always ends with a CTI at the end of time
+STREAM_CLOSE_ADVICE = (
+    "a Stream query's input ends at the end of time, so end the event with a "
+    "retraction, or bound lifetimes before the window (clip_to()); "
+    "engine='reference' or 'spark' also take aggregate(..., watermark=t) "
+    "(apply(..., watermark=t)), which outputs only the windows complete by t"
+)
 
 
 class OperatorError(ValueError):

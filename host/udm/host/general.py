@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from udm.host.cht import freeze
-from udm.host.errors import UdmInvocationError
+from udm.host.errors import CLOSE_ADVICE, OpenEventError, UdmInvocationError
 from udm.host.hoststate import Consistency, HostAttributes, Journal, KeyState, OutputId, WindowState
 from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
@@ -485,7 +485,7 @@ class GeneralPath(HostAttributes):
         if c >= INFINITY:
             problem = self.kind.close_problem(ks.index for ks in self.keys.values())
             if problem is not None:
-                raise ValueError(problem)
+                raise OpenEventError(problem, CLOSE_ADVICE)
         previous = self.cti
         self.cti = c
         # phase 1: everything that may call the UDM, journaled

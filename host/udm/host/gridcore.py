@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
 from typing import Any
 
-from udm.host.errors import UdmInvocationError
+from udm.host.errors import CLOSE_ADVICE, OpenEventError, UdmInvocationError
 from udm.host.gridoperator import OperatorWindows
 from udm.host.gridrecords import PendingRecords
 from udm.host.gridstate import (
@@ -388,10 +388,10 @@ class GridCore(OperatorWindows):
         # end of time may reach no window that has not begun, yet its
         # windows past INFINITY cannot be closed either
         if c >= INFINITY and any(r[1] >= INFINITY for r in self.events.values()):
-            raise ValueError(
+            raise OpenEventError(
                 "cannot close hopping/tumbling windows at the end of time: an event that never "
-                "ends overlaps infinitely many windows; end it with a retraction first, "
-                "or send a finite CTI"
+                "ends overlaps infinitely many windows",
+                CLOSE_ADVICE,
             )
         previous = self.cti
         self._set_cti(c)

@@ -107,7 +107,8 @@ class WindowKind(Generic[S]):
         return []
 
     def close_problem(self, indexes: Iterable[EventIndex]) -> str | None:
-        """Why a CTI at the end of time cannot close these windows, or None."""
+        """Why a CTI at the end of time cannot close these windows, or None
+        (the :class:`~udm.host.errors.OpenEventError`'s ``what``)."""
         return None
 
     def fast_path(self, **options: Any) -> GridPath | None:
@@ -163,8 +164,7 @@ class GridKind(WindowKind[HoppingWindow]):
         if any(index.by_end and index.by_end[-1].end >= INFINITY for index in indexes):
             return (
                 f"cannot close {self.spec!r} at the end of time: an event that never ends "
-                "overlaps infinitely many windows; end it with a retraction first, "
-                "or send a finite CTI"
+                "overlaps infinitely many windows"
             )
         return None
 

@@ -415,7 +415,8 @@ class Stream(RunnableStream):
     def set_duration(self, duration: Any) -> Stream:
         """Give every event the lifetime ``[start, start + duration)``: point
         events become intervals, so a snapshot aggregate over the result is
-        a sliding window of that size (CEDR's W = AlterLifetime(Vs, wl))."""
+        a sliding window of that size (CEDR's W = AlterLifetime(Vs, wl)).
+        ``INFINITY``: every event never ends (CEDR's ``Π(Vs, ∞)``)."""
         d = positive_duration(duration, "set_duration()")
         return self._with(
             AlterLifetimeNode(self.plan, None, constant_duration(d), "set_duration", d)

@@ -122,10 +122,11 @@ def elements_source(
     their CHT (a stream with ExternalCTIs repaired by Finalize first)."""
     given = tuple(elements)
     policy = CtiPolicy.parse(cti_policy) if isinstance(cti_policy, str) else cti_policy
+    unmatched = 0
     if any(isinstance(e, ExternalCti) for e in given):
-        from udm.host.operators.consistency import repaired
+        from udm.host.operators.finalize import repair
 
-        valid = repaired(given)  # ExternalCTIs: Finalize's input, repaired by it
+        valid, unmatched = repair(given)  # ExternalCTIs: Finalize's input, repaired by it
     else:
         valid = [e for e in given if not isinstance(e, ExternalCti)]
     cht, stats = derive_cht(valid, cti_policy=policy)
@@ -137,6 +138,10 @@ def elements_source(
         for what, n in stats.as_dict().items()
         if n
     }
+    if unmatched:  # broken retractions nothing connected (every engine counts them)
+        from udm.host.operators.finalize import UNMATCHED
+
+        counted[UNMATCHED] = unmatched
     return dataclasses.replace(
         base,
         elements=given,

@@ -25,6 +25,7 @@ from itertools import pairwise
 from math import gcd
 from typing import Any, ClassVar, Literal
 
+from udm.host.errors import OpenEventError
 from udm.host.time import (
     INFINITY,
     MIN_TIME,
@@ -267,9 +268,10 @@ class HoppingWindow(WindowSpec):
         self, events: Sequence[IntervalEvent[Any]], watermark: int = INFINITY
     ) -> list[WindowDescriptor]:
         if watermark >= INFINITY and any(e.end >= INFINITY for e in events):
-            raise ValueError(
-                f"{self.kind} windows over an event that never ends are infinitely many; "
-                "give a finite watermark (a final CTI) or end the event"
+            raise OpenEventError(
+                f"{self.kind} windows over an event that never ends are infinitely many",
+                "give a finite watermark (watermark= of evaluate(), or of a Stream's "
+                "aggregate()/apply()) or end the event",
             )
         k_last = self.last_index_before(watermark) if watermark < INFINITY else None
         # range_problem's test with its bounds read once, not a call per

@@ -36,11 +36,12 @@ from udm.host.engines.entrypoints import (
     ending,
     wrapped_payloads,
 )
-from udm.host.errors import OperatorError
+from udm.host.errors import STREAM_CLOSE_ADVICE, OpenEventError, OperatorError
 from udm.host.metrics import QueryMetrics
 from udm.host.operators.base import Collector, Operator, PhysicalElement
 from udm.host.operators.batch import runs
 from udm.host.operators.consistency import AlignOperator, FinalizeOperator
+from udm.host.operators.finalize import LATE, UNMATCHED
 from udm.host.operators.join import AntiJoinOperator, JoinOperator
 from udm.host.operators.lifetime import AlterLifetimeOperator
 from udm.host.operators.relational import ProjectOperator, SelectOperator, UnionOperator
@@ -121,18 +122,26 @@ class HostEngine:
         # a run at a time (up to a CTI), so an operator with a batched path
         # (the join) gets runs; sources take turns, run by run
         feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
-        while feeds:
-            alive = []
-            for target, chunks in feeds:
-                run = next(chunks, None)
-                if run is not None:
-                    target.push_batch(0, run)
-                    alive.append((target, chunks))
-            feeds = alive
+        try:
+            while feeds:
+                alive = []
+                for target, chunks in feeds:
+                    run = next(chunks, None)
+                    if run is not None:
+                        target.push_batch(0, run)
+                        alive.append((target, chunks))
+                feeds = alive
+        except OpenEventError as exc:  # the CTI at the end of time was ours, not the caller's
+            raise OpenEventError(exc.what, STREAM_CLOSE_ADVICE) from None
         dropped: dict[str, int] = dict(self._drops)
-        late = sum(f.dropped for f in self._finalizers)
-        if late:
-            dropped["late for finalize"] = late
+        # the Finalizes here count what they discard (a source's own count
+        # of unmatched retractions, its CHT's, is left out in _source)
+        for reason, n in (
+            (LATE, sum(f.dropped for f in self._finalizers)),
+            (UNMATCHED, sum(f.unmatched for f in self._finalizers)),
+        ):
+            if n:
+                dropped[reason] = dropped.get(reason, 0) + n
         self.metrics = QueryMetrics(dropped)
         return plan, sink.elements
 
@@ -234,7 +243,8 @@ class HostEngine:
         head = PassOperator()
         self._scalar[id(node)] = node.scalar
         for reason, n in node.dropped:
-            self._drops[reason] = self._drops.get(reason, 0) + n
+            if reason != UNMATCHED:  # the graph's own Finalize counts them
+                self._drops[reason] = self._drops.get(reason, 0) + n
         if self._live_policy is not None:
             entry = ValidateOperator(self._live_policy)
             entry.connect(head)

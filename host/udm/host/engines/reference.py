@@ -34,6 +34,7 @@ from udm.host.cht import derive_cht
 from udm.host.engines import EngineResult, get_engine
 from udm.host.errors import OperatorError
 from udm.host.metrics import QueryMetrics
+from udm.host.operators.finalize import LATE, UNMATCHED
 from udm.host.plan import SCALAR_COL, PlanNode, Row, is_column, sources
 from udm.host.reference import evaluate
 from udm.host.rows import (
@@ -249,8 +250,10 @@ class ReferenceEngine:
             given = list(validate(given, source.cti_policy))
         elements, dropped = finalize_elements(given, node.remember)
         cht, _ = derive_cht(elements, cti_policy=source.cti_policy)
-        self._count({"late for finalize": dropped} if dropped else {})
-        base = self._source(source)
+        self._count({LATE: dropped} if dropped else {})
+        # this Finalize, not the source's repair, decides what matched nothing
+        kept = tuple((reason, n) for reason, n in source.dropped if reason != UNMATCHED)
+        base = self._source(dataclasses.replace(source, dropped=kept))
         rows = [(e.start, e.end, _payload_row(e.payload, base.scalar)) for e in cht]
         columns = list(dict.fromkeys([*base.columns, *(c for _, _, p in rows for c in p)]))
         layout = base.layout if base.scalar else Layout(None, tuple((c, c) for c in columns))
@@ -351,7 +354,7 @@ def finalize_elements(elements: Sequence[Any], remember: int) -> tuple[list[Any]
     and how many elements it dropped as late. Finalize with bounded memory
     is defined by what it forgets, so this runs the operator itself."""
     from udm.host.operators.base import Collector
-    from udm.host.operators.consistency import FinalizeOperator
+    from udm.host.operators.finalize import FinalizeOperator
 
     op = FinalizeOperator(remember)
     sink = Collector()

@@ -76,8 +76,13 @@ class AlterLifetimeOperator(Operator):
 
     def _start(self, start: int, element: object) -> int:
         mapped = mapped_start(start, self.start_fn, self.name, element)
-        if self.start_fn is None:
-            return mapped
+        if self.start_fn is not None:
+            self._check_monotone(start, mapped, element)
+        return mapped
+
+    def _check_monotone(self, start: int, mapped: int, element: object) -> None:
+        """Refuse a start mapped below an earlier start's mapping, or above
+        a later one's (the starts kept since the latest CTI)."""
         starts = self.starts
         at = starts.bisect_left(start)
         before = starts.peekitem(at - 1) if at > 0 else None
@@ -96,7 +101,6 @@ class AlterLifetimeOperator(Operator):
                     f"{first[1]} but the later start {second[0]} maps to {second[1]}",
                     element,
                 )
-        return mapped
 
     def _remember(self, start: int, mapped: int) -> None:
         if self.start_fn is not None:
@@ -166,11 +170,19 @@ class AlterLifetimeOperator(Operator):
     def _cti_start(self, time: int) -> int:
         """The CTI's mapping: a CTI the start function maps past the end of
         time becomes the end of time (exact: any later element would map
-        there too, and be refused), instead of failing the stream."""
+        there too, and be refused), and one it maps before the beginning of
+        time (``shift(-5)`` of ``Cti(MIN_TIME)``) becomes the beginning of
+        time, the latest CTI there is that is not past the mapping (a later
+        element mapped below it is refused as outside the time range),
+        instead of failing the stream."""
         if self.start_fn is not None:
             raw = self.start_fn(time)
-            if isinstance(raw, int) and not isinstance(raw, bool) and raw >= INFINITY:
-                return INFINITY
+            if isinstance(raw, int) and not isinstance(raw, bool):
+                if raw >= INFINITY:
+                    return INFINITY
+                if raw < MIN_TIME:
+                    self._check_monotone(time, raw, Cti(time))
+                    return MIN_TIME
         return self._start(time, Cti(time))
 
     def on_cti(self, port: int, time: int) -> None:

@@ -97,6 +97,8 @@ def _shortcut(node: logical.AlterLifetimeNode) -> tuple[str, str] | None:
             f"WHEN {past} THEN {_past_the_end(node, e)} ELSE {e} + ({d}L) END"
         )
         return _shifted_start(node), end
+    if node.form == "set_duration" and d >= INFINITY:
+        return s, _INF  # an infinite duration: every event never ends
     if node.form in ("set_duration", "to_points"):
         past = f"CASE WHEN {e} >= {_INF} THEN {_INF} ELSE {_past_the_end(node, s)} END"
         return s, f"CASE WHEN {s} >= {INFINITY - d}L THEN {past} ELSE {s} + ({d}L) END"
