@@ -12,7 +12,8 @@ mixed = pd.DataFrame(
     {"t": pd.Series([5, "e", 12], dtype=object), "k": ["a", "a", "a"], "v": [1.0, 2.0, 4.0]}
 )
 stream = Stream.from_pandas(mixed, start="t", key="k", on_invalid="drop")
-assert stream.metrics.invalid_rows() == {"'t' is not a valid time (str in a column of int ticks)": 1}
+reason = "'t' is not a valid time (str in a column of int ticks)"
+assert stream.metrics.invalid_rows() == {reason: 1}
 means = stream.tumbling_window(10).aggregate("stats.mean", value="v")
 assert means.to_cht() == {"a": [(0, 10, 1.0), (10, 20, 4.0)]}
 
