@@ -124,7 +124,10 @@ def test_run_engine_local_refuses_what_needs_spark(tmp_path: Path) -> None:
     )
     result = runner.invoke(app, ["run", str(spec), "--engine", "local", "-o", str(tmp_path)])
     assert result.exit_code == 1
-    assert "source.where is a Spark SQL condition" in result.output.replace("\n", " ")
+    # at the field's line (it was reported with no line, at the spec)
+    assert f"{spec}:1: source.where: 'v > 0' is a Spark SQL condition" in result.output.replace(
+        "\n", ""
+    )
     py = tmp_path / "p.py"
     py.write_text("def query(spark):\n    return spark.range(3)\n")
     result = runner.invoke(app, ["run", str(py), "--engine", "local", "-o", str(tmp_path / "o")])

@@ -13,57 +13,70 @@ file gets ``spark=None`` and returns in-memory streams
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from udm.cli.localread import LocalEngineError, read_csv, read_json, times_as_text
+
 __all__ = ["LocalEngineError", "read_table", "write_table"]
-
-
-class LocalEngineError(ValueError):
-    """Something the local engine cannot do; the message says to use Spark."""
 
 
 #: source.options the local CSV reader understands (Spark's names)
 _CSV_OPTIONS = ("delimiter", "sep", "header", "inferSchema")
 
 
-def read_table(path: Path, fmt: str, options: dict[str, str], where: str | None) -> Any:
+def read_table(
+    path: Path, fmt: str, options: dict[str, str], where: str | None, times: Sequence[str] = ()
+) -> Any:
     """A source file or folder as a pyarrow Table (Parquet, CSV with a
-    header, line-delimited JSON, ORC)."""
+    header, line-delimited JSON, ORC), read as Spark reads it, the time
+    columns ``times`` exact (:mod:`udm.cli.localread`). Raises
+    :class:`LocalEngineError` naming the spec field at fault."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
     if where:
         raise LocalEngineError(
-            "source.where is a Spark SQL condition, which the local engine cannot run; "
-            "use --engine spark, or filter in a Python query file (pandas)"
+            f"{where!r} is a Spark SQL condition, which the local engine cannot run; "
+            "use --engine spark, or filter in a Python query file (pandas)",
+            "source.where",
         )
     unknown = [k for k in options if fmt != "csv" or k not in _CSV_OPTIONS]
     if unknown:
         raise LocalEngineError(
-            f"source.options {unknown} are Spark reader options the local engine does not "
-            "take; use --engine spark"
+            f"{unknown} are Spark reader options the local engine does not take; "
+            "use --engine spark",
+            "source.options",
         )
     if options.get("header", "true") != "true":
-        raise LocalEngineError("source.options header: false needs --engine spark")
+        raise LocalEngineError("header: false needs --engine spark", "source.options")
     files = [path] if path.is_file() else _data_files(path)
     if fmt == "csv":
-        import pyarrow.csv as pcsv
-
         delimiter = options.get("delimiter", options.get("sep", ","))
-        parse = pcsv.ParseOptions(delimiter=delimiter)
-        # as Spark's CSV reader (pyspark 4) reads them: an empty field and a
-        # quoted empty field "" are null (a null key meets on_null_key)
-        convert = pcsv.ConvertOptions(strings_can_be_null=True)
-        return pa.concat_tables(
-            [pcsv.read_csv(str(f), parse_options=parse, convert_options=convert) for f in files],
-            promote_options="default",
-        )
-    if fmt == "json":
-        import pyarrow.json as pjson
-
-        return pa.concat_tables([pjson.read_json(str(f)) for f in files], promote_options="default")
-    return ds.dataset([str(f) for f in files], format=fmt).to_table()
+        tables = [read_csv(f, delimiter, times) for f in files]
+    elif fmt == "json":
+        tables = [read_json(f, times) for f in files]
+    else:
+        try:
+            tables = [ds.dataset([str(f) for f in files], format=fmt).to_table()]
+        except (pa.ArrowInvalid, OSError) as exc:
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise LocalEngineError(
+                f"cannot read {path.name} as {fmt}: {why}; check source.path and source.format",
+                "source.path",
+            ) from None
+    if not tables:
+        return pa.table({})
+    try:
+        table = pa.concat_tables(tables, promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise LocalEngineError(
+            f"the files of {path.name} do not share their columns' types ({exc}); "
+            "read them one by one or make their types agree",
+            "source.path",
+        ) from None
+    return times_as_text(table, times)
 
 
 def _data_files(folder: Path) -> list[Path]:
@@ -84,7 +97,16 @@ def _ticks_times(table: Any) -> Any:
 
     for i, field in enumerate(table.schema):
         if pa.types.is_timestamp(field.type):
-            ticks = table.column(i).cast(pa.timestamp("us", tz=field.type.tz)).cast(pa.int64())
+            try:
+                ticks = table.column(i).cast(pa.timestamp("us", tz=field.type.tz))
+            except pa.ArrowInvalid:  # a timestamp[ns] column with nanoseconds
+                raise LocalEngineError(
+                    f"column {field.name!r} holds times with nanoseconds, which ticks "
+                    "(microseconds) cannot hold; use --times iso (nine fraction digits "
+                    "for such a column), or round it to microseconds in the query "
+                    "(ts.dt.floor('us'))"
+                ) from None
+            ticks = ticks.cast(pa.int64())
             if field.name == "end":
                 ticks = pc.fill_null(ticks, INFINITY)
             table = table.set_column(i, field.name, ticks)

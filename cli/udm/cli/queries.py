@@ -200,6 +200,8 @@ def run(
         from udm.host.spark.output import read_result, write_result
 
     _refuse_run_choices(fmt, times, engine)
+    if preview < 0:
+        raise fail(f"--preview {preview}: give the rows to preview, 0 or more (0: none)", code=2)
     local = engine == "local"
     options = _spark_options(master, remote, conf, py_files, ship)
     _check_query_file(query_file)

@@ -171,9 +171,16 @@ class QuerySpec(BaseModel):
             raise QueryFileError(f"source path {path} does not exist")
         fmt = self.source_format(base)
         if spark is None:  # --engine local: pyarrow reads it, no Spark
-            from udm.cli.local import read_table
+            from udm.cli.local import LocalEngineError, read_table
 
-            df = read_table(path, fmt, src.options, src.where)
+            times = [c for c in (src.start, src.end) if c is not None]
+            try:
+                df = read_table(path, fmt, src.options, src.where, times)
+            except LocalEngineError as exc:
+                if exc.field is None or where is None:
+                    raise
+                # at the field at fault: a file that does not read at its path
+                raise QueryFileError(f"{where(exc.field)}: {exc.field}: {exc}") from None
             columns = list(df.column_names)
         else:
             # CSV: a header and inferred types unless the options say otherwise

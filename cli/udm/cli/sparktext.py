@@ -13,7 +13,8 @@ compares the two on the same query):
   ``Infinity`` (in JSON ``"NaN"``, ``"Infinity"``, as strings);
 * times from their ticks, six fraction digits, ``Z`` for a time with a
   zone, a ``+`` before a year past 9999 (the end of time is
-  ``+294247-01-10T04:00:54.775807Z``);
+  ``+294247-01-10T04:00:54.775807Z``); a ``timestamp[ns]`` column (from
+  pandas; Spark has none) with nine fraction digits, every nanosecond kept;
 * a CSV text field keeps its leading and trailing whitespace (udm writes
   Spark's CSV with ``ignoreLeadingWhiteSpace`` and
   ``ignoreTrailingWhiteSpace`` off: Spark's writer would trim it), is
@@ -32,7 +33,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["UnwritableColumnError", "csv_text", "java_double", "json_lines", "tick_text"]
+__all__ = [
+    "UnwritableColumnError",
+    "csv_text",
+    "java_double",
+    "json_lines",
+    "nanos_text",
+    "tick_text",
+]
 
 
 class UnwritableColumnError(ValueError):
@@ -147,6 +155,16 @@ def tick_text(ticks: int, zoned: bool = True) -> str:
     return f"{_date_text(days)}T{clock}{'Z' if zoned else ''}"
 
 
+def nanos_text(nanos: int, zoned: bool = True) -> str:
+    """A ``timestamp[ns]`` value (nanoseconds since 1970-01-01 UTC) as
+    :func:`tick_text` writes a tick, with nine fraction digits, so that
+    no nanosecond is lost: ``2024-01-01T00:00:00.000000001Z``. (Spark has
+    no nanoseconds; such a column comes from pandas in a Python query.)"""
+    ticks, rest = divmod(nanos, 1000)
+    text = tick_text(ticks, zoned)
+    return f"{text[:-1]}{rest:03d}Z" if zoned else f"{text}{rest:03d}"
+
+
 # ------------------------------------------------------------ columns
 
 
@@ -196,9 +214,13 @@ def _formatter(kind: Any, json_out: bool) -> Callable[[Any], str]:
     zoned = getattr(kind, "tz", None) is not None
     quote = '"' if json_out else ""
 
+    nanos = getattr(kind, "unit", None) == "ns"
+
     def time(v: Any) -> str:
         if pa.types.is_date(kind):
             return f"{quote}{_date_text(_days(v))}{quote}"
+        if nanos and not isinstance(v, dt.datetime):  # a top-level column's int nanoseconds
+            return f"{quote}{nanos_text(v, zoned)}{quote}"
         return f"{quote}{tick_text(_ticks(v), zoned)}{quote}"
 
     return time
@@ -250,7 +272,10 @@ def _values(column: Any) -> list[Any]:
 
     kind = column.type
     if pa.types.is_timestamp(kind):
-        column = column.cast(pa.timestamp("us", kind.tz), safe=False).cast(pa.int64())
+        # nanoseconds kept (nanos_text writes nine digits): two values that
+        # differ by a nanosecond stay apart
+        unit = "ns" if kind.unit == "ns" else "us"
+        column = column.cast(pa.timestamp(unit, kind.tz)).cast(pa.int64())
     elif pa.types.is_date(kind):
         column = column.cast(pa.date32()).cast(pa.int32())
     return list(column.to_pylist())

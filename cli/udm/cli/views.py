@@ -205,20 +205,26 @@ def preview_arrow(console: Console, title: str, table: Any, n: int) -> None:
     """The preview of a result the local engine wrote (a pyarrow Table)."""
     import pyarrow as pa
 
+    from udm.cli.sparktext import nanos_text
     from udm.host.time import iso_ticks
 
     # times as int64 ticks, shown from them: a Python datetime stops at the
-    # year 9999, where an open window's last tick (INFINITY - 1) is not
+    # year 9999, where an open window's last tick (INFINITY - 1) is not;
+    # a timestamp[ns] column (from pandas) as nanoseconds, every one shown
     stamps = {f.name for f in table.schema if pa.types.is_timestamp(f.type)}
+    nanos = {f.name for f in table.schema if pa.types.is_timestamp(f.type) and f.type.unit == "ns"}
     for name in stamps:
         i = table.schema.get_field_index(name)
-        ticks = table.column(i).cast(pa.timestamp("us", tz=table.schema.field(i).type.tz))
+        unit = "ns" if name in nanos else "us"
+        ticks = table.column(i).cast(pa.timestamp(unit, tz=table.schema.field(i).type.tz))
         table = table.set_column(i, name, ticks.cast(pa.int64()))
     # sorted as the Spark preview is: by start, then end (an open end last)
     records = table.to_pylist()
     records.sort(key=lambda r: (r["start"], r["end"] is None, r["end"] or 0))
 
     def text(name: str, v: Any) -> Any:
+        if name in nanos and v is not None:
+            return nanos_text(v, zoned=False).replace("T", " ").removesuffix(".000000000")
         if name in stamps and v is not None:  # UTC, exact: the fraction when not zero
             return iso_ticks(v)[:-1].replace("T", " ").removesuffix(".000000")
         return v

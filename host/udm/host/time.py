@@ -82,8 +82,10 @@ def to_ticks(value: Any) -> int:
 
     Accepts ``int`` ticks, ``datetime`` (naive values are taken as UTC),
     ``date``, ``pandas.Timestamp``, ``numpy.datetime64`` and Arrow timestamp
-    scalars. ``float('inf')`` and the string ``"inf"`` mean :data:`INFINITY`;
-    ``float('-inf')`` and ``"-inf"`` mean :data:`MIN_TIME`.
+    scalars, and ISO 8601 text, also with a year beyond 9999 or before 1
+    written with a sign as Spark and :func:`iso_ticks` write it
+    (``"+10000-01-01T00:00:00Z"``). ``float('inf')`` and the string ``"inf"``
+    mean :data:`INFINITY`; ``float('-inf')`` and ``"-inf"`` mean :data:`MIN_TIME`.
     """
     if isinstance(value, bool):
         raise TimeConversionError(f"{value!r} is a bool, not a time; pass int ticks or a datetime")
@@ -160,10 +162,38 @@ def _text_ticks(value: str) -> int:
             f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "
             "Round the value to microseconds first (at most 6 fraction digits)."
         )
+    year = _YEAR.match(value)
+    if year and (year.group(1) or not 1 <= int(year.group(2)) <= 9999):
+        return _far_text_ticks(value, int(year.group(1) + year.group(2)), year.end())
     try:
         return to_ticks(_dt.datetime.fromisoformat(value))
     except ValueError:
         raise TimeConversionError(f"{value!r} is neither an ISO 8601 datetime nor 'inf'") from None
+
+
+#: an ISO 8601 year with a sign or more than four digits (``+10000-01-01``,
+#: ``-0001-01-01``), as Spark and :func:`iso_ticks` write years beyond 1..9999
+_YEAR = re.compile(r"\s*([+-]?)(\d{4,})(?=-)")
+#: days in 400 Gregorian years: the calendar repeats after them
+_CYCLE_DAYS = 146_097
+
+
+def _far_text_ticks(value: str, year: int, rest: int) -> int:
+    """:func:`to_ticks` of ISO text whose year Python's ``datetime`` cannot
+    hold (before 1, after 9999; ``+10000-01-01T00:00:00.000000Z``, as Spark
+    and :func:`iso_ticks` write it): the date is read in a year of the same
+    place in the 400-year Gregorian cycle, then moved back by whole cycles."""
+    cycles = (year - 2000) // 400
+    shifted = f"{year - 400 * cycles:04d}{value[rest:]}"
+    try:
+        ticks = to_ticks(_dt.datetime.fromisoformat(shifted)) + cycles * _CYCLE_DAYS * _DAY
+    except ValueError:
+        raise TimeConversionError(f"{value!r} is neither an ISO 8601 datetime nor 'inf'") from None
+    if not MIN_TIME <= ticks <= INFINITY:
+        raise TimeConversionError(
+            f"{value!r} is beyond the int64 tick range (about 292,000 years either side of 1970)"
+        )
+    return ticks
 
 
 def _arrow_ticks(value: Any) -> int:
