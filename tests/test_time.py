@@ -325,3 +325,16 @@ class TestDurations:
 )
 def test_durations_are_shown_in_the_largest_unit_dividing_them(ticks: int, text: str) -> None:
     assert format_duration(ticks) == text
+
+
+def test_a_float_beyond_2_53_ticks_is_refused_not_moved() -> None:
+    """Beyond 2**53 floats skip integers: 1234567890123456789 read into a
+    float (a pandas or CSV column typed float64) is ...768, 21 ticks early;
+    taking the whole float would move the event silently."""
+    assert to_ticks(2.0**53) == 2**53
+    assert to_ticks(-(2.0**53)) == -(2**53)
+    with pytest.raises(TimeConversionError, match=r"beyond 2\*\*53 ticks.*give such times as ints"):
+        to_ticks(1234567890123456789.0)
+    with pytest.raises(TimeConversionError, match=r"beyond 2\*\*53"):
+        to_ticks(-(2.0**53) - 2)
+    assert to_ticks(float("inf")) == INFINITY

@@ -135,14 +135,25 @@ def to_ticks(value: Any) -> int:
     )
 
 
+#: the largest magnitude below which every integer is a float
+_FLOAT_EXACT = 2**53
+
+
 def _float_ticks(value: float) -> int:
     """:func:`to_ticks` of a float: infinities, or a whole number of ticks."""
     if value == float("inf"):
         return INFINITY
     if value == float("-inf"):
         return MIN_TIME
-    if value.is_integer():
+    if value.is_integer() and abs(value) <= _FLOAT_EXACT:
         return to_ticks(int(value))
+    if value.is_integer():
+        # beyond 2**53 a float is not every integer: 1234567890123456789
+        # read into a float is ...768, and taking it would move the time
+        raise TimeConversionError(
+            f"{value!r} is a float beyond 2**53 ticks, where floats skip ticks (it may be an "
+            "integer rounded on its way here); give such times as ints (int64)"
+        )
     raise TimeConversionError(
         f"{value!r} is not a whole number of ticks; round it to an int (1 tick = 1 microsecond)"
     )
