@@ -110,6 +110,28 @@ def test_a_dataframe_time_below_min_time_is_an_invalid_row(spark: Any) -> None:
 
 
 @pytest.mark.spark
+def test_a_time_string_finer_than_a_microsecond_is_refused_as_in_process(spark: Any) -> None:
+    """Spark's parser drops a string's digits below a microsecond, which
+    moved the event silently; ``to_ticks`` refuses them in-process."""
+    rows = [("2024-01-01T00:00:00.0000009Z", 1.0), ("2024-01-01T00:00:00.1234560Z", 2.0)]
+    df = spark.createDataFrame(rows, "ts string, v double")
+    with pytest.raises(InvalidEventError) as info:
+        Stream.from_dataframe(df, start="ts").to_cht()
+    text = str(info.value)
+    assert "'ts' has sub-microsecond precision (udm ticks are microseconds)" in text
+    assert "round the times to microseconds (at most six fraction digits)" in text
+    dropped = Stream.from_dataframe(df, start="ts", on_invalid="drop")
+    t0 = 1_704_067_200_000_000 + 123_456  # a trailing zero is no finer part
+    assert dropped.to_cht() == Cht([(t0, t0 + 1, {"v": 2.0})])
+    reason = "'ts' has sub-microsecond precision (udm ticks are microseconds)"
+    assert dropped.metrics.invalid_rows() == {reason: 1}
+    pdf = df.toPandas()  # the same rows in-process: the same row dropped, the same reason
+    local = Stream.from_pandas(pdf, start="ts", on_invalid="drop")
+    assert local.to_cht() == dropped.to_cht()
+    assert local.metrics.invalid_rows() == {reason: 1}
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize(
     ("event", "by", "new_start"),
     [

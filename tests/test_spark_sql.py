@@ -17,6 +17,25 @@ from udm.sdk import aggregate
 pytestmark = pytest.mark.spark
 
 
+def test_a_time_string_finer_than_a_microsecond_is_invalid(spark: Any, sql: Any) -> None:
+    """Spark's parser would drop the digits below a microsecond silently."""
+    spark.createDataFrame(
+        [("a", "2026-01-01T12:01:00.0000009Z", 20.0)], "sensor string, ts string, temp double"
+    ).createOrReplaceTempView("fine_strings")
+    call = (
+        "SELECT * FROM udm_mean(TABLE(fine_strings), start => 'ts', value => 'temp', "
+        "window => 'tumbling', size => INTERVAL '5' MINUTE"
+    )
+    with pytest.raises(Exception) as err:
+        sql(call + ")").collect()
+    assert (
+        "invalid event: 'ts' has sub-microsecond precision (udm ticks are microseconds); "
+        'row: {"sensor":"a","ts":"2026-01-01T12:01:00.0000009Z","temp":20.0}. '
+        "Fix the data: round the times to microseconds"
+    ) in str(err.value)
+    assert sql(call + ", on_invalid => 'drop')").collect() == []
+
+
 @aggregate
 def quantile(values: list[float], q: float = 0.5) -> float:
     return sorted(values)[int(q * (len(values) - 1))]

@@ -22,6 +22,7 @@ __all__ = [
     "TICKS_PER_SECOND",
     "SubMicrosecondError",
     "TimeConversionError",
+    "finer_than_a_tick",
     "format_duration",
     "format_ticks_duration",
     "format_time",
@@ -36,6 +37,17 @@ TICKS_PER_SECOND = 1_000_000
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _SUB_MICROS = re.compile(r":\d{2}[.,](\d{7,})")  # seconds with over 6 fraction digits
 _US = _dt.timedelta(microseconds=1)
+
+
+def finer_than_a_tick(text: str) -> bool:
+    """Whether ISO text has a nonzero digit below a microsecond, which
+    :func:`to_ticks` refuses (and Spark's parser would drop).
+
+    >>> finer_than_a_tick("2024-01-01T00:00:00.0000009Z"), finer_than_a_tick("00:00:00.1234560")
+    (True, False)
+    """
+    fraction = _SUB_MICROS.search(text)
+    return bool(fraction and fraction.group(1)[6:].strip("0"))
 
 
 class TimeConversionError(ValueError):
@@ -166,8 +178,7 @@ def _text_ticks(value: str) -> int:
         return INFINITY
     if word in ("-inf", "-infinity"):
         return MIN_TIME
-    fraction = _SUB_MICROS.search(value)
-    if fraction and fraction.group(1)[6:].strip("0"):
+    if finer_than_a_tick(value):
         # fromisoformat would drop the digits beyond microseconds
         raise SubMicrosecondError(
             f"{value!r} has sub-microsecond precision; udm ticks are microseconds. "

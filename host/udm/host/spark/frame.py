@@ -28,10 +28,12 @@ from pyspark.sql import types as T
 from udm.host.metrics import ROWS, QueryMetrics
 from udm.host.plan import E_COL, S_COL, Row, Source, WindowOp
 from udm.host.rows import (
+    SUB_MICROSECOND,
     reason_end_of_time,
     reason_no_end,
     reason_null,
     reason_order,
+    reason_sub_microsecond,
     reason_unparsable,
 )
 from udm.host.spark.rowtypes import arrow_table
@@ -277,7 +279,7 @@ def source_checks(source: Source) -> Checks:
     s_ticks, s_bad, kind = _ticks(start, schema[start])
     checks: list[tuple[str, str]] = [(f"{quoted(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
-        checks.append((s_bad, reason_unparsable(start)))
+        checks += [_sub_microsecond(start), (s_bad, reason_unparsable(start))]
     if kind == "long":  # -2**63 is a long but no time (to_ticks refuses it)
         checks.append((f"{s_ticks} < {_MIN}", reason_unparsable(start)))
     end = source.end
@@ -297,7 +299,7 @@ def source_checks(source: Source) -> Checks:
             checks.append((f"{quoted(end)} IS NULL", reason_no_end(end)))
             e_ticks = raw_e
         if e_bad is not None:
-            checks.append((e_bad, reason_unparsable(end)))
+            checks += [_sub_microsecond(end), (e_bad, reason_unparsable(end))]
         if e_kind == "long":
             checks.append((f"{raw_e} < {_MIN}", reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
@@ -312,6 +314,15 @@ def source_checks(source: Source) -> Checks:
     return Checks(raising, dropping, s_ticks, e_ticks, kind)
 
 
+def _sub_microsecond(name: str) -> tuple[str, str]:
+    """The check of a string time column for digits below a microsecond,
+    which Spark's parser would drop silently (``to_ticks`` refuses them
+    in-process): a nonzero digit after the sixth of the fraction."""
+    # time.finer_than_a_tick's rule in SQL
+    cond = f"{quoted(name)} RLIKE ':[0-9]{{2}}[.,][0-9]{{6}}[0-9]*[1-9]'"
+    return cond, reason_sub_microsecond(name)
+
+
 def _raise_hint(checks: Checks) -> str:
     """SQL: the advice after an invalid row, for the check it failed."""
     invalid = (
@@ -323,6 +334,15 @@ def _raise_hint(checks: Checks) -> str:
         "on_null_key='keep' to keep them as a group of their own"
     )
     keys = [cond for cond, reason in checks.raising if reason.startswith("key ")]
+    fine = [cond for cond, reason in checks.raising if SUB_MICROSECOND in reason]
+    if fine:  # dropping would lose every such row: say how to round them
+        rounding = (
+            ". Fix the data: round the times to microseconds (at most six fraction digits) "
+            "where the strings are made; dropping the rows would lose every such event"
+        )
+        others = [c for c in checks.raising if c[0] not in fine]
+        rest = _raise_hint(Checks(others, [], "", "", "long"))
+        return f"CASE WHEN {' OR '.join(fine)} THEN {sql_string(rounding)} ELSE {rest} END"
     if not keys:
         return sql_string(invalid)
     time_problem = Checks.problem([c for c in checks.raising if not c[1].startswith("key ")])

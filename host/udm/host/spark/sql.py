@@ -35,12 +35,18 @@ from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult, PartitioningColumn,
 from udm.host.invoke import instantiate, udm_label
 from udm.host.reference import evaluate
 from udm.host.registry import resolve_udm
-from udm.host.rows import check_row, normalize_value, reason_unparsable
+from udm.host.rows import (
+    SUB_MICROSECOND,
+    check_row,
+    normalize_value,
+    reason_sub_microsecond,
+    reason_unparsable,
+)
 from udm.host.spark.evaluate import to_arrow_column
 from udm.host.spark.frame import quoted, reason_null_key
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import declared_result_type, from_returns
-from udm.host.time import INFINITY, to_duration_ticks, to_ticks
+from udm.host.time import INFINITY, finer_than_a_tick, to_duration_ticks, to_ticks
 from udm.host.windows import WindowSpec, window_from_dict
 from udm.sdk.base import Udm
 
@@ -280,7 +286,11 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
         d = r.asDict()
         # a string Spark cannot parse is null in ticks, not in the table
         lifetime: tuple[int, int] | str
-        if d[_S] is None and d[_RAW_S] is not None:
+        if isinstance(d[_RAW_S], str) and finer_than_a_tick(d[_RAW_S]):
+            lifetime = reason_sub_microsecond(start_col)  # Spark's parser would drop the digits
+        elif isinstance(d.get(_RAW_E), str) and finer_than_a_tick(d[_RAW_E]):
+            lifetime = reason_sub_microsecond(str(end_col))
+        elif d[_S] is None and d[_RAW_S] is not None:
             lifetime = reason_unparsable(start_col)
         elif end_col is not None and d[_E] is None and d[_RAW_E] is not None:
             lifetime = reason_unparsable(end_col)
@@ -290,10 +300,13 @@ def _run_partition(udm: Any, opts: dict[str, Any], rows: list[Any]) -> Iterator[
             if opts.get("on_invalid", "raise") == "drop":
                 dropped += 1
                 continue
-            raise ValueError(
-                f"invalid event: {lifetime}; row: {_row_as_written(opts, d)}. Fix the data, "
-                "or pass on_invalid => 'drop' to drop such rows (counted in the log)"
+            fix = (
+                "Fix the data: round the times to microseconds (at most six fraction digits)"
+                if SUB_MICROSECOND in lifetime
+                else "Fix the data, or pass on_invalid => 'drop' to drop such rows "
+                "(counted in the log)"
             )
+            raise ValueError(f"invalid event: {lifetime}; row: {_row_as_written(opts, d)}. {fix}")
         payload = d[value] if value else {c: d[c] for c in payload_cols}
         events.append(IntervalEvent(lifetime[0], lifetime[1], payload))
     if dropped:
