@@ -792,6 +792,36 @@ def test_run_errors_name_the_field_at_fault_and_the_data_row(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
+def test_a_csv_time_finer_than_a_microsecond_is_invalid_on_both_engines(
+    tmp_path: Path, engine: list[str]
+) -> None:
+    """Spark's CSV schema inference typed the column as timestamps and its
+    parser dropped the seventh fraction digit silently (the event moved);
+    the local reader refused it."""
+    (tmp_path / "r.csv").write_text(
+        "ts,temp\n2024-01-01T00:00:00.0000009Z,1.0\n2024-01-01T00:00:00.000002Z,3.0\n"
+    )
+    query = spec(
+        tmp_path,
+        """\
+        name: fine
+        source: {path: r.csv, start: ts, on_invalid: drop}
+        window: {kind: tumbling, size: 10s}
+        aggregate: stats.mean
+        value: temp
+        """,
+        "fine.yaml",
+    )
+    out = tmp_path / "out"
+    result = invoke("run", str(query), "-o", str(out), "--format", "csv", *engine)
+    assert result.exit_code == 0, result.output
+    text = result.output.replace("\n", "")
+    assert "'ts' has sub-microsecond precision (udm ticks are microseconds)" in text
+    rows = "".join(p.read_text() for p in sorted((out / "fine").glob("*.csv")))
+    assert rows.splitlines()[1:] == ["2024-01-01T00:00:00.000000Z,2024-01-01T00:00:10.000000Z,3.0"]
+
+
+@pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
 def test_a_returns_naming_no_type_is_refused_before_spark(
     tmp_path: Path, engine: list[str]
 ) -> None:

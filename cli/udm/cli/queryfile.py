@@ -187,6 +187,10 @@ class QuerySpec(BaseModel):
             defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
             reader = spark.read.format(fmt).options(**{**defaults, **src.options})
             df = reader.load(literal_path(path))
+            times = [c for c in (src.start, src.end) if c is not None]
+            own = {k.lower() for k in src.options}  # a format or zone of its own: Spark parses
+            if fmt == "csv" and not own & {"timestampformat", "timezone", "schema"}:
+                df = _times_as_written(df, reader, literal_path(path), times)
             columns = df.columns
         # CSV and JSON columns are known once the source is read: a
         # missing one is reported now, at its field (KeyError's message
@@ -557,3 +561,27 @@ def load_queries(path: Path, spark: Any) -> dict[str, Any]:
     if path.suffix in (".yaml", ".yml"):
         return _load_yaml(path, spark)
     return _load_python(path, spark)
+
+
+def _times_as_written(df: Any, reader: Any, path: str, times: list[str]) -> Any:
+    """``df`` read again with its time columns as the text in the file when
+    Spark's CSV schema inference typed them as ISO timestamps: its parser
+    drops digits below a microsecond silently there, where udm's own reading
+    of the text (in the same session time zone) refuses them (docs/spark.md),
+    as ``--engine local`` does. Other inferred types (ticks, dates) are kept;
+    the schema is not inferred again. Not called when the options give a
+    ``timestampFormat`` or ``timeZone``, which only Spark's reader applies."""
+    from pyspark.sql import types as T
+
+    fields = df.schema.fields
+    if not any(f.name in times and isinstance(f.dataType, T.TimestampType) for f in fields):
+        return df
+    schema = T.StructType(
+        [
+            T.StructField(f.name, T.StringType(), f.nullable)
+            if f.name in times and isinstance(f.dataType, T.TimestampType)
+            else f
+            for f in fields
+        ]
+    )
+    return reader.schema(schema).load(path)
