@@ -819,6 +819,13 @@ def test_a_csv_time_finer_than_a_microsecond_is_invalid_on_both_engines(
     assert "'ts' has sub-microsecond precision (udm ticks are microseconds)" in text
     rows = "".join(p.read_text() for p in sorted((out / "fine").glob("*.csv")))
     assert rows.splitlines()[1:] == ["2024-01-01T00:00:00.000000Z,2024-01-01T00:00:10.000000Z,3.0"]
+    # raised, the advice is in the spec's words, not pandas' (docs/cli.md)
+    query.write_text(query.read_text().replace(", on_invalid: drop", ""))
+    result = invoke("run", str(query), "-o", str(tmp_path / "out2"), *engine)
+    assert result.exit_code == 1
+    text = result.output.replace("\n", "")
+    assert "round the times" in text and "microseconds (at most six fraction digits)" in text
+    assert "df[" not in text and "floor" not in text
 
 
 @pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])

@@ -301,6 +301,11 @@ _SPEC_WORDS = (
         "source.on_null_key",
         "set source.on_null_key: drop to drop such rows and count them, or keep",
     ),
+    (
+        re.compile(r"round the times to microseconds first: df\[.*?\(Arrow\)"),
+        "",
+        "round the times in the file to microseconds (at most six fraction digits) first",
+    ),
     (re.compile(r"\bpass (returns|value|alias)=( \(e\.g\. '(\w+)'\))?"), "", r"set \1:\2"),
     (re.compile(r"\bshape='(\w+)'"), "source.shape", r"source.shape: \1"),
     (re.compile(r"use \.apply\(\) for it"), "", "use apply: for it"),
