@@ -270,9 +270,9 @@ def why_not_a_time(*times: Any) -> str:
     return ""
 
 
-def invalid_event(reason: str, row: Any) -> InvalidEventError:
-    """The error for an invalid event, showing the row and how to drop such
-    rows instead."""
+def invalid_event(reason: str, row: Any, index: int | None = None) -> InvalidEventError:
+    """The error for an invalid event, showing the row (``#index`` in its
+    list, from 0, when given) and how to drop such rows instead."""
     if SUB_MICROSECOND in reason:
         fix = "Round the times to microseconds first (ts.floor('us'), ts.dt.floor('us') in pandas)"
     else:
@@ -280,7 +280,8 @@ def invalid_event(reason: str, row: Any) -> InvalidEventError:
             "Fix the data, or pass on_invalid='drop' to drop such rows and count them "
             "(stream.metrics.invalid_rows())"
         )
-    return InvalidEventError(f"invalid event: {reason}; row: {row!r}. {fix}")
+    at = "row" if index is None else f"row #{index}"
+    return InvalidEventError(f"invalid event: {reason}; {at}: {row!r}. {fix}")
 
 
 # ----------------------------------------------------------------- streams

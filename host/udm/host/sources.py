@@ -92,7 +92,7 @@ def rows_source(
         if isinstance(lifetime, str):
             if on_invalid == "raise":
                 why = "" if SUB_MICROSECOND in lifetime else why_not_a_time(start, end)
-                raise invalid_event(lifetime + why, ev) from None
+                raise invalid_event(lifetime + why, ev, i) from None
             dropped[lifetime] = dropped.get(lifetime, 0) + 1
             continue
         is_map = isinstance(payload, Mapping)
