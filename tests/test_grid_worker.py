@@ -8,6 +8,7 @@ name the UDM, the window and the key. ``add_many`` replaces the per-event
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -638,3 +639,40 @@ def test_operators_over_point_windows_are_slices(
     out = [{"key": None, **r} for r in out]
     assert by_key(out, "__udm_r0") == reference(rows, window, udm, output_policy=policy)
     assert calls == []
+
+
+class Watched(Mean):
+    """A mean that records whether the cyclic garbage collector ran
+    enabled during each of its calls."""
+
+    seen: ClassVar[set[bool]] = set()
+
+    def add(self, state: list[float], value: float) -> list[float]:
+        Watched.seen.add(gc.isenabled())
+        return super().add(state, value)
+
+    def merge(self, a: list[float], b: list[float]) -> list[float]:
+        Watched.seen.add(gc.isenabled())
+        return super().merge(a, b)
+
+    def result(self, state: list[float]) -> float:
+        Watched.seen.add(gc.isenabled())
+        return super().result(state)
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_worker_functions_pause_the_collector_while_they_run(partial: bool) -> None:
+    """The fold, the merge and the evaluation without partial states run
+    the UDA with the cyclic collector paused (many short-lived objects),
+    and leave it enabled afterwards; the results stay the reference's."""
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    window = HoppingWindow(6, 6)
+    Watched.seen.clear()
+    assert gc.isenabled()
+    if partial:
+        out = _run(_one_call(Watched(), window=window), [Mean], rows, 2)
+    else:
+        out = _evaluated(_one_call(Watched(), window=window, partial=False), [Mean], rows)
+    assert Watched.seen == {False}
+    assert gc.isenabled()
+    assert by_key(out, "__udm_r0") == reference(rows, window, Mean)

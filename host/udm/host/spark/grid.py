@@ -33,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from udm.host.gcpause import paused_batches
 from udm.host.plan import E_COL, S_COL, WindowOp
 from udm.host.spark import (
     evaluate as spark_evaluate,  # BUCKET read at call time (tests set it)
@@ -154,7 +155,7 @@ def _evaluate_fn(
         members = Memberships(table, keys, payload, s, e, rows, runs)
         yield from evaluate_runs(op, members, win_s, win_s + w.size, schema)
 
-    return evaluate
+    return paused_batches(evaluate)
 
 
 def _slices(
