@@ -676,3 +676,25 @@ def test_worker_functions_pause_the_collector_while_they_run(partial: bool) -> N
     assert Watched.seen == {False}
     assert gc.isenabled()
     assert by_key(out, "__udm_r0") == reference(rows, window, Mean)
+
+
+def test_events_in_one_window_each_are_runs_of_equal_window() -> None:
+    """Over point events of tumbling windows the slices are the runs of
+    equal (key, window) of the events sorted by (key, start), worked out
+    by hand here; an event in no window (``k_min > k_max``) is left out."""
+    import numpy as np
+
+    window = HoppingWindow(6, 6)
+    keys = np.array([0, 0, 0, 1, 0, 1])  # a, a, a, b, a, b
+    s = np.array([0, 5, 7, 1, 13, 20])
+    k_min, k_max = s // 6, s // 6
+    k_min[5] = 4  # the last event is in no window (past a watermark)
+    got = grid._slices(window, [keys], s, s + 1, k_min, k_max)
+    assert got is not None
+    assert got.order.tolist() == [0, 1, 2, 4, 3]  # a at 0, 5, 7, 13; b at 1
+    assert got.firsts.tolist() == [0, 2, 3, 4]
+    assert got.lasts.tolist() == [2, 3, 4, 5]
+    assert got.win_row.tolist() == [0, 2, 4, 3]
+    assert got.win_s.tolist() == [0, 6, 12, 0]
+    assert got.win_e.tolist() == [6, 12, 18, 6]
+    assert got.tied.tolist() == [False] * 5
