@@ -8,6 +8,7 @@ name the UDM, the window and the key. ``add_many`` replaces the per-event
 
 from __future__ import annotations
 
+import gc
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -638,3 +639,62 @@ def test_operators_over_point_windows_are_slices(
     out = [{"key": None, **r} for r in out]
     assert by_key(out, "__udm_r0") == reference(rows, window, udm, output_policy=policy)
     assert calls == []
+
+
+class Watched(Mean):
+    """A mean that records whether the cyclic garbage collector ran
+    enabled during each of its calls."""
+
+    seen: ClassVar[set[bool]] = set()
+
+    def add(self, state: list[float], value: float) -> list[float]:
+        Watched.seen.add(gc.isenabled())
+        return super().add(state, value)
+
+    def merge(self, a: list[float], b: list[float]) -> list[float]:
+        Watched.seen.add(gc.isenabled())
+        return super().merge(a, b)
+
+    def result(self, state: list[float]) -> float:
+        Watched.seen.add(gc.isenabled())
+        return super().result(state)
+
+
+@pytest.mark.parametrize("partial", [True, False])
+def test_worker_functions_pause_the_collector_while_they_run(partial: bool) -> None:
+    """The fold, the merge and the evaluation without partial states run
+    the UDA with the cyclic collector paused (many short-lived objects),
+    and leave it enabled afterwards; the results stay the reference's."""
+    rows = [("a", t, t + 1, float(t)) for t in range(16)]
+    window = HoppingWindow(6, 6)
+    Watched.seen.clear()
+    assert gc.isenabled()
+    if partial:
+        out = _run(_one_call(Watched(), window=window), [Mean], rows, 2)
+    else:
+        out = _evaluated(_one_call(Watched(), window=window, partial=False), [Mean], rows)
+    assert Watched.seen == {False}
+    assert gc.isenabled()
+    assert by_key(out, "__udm_r0") == reference(rows, window, Mean)
+
+
+def test_events_in_one_window_each_are_runs_of_equal_window() -> None:
+    """Over point events of tumbling windows the slices are the runs of
+    equal (key, window) of the events sorted by (key, start), worked out
+    by hand here; an event in no window (``k_min > k_max``) is left out."""
+    import numpy as np
+
+    window = HoppingWindow(6, 6)
+    keys = np.array([0, 0, 0, 1, 0, 1])  # a, a, a, b, a, b
+    s = np.array([0, 5, 7, 1, 13, 20])
+    k_min, k_max = s // 6, s // 6
+    k_min[5] = 4  # the last event is in no window (past a watermark)
+    got = grid._slices(window, [keys], s, s + 1, k_min, k_max)
+    assert got is not None
+    assert got.order.tolist() == [0, 1, 2, 4, 3]  # a at 0, 5, 7, 13; b at 1
+    assert got.firsts.tolist() == [0, 2, 3, 4]
+    assert got.lasts.tolist() == [2, 3, 4, 5]
+    assert got.win_row.tolist() == [0, 2, 4, 3]
+    assert got.win_s.tolist() == [0, 6, 12, 0]
+    assert got.win_e.tolist() == [6, 12, 18, 6]
+    assert got.tied.tolist() == [False] * 5

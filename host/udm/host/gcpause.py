@@ -15,10 +15,14 @@ collected once the collector runs again after the pause.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
-__all__ = ["gc_paused"]
+In = TypeVar("In")
+Out = TypeVar("Out")
+
+__all__ = ["gc_paused", "paused_batches"]
 
 
 @contextmanager
@@ -32,3 +36,25 @@ def gc_paused() -> Iterator[None]:
     finally:
         if collecting:
             gc.enable()
+
+
+def paused_batches(
+    fn: Callable[[Iterator[In]], Iterator[Out]],
+) -> Callable[[Iterator[In]], Iterator[Out]]:
+    """``fn``, a Spark worker's batch function (``mapInArrow``), run with
+    the cyclic collector paused until it has yielded its last batch.
+
+    A grid worker folds or evaluates a partition's windows in Python: a
+    million events make a list of a million values, tens of thousands of
+    slices and states, each a tracked container that is dropped again
+    (no cycles), and the collector's young and full collections over them
+    took about a tenth of a fold's CPU time (issue 32). Pausing only while
+    the function runs leaves the worker process's collector as it was
+    between tasks."""
+
+    def run(batches: Iterator[In]) -> Iterator[Out]:
+        with gc_paused():
+            yield from fn(batches)
+
+    run.__doc__ = fn.__doc__
+    return run

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from udm.host.gcpause import paused_batches
 from udm.host.plan import WindowOp
 from udm.host.policies import InputClipping
 from udm.host.rows import normalize_value
@@ -155,7 +156,7 @@ def fold_fn(
             got_runs = StateRuns(run_kind, run_idx, run_codes, run_arrays, columns)
             yield state_batch(got_runs, keys, w, k_last, n_bucket)
 
-    return fold
+    return paused_batches(fold)
 
 
 def merge_fn(
@@ -218,7 +219,7 @@ def merge_fn(
                 col += [v] * len(todo)
         yield grid_batch(op, ks, out_keys, results, schema)
 
-    return merge
+    return paused_batches(merge)
 
 
 def unpickled(
@@ -326,9 +327,19 @@ def window_results(
         k = 0
         get = own.get
         try:
+            if not sensitive and len(own) == len(ks):
+                # every window has its own state (ks are own's windows):
+                # one result call per window, no per-window Python frame;
+                # extend keeps the results before a failing one, whose
+                # window is then ks[len(done)]
+                k = ks[0] if ks else 0
+                done.extend(map(normalize_value, map(result, map(own.__getitem__, ks))))
+                return done
             for k in ks:
                 done.append(finished(get(k), k))
         except Exception as exc:
+            if not sensitive and len(own) == len(ks) and len(done) < len(ks):
+                k = ks[len(done)]
             raise udm_failure(u, w.window_at(k), kv, exc) from exc
         return done
 
