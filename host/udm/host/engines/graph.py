@@ -173,10 +173,15 @@ class HostEngine:
             for c in columns:
                 if c not in p:
                     p[c] = None  # type: ignore[index]
-        if isinstance(plan, logical.WindowOp):
-            window = self._windows[id(plan)]
-            cols = result_columns(plan, window.struct_fields())
-            return op_layout(plan, cols)
+        # a window's results read as it gives them through the operators that
+        # keep its rows' columns (as the reference and Spark engines read them)
+        op = plan
+        while isinstance(op, _KEEPS_COLUMNS):
+            op = op.left if isinstance(op, logical.AntiJoinNode) else op.input
+        if isinstance(op, logical.WindowOp):
+            window = self._windows[id(op)]
+            cols = result_columns(op, window.struct_fields())
+            return op_layout(op, cols)
         if self._scalar.get(id(plan)):
             return Layout(SCALAR_COL, ())
         return Layout(None, tuple((c, c) for c in columns))
@@ -465,6 +470,17 @@ _HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
     logical.JoinNode: HostEngine._join,
     logical.AntiJoinNode: HostEngine._anti_join,
 }
+
+
+#: the nodes whose output has their (left) input's columns, row for row
+_KEEPS_COLUMNS = (
+    logical.WhereNode,
+    logical.GroupNode,
+    logical.AlterLifetimeNode,
+    logical.AlignNode,
+    logical.FinalizeNode,
+    logical.AntiJoinNode,
+)
 
 
 #: what a :meth:`LiveGraph.snapshot` holds, and the version of its layout
