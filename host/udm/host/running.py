@@ -129,9 +129,11 @@ class RunnableStream:
         """Run and return the output CHT: a :class:`Cht` without group keys,
         else ``{key: Cht}`` (a tuple key for several key columns), as
         :func:`udm.host.evaluate_by_key` (but without keys that have no
-        output). After a window operation a payload is the result itself
-        (one UDM; a struct result as the dict of its columns) or a dict of
-        result columns; otherwise it is the dict of all payload columns.
+        output). After a window operation, and the operators that keep its
+        rows' columns (where, lifetime changes, align, finalize, a left
+        anti-join), a payload is the result itself (one UDM; a struct result
+        as the dict of its columns) or a dict of result columns; otherwise it
+        is the dict of all payload columns.
 
         ``engine`` names an engine (:func:`udm.host.engines.engine_names`):
         ``"reference"`` (the oracle, in-process, for small data; a DataFrame
