@@ -54,6 +54,16 @@ def test_a_cti_mapped_before_the_beginning_of_time_stays_there(
     assert query(s).to_events() == [Insert("a", 95, 105, 1), Cti(mapped), Cti(INFINITY)]
 
 
+@pytest.mark.parametrize("first", [MIN_TIME, MIN_TIME + 1])
+def test_several_ctis_mapped_before_the_beginning_of_time(first: int) -> None:
+    """The second CTI's map was checked against the first's clamped one
+    (MIN_TIME), not its map, and called the start function not monotone."""
+    s = Stream.from_events([Cti(first), Cti(first + 1), Insert("a", 5, 10, 1), Cti(20)])
+    for engine in ENGINES:
+        assert s.shift(-3).to_cht(engine=engine) == Cht([(2, 7, 1)])
+    assert s.shift(-3).to_events() == [Insert("a", 2, 7, 1), Cti(17), Cti(INFINITY)]
+
+
 def test_an_event_mapped_before_the_beginning_of_time_is_still_refused() -> None:
     s = Stream.from_events([Cti(MIN_TIME), Insert("a", MIN_TIME + 1, 110, 1)]).shift(-5)
     for engine in ENGINES:

@@ -167,26 +167,29 @@ class AlterLifetimeOperator(Operator):
                 low = min(low, e_min)
         return low
 
-    def _cti_start(self, time: int) -> int:
+    def _cti_start(self, time: int) -> tuple[int, int]:
         """The CTI's mapping: a CTI the start function maps past the end of
         time becomes the end of time (exact: any later element would map
         there too, and be refused), and one it maps before the beginning of
         time (``shift(-5)`` of ``Cti(MIN_TIME)``) becomes the beginning of
         time, the latest CTI there is that is not past the mapping (a later
         element mapped below it is refused as outside the time range),
-        instead of failing the stream."""
+        instead of failing the stream. Also the mapping itself, which later
+        starts are checked against for monotony (a second CTI before the
+        beginning of time maps below ``MIN_TIME`` too, not below the first)."""
         if self.start_fn is not None:
             raw = self.start_fn(time)
             if isinstance(raw, int) and not isinstance(raw, bool):
                 if raw >= INFINITY:
-                    return INFINITY
+                    return INFINITY, raw
                 if raw < MIN_TIME:
                     self._check_monotone(time, raw, Cti(time))
-                    return MIN_TIME
-        return self._start(time, Cti(time))
+                    return MIN_TIME, raw
+        mapped = self._start(time, Cti(time))
+        return mapped, mapped
 
     def on_cti(self, port: int, time: int) -> None:
-        mapped = INFINITY if time >= INFINITY else self._cti_start(time)
+        mapped, checked = (INFINITY, INFINITY) if time >= INFINITY else self._cti_start(time)
         self.last_cti = time
         # forget what the CTI made final: starts before it (but the last of
         # them, which still bounds later ones), events ending before it
@@ -195,7 +198,7 @@ class AlterLifetimeOperator(Operator):
         for _ in range(max(0, cut - 1)):
             starts.popitem(0)
         if time < INFINITY:
-            self._remember(time, mapped)
+            self._remember(time, checked)
         while self.ends and self.ends[0][0] < time:
             end, _, ident = heapq.heappop(self.ends)
             if self.live.get(ident, (0, None))[1] == end:
