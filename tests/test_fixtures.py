@@ -1539,9 +1539,9 @@ def test_a_saved_minimal_stream_reorders_with_the_seed_it_failed_with(
     draws: list[float] = []
     shuffle = runner.equivalent_stream
 
-    def recording(cht: Any, rng: random.Random) -> Any:
+    def recording(cht: Any, rng: random.Random, last: int = INFINITY - 1) -> Any:
         draws.append(rng.random())
-        return shuffle(cht, rng)
+        return shuffle(cht, rng, last)
 
     monkeypatch.setattr(runner, "equivalent_stream", recording)
     assert run_fixture(fixture).passed

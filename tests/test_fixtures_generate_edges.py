@@ -4,13 +4,36 @@ builds is valid, and its times are exact ints (no float rounding)."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from udm.host import INFINITY, MIN_TIME, derive_cht
+from udm.host import (
+    INFINITY,
+    MIN_TIME,
+    Cti,
+    HoppingWindow,
+    Host,
+    TumblingWindow,
+    derive_cht,
+    evaluate,
+    output_cht,
+)
 from udm.host.stream import Insert
-from udm.testing import GenerateSpec, scenario
+from udm.sdk import IncrementalAggregate
+from udm.testing import GenerateSpec, load_fixture, run_fixture, scenario
+
+
+class Total(IncrementalAggregate):
+    def initial_state(self) -> int:
+        return 0
+
+    def add(self, state: int, value: int) -> int:
+        return state + value
+
+    def result(self, state: int) -> int:
+        return state
 
 
 def spec(**kwargs: Any) -> GenerateSpec:
@@ -54,3 +77,31 @@ def test_negative_starts_are_placed_as_before() -> None:
     s = spec(start=-50, duration="point", disorder="none", cti_every=0)
     starts = [e.start for e in scenario(s) if isinstance(e, Insert)]
     assert starts[0] >= -50
+
+
+@pytest.mark.parametrize("window", [TumblingWindow(10), HoppingWindow(10, 5)], ids=repr)
+@pytest.mark.parametrize("duration", ["point", "short", "long", "infinite"])
+def test_a_scenario_near_a_grids_last_window_is_windowed(window: Any, duration: str) -> None:
+    """Ends (speculated, ghost, or closing an open event) past the grid's last
+    window end (``time_bounds``) made the reference refuse the stream."""
+    for seed in range(4):
+        s = spec(duration=duration, start=INFINITY - 200, speculation=0.5, seed=seed)
+        stream = scenario(s, window=window)
+        out = Host(window, Total).process_many([*stream, Cti(INFINITY)])  # raises past the grid
+        cht, _ = derive_cht(stream)
+        assert evaluate(cht, window, Total) == output_cht(out)
+
+
+def test_the_reordered_way_keeps_a_grids_last_end(tmp_path: Path) -> None:
+    """Its speculated end for an event ending near the grid's last end was a
+    valid time but past that end, so a valid fixture failed."""
+    end = TumblingWindow(10).time_bounds[1]
+    fixture = tmp_path / "near.udm.yaml"
+    fixture.write_text(
+        "name: near the grid's end\nudm: stats.max\nwindow: {kind: tumbling, size: 10}\n"
+        f"input:\n  - {{insert: a, start: {end - 13}, end: {end - 2}, payload: 1}}\n"
+        f"expected:\n  - {{start: {end - 20}, end: {end - 10}, payload: 1}}\n"
+        f"  - {{start: {end - 10}, end: {end}, payload: 1}}\n"
+    )
+    (result,) = [run_fixture(f) for f in load_fixture(fixture)]
+    assert result.passed, result
