@@ -25,7 +25,6 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
 from heapq import heappush
-from itertools import compress
 from operator import is_
 from typing import Any
 
@@ -392,8 +391,7 @@ class SliceRun(GridCore):
         register, push = self._register, self._push
         for ks in visit:
             wins = ks.wins
-            # those after k_final, at C level (no bytecode per window)
-            kept = dict(compress(wins.items(), map(k_final.__lt__, wins)))
+            kept = {k: w for k, w in wins.items() if k > k_final}
             if len(kept) != len(wins):
                 ks.wins = wins = kept
             kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
