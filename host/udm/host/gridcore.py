@@ -6,8 +6,6 @@ import copy
 from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from heapq import heappop, heappush
-from itertools import compress, repeat
-from operator import attrgetter, eq
 from typing import Any
 
 from udm.host.errors import UdmInvocationError
@@ -35,7 +33,6 @@ __all__ = ["LINGER", "GridCore"]
 #: how many hops a key's final windows may wait to be forgotten (slice mode): a CTI
 #: visits a key with steady events once every LINGER hops (a visit's fixed cost dominates)
 LINGER = 32
-_DUE = attrgetter("due")
 
 
 class GridCore(OperatorWindows):
@@ -448,8 +445,10 @@ class GridCore(OperatorWindows):
         # (amortized; a retraction may still extend an event ending at or
         # after the CTI past a gap, hop > size), once the bound moved: what
         # came since ends at or after the CTI, so a sweep finds nothing new
-        # (the pending records count, and are swept alike, unwritten); not in the
-        # lazy slice mode: its _forget_final retires visited keys' events by id
+        # (the pending records count, and are swept alike, unwritten); not in
+        # the lazy slice mode, whose _forget_final retires each visited key's
+        # events by id at C level (every key with events is visited): a sweep
+        # there only sent that down its per-event path (issue 31)
         pending = self.unwritten
         if not self.lazy and (
             len(self._events) + pending.count > 2 * self._swept + 64 and bound > self._swept_at
@@ -545,10 +544,9 @@ class GridCore(OperatorWindows):
         keys = self.keys
         while times and times[0] <= c:
             due = heappop(times)
-            bucket = buckets.pop(due)
-            # (keys pushed again since, most in the slice mode, skipped at C level)
-            for ks in compress(bucket, map(eq, map(_DUE, bucket), repeat(due))):
-                if keys.get(ks.key) is ks:
+            for ks in buckets.pop(due):
+                # (a key pushed again since is in a later bucket too)
+                if ks.due == due and keys.get(ks.key) is ks:
                     ks.due = NEVER
                     visit[ks.order] = ks
         for key in list(self._long_keys):
