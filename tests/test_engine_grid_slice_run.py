@@ -27,6 +27,7 @@ from udm.host import (
     evaluate_by_key,
     output_cht_by_key,
 )
+from udm.host.hoststate import id_counter
 from udm.host.stream import Element
 from udm.sdk import aggregate, operator
 
@@ -160,6 +161,23 @@ def test_hand_computed_medians_of_one_key() -> None:
         (4, 8, 6),
         (6, 10, 6),
     ]
+
+
+def test_the_loop_issues_the_host_s_own_ids_and_writes_the_counter_back() -> None:
+    """The loop issues output ids itself when the grid path's id method is
+    its host's own (``id_counter``), and writes the counter back: the next
+    element, fed alone, takes the next id. The medians of
+    :func:`test_hand_computed_medians_of_one_key`, then a point at 8 that
+    makes window [4, 8) due (8, 3, 6, 7: lower median 6)."""
+    values = [5, 1, 4, 2, 8, 3, 6, 7]
+    stream = [Insert(t, t, t + 1, {"k": "a", "v": v}) for t, v in enumerate(values)]
+    host = Host(HoppingWindow(4, 2), low_median, key="k", value="v")
+    assert id_counter(host._new_id) is host
+    assert id_counter(lambda key: None) is None
+    assert [o.id for o in host.process_many(stream)] == [("a", 0), ("a", 1), ("a", 2)]
+    assert host.next_out == 3
+    out = host.process(Insert(8, 8, 9, {"k": "a", "v": 0}))
+    assert [(o.id, o.start, o.end, o.payload) for o in out] == [(("a", 3), 4, 8, 6)]
 
 
 @pytest.mark.parametrize("window", [HoppingWindow(6, 2), TumblingWindow(3)], ids=repr)

@@ -445,9 +445,14 @@ class GridCore(OperatorWindows):
         # (amortized; a retraction may still extend an event ending at or
         # after the CTI past a gap, hop > size), once the bound moved: what
         # came since ends at or after the CTI, so a sweep finds nothing new
-        # (the pending records count, and are swept alike, unwritten)
+        # (the pending records count, and are swept alike, unwritten); not in
+        # the lazy slice mode, whose _forget_final retires each visited key's
+        # events by id at C level (every key with events is visited): a sweep
+        # there only sent that down its per-event path (issue 31)
         pending = self.unwritten
-        if len(self._events) + pending.count > 2 * self._swept + 64 and bound > self._swept_at:
+        if not self.lazy and (
+            len(self._events) + pending.count > 2 * self._swept + 64 and bound > self._swept_at
+        ):
             self._events = {i: r for i, r in self._events.items() if r[1] >= bound}
             pending.sweep(bound)
             self._swept, self._swept_at = len(self._events) + pending.count, bound

@@ -31,9 +31,10 @@ from typing import Any
 from udm.host.gridcore import LINGER, GridCore
 from udm.host.gridslices import KeyEvents
 from udm.host.gridstate import DONE, NEVER, GridKey, forget_retired
+from udm.host.hoststate import OutputId, id_counter
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
-from udm.host.stream import Element, Insert, insert_of
+from udm.host.stream import Element, Insert, InsertDraft, insert_of
 from udm.host.time import INFINITY, MIN_TIME
 from udm.sdk.decorators import aggregate
 
@@ -100,6 +101,13 @@ class SliceRun(GridCore):
         single = keys.get(None) if key_fn is None else None
         from_slice, new_id, point_end = self._from_slice, self.new_id, self.point_end
         from_slice = direct(self.udm, from_slice)
+        # the host's own ids: issued here, inline (see id_counter); the
+        # counter is written back before a call that may issue one, and at
+        # the end (the finally below)
+        counter = id_counter(new_id)
+        nxt = counter.next_out if counter is not None else 0
+        new_draft: Any = object.__new__
+        make_id = tuple.__new__
         buckets, times = self._due_buckets, self._due_times
         # the bucket the last registration went to (no CTI pops one while
         # this loop runs, and nothing else here registers keys)
@@ -111,195 +119,216 @@ class SliceRun(GridCore):
         linger = LINGER * hop
         key: Hashable = None
         applied = 0
-        for row in rows:
-            if as_elements:
-                if type(row) is not Insert:
-                    return applied, row
-                ident, start, end, payload = row.id, row.start, row.end, row.payload
-            else:
-                ident, start, end, payload = row
-            if (
-                end <= start
-                or start < floor
-                or end > max_end
-                or (keep and (type(ident) not in (str, int) or ident in live or ident in events))
-            ):
-                return applied, row
-            try:
-                if key_field is not None:
-                    key = payload[key_field]
-                    ks = keys.get(key)
-                elif key_fn is None:
-                    ks = single
-                else:
-                    key = key_fn(payload)
-                    ks = keys.get(key)
-                value = payload[value_field] if value_field is not None else payload
-            except Exception:
-                return applied, row  # the slower paths name the element
-            lo = (start - size - off) // hop + 1
-            hi = -((off - end) // hop) - 1
-            due = False
-            if ks is None:
-                # a new key's first event that opens no window that has
-                # begun to end (after the CTI): as GridPath.run
-                if key_fn is None or start <= cti or type(key) in NORMALIZED:
-                    return applied, row  # (a new float or tuple key: a NaN is normalized there)
-                last = (start - size - off) // hop
-                if hi > (start - off) // hop or lo <= last:
-                    return applied, row
-                moved = True
-                emitted = None
-                ms = MIN_TIME
-            else:
-                emitted = ks.emitted_k
-                if ks.long or emitted is None:
-                    return applied, row
-                ms = ks.max_start
-                m = ms if ms > cti else cti
-                moved = start > m
-                if moved:  # the watermark moves to start: windows up to lo - 1 end by it
-                    if hi > (start - off) // hop or lo <= emitted:
-                        return applied, row  # an unbegun window, or an emitted one
-                    last = lo - 1
-                    if last > emitted and ks.wins:
-                        due = True
-                else:
-                    if hi > (m - off) // hop or lo <= emitted:
+        try:
+            for row in rows:
+                if as_elements:
+                    if type(row) is not Insert:
                         return applied, row
-                    last = (m - size - off) // hop
-            if value_fn is not None and value_field is None:
-                try:
-                    value = value_fn(payload)
-                except Exception as exc:
-                    if ks is None:
-                        return applied, row  # the slower path names it, for a new key too
-                    self.run_applied = applied
-                    raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
-            if ks is None:
-                ks = self._new_key(key)
-            wins = ks.wins
-            # windows lo .. hi must exist (entries only: OperatorWindows);
-            # in order, those up to the last that exists do (see GridPath.run)
-            made: Any = ()  # the windows made, for _unmake (an int: that one)
-            if lo > hi:
-                pass  # in a gap between windows (hop > size): none to make
-            elif hi not in wins:
-                if start >= ms and (hi == lo or hi - 1 in wins):
-                    # the one window an in-order event opens; no outputs yet: the
-                    # shared empty tuple (outputs are replaced, never appended to)
-                    wins[hi] = [None, 1, ()]
-                    made = hi
+                    ident, start, end, payload = row.id, row.start, row.end, row.payload
                 else:
-                    if start >= ms:
-                        j = hi
-                        while j >= lo and j not in wins:
-                            j -= 1
-                        made = range(j + 1, hi + 1)
+                    ident, start, end, payload = row
+                if (
+                    end <= start
+                    or start < floor
+                    or end > max_end
+                    or (
+                        keep and (type(ident) not in (str, int) or ident in live or ident in events)
+                    )
+                ):
+                    return applied, row
+                try:
+                    if key_field is not None:
+                        key = payload[key_field]
+                        ks = keys.get(key)
+                    elif key_fn is None:
+                        ks = single
                     else:
-                        made = [k for k in range(lo, hi + 1) if k not in wins]
+                        key = key_fn(payload)
+                        ks = keys.get(key)
+                    value = payload[value_field] if value_field is not None else payload
+                except Exception:
+                    return applied, row  # the slower paths name the element
+                lo = (start - size - off) // hop + 1
+                hi = -((off - end) // hop) - 1
+                due = False
+                if ks is None:
+                    # a new key's first event that opens no window that has
+                    # begun to end (after the CTI): as GridPath.run
+                    if key_fn is None or start <= cti or type(key) in NORMALIZED:
+                        return applied, row  # (a new float or tuple key: a NaN is normalized there)
+                    last = (start - size - off) // hop
+                    if hi > (start - off) // hop or lo <= last:
+                        return applied, row
+                    moved = True
+                    emitted = None
+                    ms = MIN_TIME
+                else:
+                    emitted = ks.emitted_k
+                    if ks.long or emitted is None:
+                        return applied, row
+                    ms = ks.max_start
+                    m = ms if ms > cti else cti
+                    moved = start > m
+                    if moved:  # the watermark moves to start: windows up to lo - 1 end by it
+                        if hi > (start - off) // hop or lo <= emitted:
+                            return applied, row  # an unbegun window, or an emitted one
+                        last = lo - 1
+                        if last > emitted and ks.wins:
+                            due = True
+                    else:
+                        if hi > (m - off) // hop or lo <= emitted:
+                            return applied, row
+                        last = (m - size - off) // hop
+                if value_fn is not None and value_field is None:
+                    try:
+                        value = value_fn(payload)
+                    except Exception as exc:
+                        if ks is None:
+                            return applied, row  # the slower path names it, for a new key too
+                        self.run_applied = applied
+                        raise self._value_failed(ks, (ident, start, end, payload), exc) from exc
+                if ks is None:
+                    ks = self._new_key(key)
+                wins = ks.wins
+                # windows lo .. hi must exist (entries only: OperatorWindows);
+                # in order, those up to the last that exists do (see GridPath.run)
+                made: Any = ()  # the windows made, for _unmake (an int: that one)
+                if lo > hi:
+                    pass  # in a gap between windows (hop > size): none to make
+                elif hi not in wins:
+                    if start >= ms and (hi == lo or hi - 1 in wins):
+                        # the one window an in-order event opens; no outputs yet: the
+                        # shared empty tuple (outputs are replaced, never appended to)
+                        wins[hi] = [None, 1, ()]
+                        made = hi
+                    else:
+                        if start >= ms:
+                            j = hi
+                            while j >= lo and j not in wins:
+                                j -= 1
+                            made = range(j + 1, hi + 1)
+                        else:
+                            made = [k for k in range(lo, hi + 1) if k not in wins]
+                        for k in made:
+                            wins[k] = [None, 1, []]
+                elif start < ms:  # late: any of lo .. hi - 1 may be missing
+                    made = [k for k in range(lo, hi) if k not in wins]
                     for k in made:
                         wins[k] = [None, 1, []]
-            elif start < ms:  # late: any of lo .. hi - 1 may be missing
-                made = [k for k in range(lo, hi) if k not in wins]
-                for k in made:
-                    wins[k] = [None, 1, []]
-            # the key object the key's state holds (equal to the payload's): a
-            # record then keeps no reference into the payload, whose memory
-            # is cold by the time the record is forgotten
-            record = [start, end, value, ks.key]
-            kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
-            starts = kev.starts
-            if starts and start > starts[-1] and end - start <= kev.maxdur:
-                # KeyEvents.add's in-order case inline: the key's next event
-                starts.append(start)
-                kev.records.append(record)
-                kev.vals.append(value)
-                kev.ids.append(ident)
-                kev.payloads.append(payload)
-            else:
-                kev.add(record, ident, payload)
-            if due:
-                w = wins.get(last)
-                if (
-                    inline
-                    and last == emitted + 1  # type: ignore[operator]  # not None: due
-                    and w is not None
-                    and not w[2]
-                    and kev.maxdur <= 1
-                    and not kev.ties
-                ):
-                    # _emit_slice inline: point events, no ties, one window
-                    ws = last * hop + off
-                    we = ws + size
-                    values = kev.vals[bisect_left(starts, ws) : bisect_left(starts, we)]
-                    if values:
-                        try:
-                            new = from_slice(values)
-                            if type(new) not in PLAIN_TYPES:
-                                new = detached(new)
-                        except Exception as exc:
-                            self.current = (
-                                row if as_elements else Insert(ident, start, end, payload)
-                            )
-                            error = self._fail(last, exc, ks)
-                            self.run_applied = applied
-                            self._unmake(ks, made, record)
-                            raise error from exc
-                        o = insert_of(new_id(ks.key), we - 1 if point_end else ws, we, new)
-                        out.append(o)
-                        w[2] = (o,)  # (replaced, never appended to: one object less)
-                    else:  # its events were retracted: no output, no window
-                        del wins[last]
+                # the key object the key's state holds (equal to the payload's): a
+                # record then keeps no reference into the payload, whose memory
+                # is cold by the time the record is forgotten
+                record = [start, end, value, ks.key]
+                kev: KeyEvents = ks.events  # type: ignore[assignment]  # the slice mode's
+                starts = kev.starts
+                if starts and start > starts[-1] and end - start <= kev.maxdur:
+                    # KeyEvents.add's in-order case inline: the key's next event
+                    starts.append(start)
+                    kev.records.append(record)
+                    kev.vals.append(value)
+                    kev.ids.append(ident)
+                    kev.payloads.append(payload)
                 else:
-                    self.run_applied = applied  # if it fails
-                    self._emit_general(
-                        ks,
-                        emitted,  # type: ignore[arg-type]  # not None: due
-                        last,
-                        row,
-                        as_elements,
-                        out,
-                        made,
-                        record,
-                    )
-                # due: the insert moved the watermark (start > max_start)
-                # past windows up to last, now emitted
-                ks.emitted_k = last
-                ks.max_start = start
-                # due when lo (the first not emitted) ends, or to forget (_register)
-                nd = lo * hop + off + size
-                if ks.forget == NEVER:
-                    ks.forget = nd + linger
-                elif ks.forget < nd:
-                    nd = ks.forget
-            else:
-                if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
-                    # nothing to emit in between: the key has no window, and
-                    # the event's own windows end after the watermark
-                    ks.emitted_k = last
-                if start > ms:
-                    ks.max_start = start
-                nd = lo * hop + off + size if lo <= hi else NEVER
-                if nd >= ks.due:
-                    nd = ks.due
-            if nd != ks.due:  # GridCore._push inline
-                ks.due = nd
-                if nd == last_due:  # most keys of a hop register at one time
-                    last_bucket.append(ks)
-                else:
-                    bucket = buckets.get(nd)
-                    if bucket is None:
-                        bucket = buckets[nd] = [ks]
-                        heappush(times, nd)
+                    kev.add(record, ident, payload)
+                if due:
+                    w = wins.get(last)
+                    if (
+                        inline
+                        and last == emitted + 1  # type: ignore[operator]  # not None: due
+                        and w is not None
+                        and not w[2]
+                        and kev.maxdur <= 1
+                        and not kev.ties
+                    ):
+                        # _emit_slice inline: point events, no ties, one window
+                        ws = last * hop + off
+                        we = ws + size
+                        values = kev.vals[bisect_left(starts, ws) : bisect_left(starts, we)]
+                        if values:
+                            try:
+                                new = from_slice(values)
+                                if type(new) not in PLAIN_TYPES:
+                                    new = detached(new)
+                            except Exception as exc:
+                                self.current = (
+                                    row if as_elements else Insert(ident, start, end, payload)
+                                )
+                                error = self._fail(last, exc, ks)
+                                self.run_applied = applied
+                                self._unmake(ks, made, record)
+                                raise error from exc
+                            if counter is None:
+                                o = insert_of(new_id(ks.key), we - 1 if point_end else ws, we, new)
+                            else:  # insert_of(new_id(ks.key), ...) inline
+                                o = new_draft(InsertDraft)
+                                o.id = make_id(OutputId, (ks.key, nxt))
+                                nxt += 1
+                                o.start = we - 1 if point_end else ws
+                                o.end = we
+                                o.payload = new
+                                o.__class__ = Insert
+                            out.append(o)
+                            w[2] = (o,)  # (replaced, never appended to: one object less)
+                        else:  # its events were retracted: no output, no window
+                            del wins[last]
                     else:
-                        bucket.append(ks)
-                    last_due, last_bucket = nd, bucket
-            if keep:
-                events[ident] = record
-                pending(row)  # into the validator's index at settle()
-            applied += 1
-        return applied, DONE
+                        self.run_applied = applied  # if it fails
+                        if counter is not None:
+                            counter.next_out = nxt
+                        try:
+                            self._emit_general(
+                                ks,
+                                emitted,  # type: ignore[arg-type]  # not None: due
+                                last,
+                                row,
+                                as_elements,
+                                out,
+                                made,
+                                record,
+                            )
+                        finally:
+                            if counter is not None:
+                                nxt = counter.next_out
+                    # due: the insert moved the watermark (start > max_start)
+                    # past windows up to last, now emitted
+                    ks.emitted_k = last
+                    ks.max_start = start
+                    # due when lo (the first not emitted) ends, or to forget (_register)
+                    nd = lo * hop + off + size
+                    if ks.forget == NEVER:
+                        ks.forget = nd + linger
+                    elif ks.forget < nd:
+                        nd = ks.forget
+                else:
+                    if moved and (ks.emitted_k is None or last > ks.emitted_k):  # None: a new key
+                        # nothing to emit in between: the key has no window, and
+                        # the event's own windows end after the watermark
+                        ks.emitted_k = last
+                    if start > ms:
+                        ks.max_start = start
+                    nd = lo * hop + off + size if lo <= hi else NEVER
+                    if nd >= ks.due:
+                        nd = ks.due
+                if nd != ks.due:  # GridCore._push inline
+                    ks.due = nd
+                    if nd == last_due:  # most keys of a hop register at one time
+                        last_bucket.append(ks)
+                    else:
+                        bucket = buckets.get(nd)
+                        if bucket is None:
+                            bucket = buckets[nd] = [ks]
+                            heappush(times, nd)
+                        else:
+                            bucket.append(ks)
+                        last_due, last_bucket = nd, bucket
+                if keep:
+                    events[ident] = record
+                    pending(row)  # into the validator's index at settle()
+                applied += 1
+            return applied, DONE
+        finally:
+            if counter is not None:
+                counter.next_out = nxt  # the ids issued here
 
     def _emit_general(
         self,

@@ -22,7 +22,15 @@ from udm.host.validation import StreamValidator
 from udm.host.windows import WindowSpec
 from udm.sdk.events import IntervalEvent
 
-__all__ = ["Consistency", "HostAttributes", "Journal", "KeyState", "OutputId", "WindowState"]
+__all__ = [
+    "Consistency",
+    "HostAttributes",
+    "Journal",
+    "KeyState",
+    "OutputId",
+    "WindowState",
+    "id_counter",
+]
 
 
 class Consistency(Choice, label="consistency"):
@@ -125,8 +133,31 @@ class HostAttributes:
         # the grid path asks for one per output
         return tuple.__new__(OutputId, (key, n))
 
+    @property
+    def next_out(self) -> int:
+        """The sequence number of the next output id (see :func:`id_counter`)."""
+        return self._next_out
+
+    @next_out.setter
+    def next_out(self, n: int) -> None:
+        self._next_out = n
+
     def _return_ids(self, n: int) -> None:
         """Take back the last ``n`` output ids issued: their outputs, those
         of an element that failed in a batch loop, were deleted
         (:meth:`~udm.host.gridoperator.OperatorWindows.withdraw`)."""
         self._next_out -= n
+
+
+def id_counter(new_id: Any) -> HostAttributes | None:
+    """The host whose output counter ``new_id`` advances, when ``new_id`` is
+    a host's own id method (bound), else None. A batch loop that emits an
+    output per window may then issue the ids itself, ``OutputId(key, n)``
+    for ``n`` from :attr:`~HostAttributes.next_out` up, and write the
+    counter back before anything else issues one: the same ids, without a
+    Python call per output (a few percent of the hopping median)."""
+    if getattr(new_id, "__func__", None) is HostAttributes.__dict__["_new_id"]:
+        owner = new_id.__self__
+        if isinstance(owner, HostAttributes):
+            return owner
+    return None

@@ -18,6 +18,7 @@ __all__ = [
     "Element",
     "ExternalCti",
     "Insert",
+    "InsertDraft",
     "Retract",
     "edge_end",
     "edge_start",
@@ -176,6 +177,10 @@ def _draft(cls: type) -> type:
 
 
 _InsertDraft = _draft(Insert)
+#: the draft of :class:`Insert` (see :func:`_draft`), for a loop that builds
+#: its outputs inline as :func:`insert_of` does: ``object.__new__`` of it,
+#: the four fields in order, then ``__class__ = Insert``
+InsertDraft = _InsertDraft
 _RetractDraft = _draft(Retract)
 _new = object.__new__
 
