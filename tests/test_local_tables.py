@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from pathlib import Path
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -111,11 +112,20 @@ def test_a_payload_timestamp_beyond_datetime_is_named_by_column_and_row() -> Non
         "column 'seen', row 1: +148108-07-06T14:00:27.387904Z is outside the years 1-9999 "
         "a Python datetime holds"
     )
-    assert "table['seen'].cast('int64')" in str(info.value)
+    assert "table['seen'].cast(pa.timestamp('us')).cast('int64')" in str(info.value)
     # as the error says: int64 microseconds keep the value exactly
-    ticks = table.set_column(1, "seen", table["seen"].cast("int64"))
+    ticks = table.set_column(1, "seen", table["seen"].cast(pa.timestamp("us")).cast("int64"))
     assert Stream.from_arrow(ticks, start="ts").to_cht() == Cht(
         [(1, 2, {"seen": 0}), (2, 3, {"seen": 2**62})]
+    )
+    # a date64 (milliseconds) too, its value shown and the same way out
+    days = pa.array([0, 253402300800000], pa.int64()).cast(pa.date64())
+    dated = pa.table({"ts": pa.array([1, 2], pa.int64()), "seen": days})
+    with pytest.raises(InvalidEventError, match=r"row 1: \+10000-01-01T00:00:00\.000000Z is"):
+        Stream.from_arrow(dated, start="ts")
+    as_ticks = dated.set_column(1, "seen", dated["seen"].cast(pa.timestamp("us")).cast("int64"))
+    assert Stream.from_arrow(as_ticks, start="ts").to_cht() == Cht(
+        [(1, 2, {"seen": 0}), (2, 3, {"seen": 253402300800000000})]
     )
     within = pa.table(
         {"ts": [1], "seen": pa.array([dt.datetime(9999, 12, 31)], pa.timestamp("us"))}
@@ -211,3 +221,36 @@ def test_run_engine_local_writes_the_columns_of_an_empty_result(tmp_path: Path) 
         else:
             assert pq.read_table(part).schema.names == ["start", "end", "k", "mean"]
             assert str(pq.read_table(part).schema.field("mean").type) == "double"
+
+
+class Picked(TypedDict):
+    x: float
+
+
+def pick(left: dict[str, Any], right: dict[str, Any]) -> Picked:
+    return {"x": left["v"]}
+
+
+def test_an_empty_join_has_its_columns_typed() -> None:
+    """A join without pairs kept no column with ``select=`` (even a declared
+    one) and typed its payload columns ``null`` without it (black-box round 10)."""
+    a = pa.table({"ts": pa.array([1, 20], pa.int64()), "k": ["a", "b"], "v": [1.0, 2.0]})
+    b = pa.table({"ts": pa.array([5], pa.int64()), "k": ["a"], "v": [3.0]})  # no pair
+    left = Stream.from_arrow(a, start="ts", key="k")
+    right = Stream.from_arrow(b, start="ts", key="k")
+    picked = left.join(right, on="k", select=pick).to_arrow()
+    assert picked.num_rows == 0
+    assert [(f.name, str(f.type)) for f in picked.schema][2:] == [("k", "string"), ("x", "double")]
+    plain = left.join(right, on="k").to_arrow()
+    assert [(f.name, str(f.type)) for f in plain.schema][2:] == [
+        ("k", "string"),
+        ("v_left", "double"),
+        ("v_right", "double"),
+    ]
+    # a select without a declared record: the on columns; the rest only rows could show
+    untyped = left.join(right, on="k", select=lambda a, b: {"x": a["v"]}).to_arrow()
+    assert untyped.schema.names == ["start", "end", "k"]
+    ab = pa.table({"ts": pa.array([1], pa.int64()), "k": ["a"], "v": [3.0]})  # one pair
+    partner = Stream.from_arrow(ab, start="ts", key="k")
+    one = left.join(partner, on="k", select=lambda a, b: {"x": 1})
+    assert one.to_arrow().schema.names == ["start", "end", "k", "x"]

@@ -95,7 +95,7 @@ def known_columns(plan: PlanNode, times: Any) -> dict[str, Any] | None:
                 merged[c] = t if merged.get(c, t) == t else pa.null()
         return merged
     if isinstance(plan, JoinNode):
-        return _join(plan, step(plan.left), step(plan.right))
+        return _join(plan, step(plan.left), step(plan.right), times)
     if isinstance(plan, SelectNode):
         given = step(plan.input) or {}
         names = [*plan.input.keys(), *(c for c in plan.columns if isinstance(c, str))]
@@ -113,16 +113,35 @@ def known_columns(plan: PlanNode, times: Any) -> dict[str, Any] | None:
 
 
 def _join(
-    plan: JoinNode, left: dict[str, Any] | None, right: dict[str, Any] | None
+    plan: JoinNode, left: dict[str, Any] | None, right: dict[str, Any] | None, times: Any
 ) -> dict[str, Any] | None:
-    """A join's columns: without ``select=`` as every engine names them,
-    the ``on`` columns typed from the left; a ``select=`` decides its own."""
+    """A join's columns: without ``select=`` as every engine names them (a
+    side's column typed as that side has it); with one, the ``on`` columns
+    and the fields of the ``TypedDict`` or dataclass its function declares
+    it returns (the ``on`` columns alone when it declares none: the rows
+    say the rest)."""
     import pyarrow as pa
 
-    if plan.select is not None or left is None or right is None:
+    if left is None or right is None:
         return None
+    on = {c: left.get(c, pa.null()) for c in plan.on}
+    if plan.select is not None:
+        try:
+            ann = typing.get_type_hints(plan.select, include_extras=True).get("return")
+        except Exception:  # hints naming what cannot be imported here
+            return on
+        hints = _record_hints(ann)
+        if hints is None:
+            return on
+        return {**on, **{f: _arrow_type(h, times) for f, h in hints.items() if f not in on}}
     names = joined_columns(list(left), list(right), plan.on, plan.suffixes, plan.describe())
-    return {c: left.get(c, pa.null()) if c in plan.on else pa.null() for c in names}
+    clash = (set(left) & set(right)) - set(plan.on)
+    typed: dict[str, Any] = dict(on)
+    for side, suffix in ((left, plan.suffixes[0]), (right, plan.suffixes[1])):
+        for c, t in side.items():
+            if c not in plan.on:
+                typed[c + suffix if c in clash else c] = t
+    return {c: typed.get(c, pa.null()) for c in names}
 
 
 def _results(op: WindowOp, call: UdmCall, times: Any) -> dict[str, Any]:

@@ -278,8 +278,8 @@ def _values(column: Any, name: str) -> list[Any]:
                 f"column {name!r}, row {i}: {_far_value(column, i)} is outside the years "
                 "1-9999 a Python datetime holds, and a UDM receives a payload timestamp as a "
                 "datetime; to keep the value, give the column as int64 microseconds (ticks): "
-                f"table[{name!r}].cast('int64') for a timestamp[us] column in Arrow, "
-                f"df[{name!r}].astype('int64') for a datetime64[us] column in pandas"
+                f"table[{name!r}].cast(pa.timestamp('us')).cast('int64') in Arrow, "
+                f"df[{name!r}].astype('datetime64[us]').astype('int64') in pandas"
             ) from None
     return list(column.to_pylist())  # (not reached: one value failed above)
 
@@ -294,6 +294,8 @@ def _far_value(column: Any, i: int) -> str:
         return iso_ticks(column[i].cast(pa.int64()).as_py() * _TICKS_PER_UNIT[kind.unit])
     if pa.types.is_date32(kind):
         return iso_ticks(column[i].cast(pa.int32()).as_py() * _TICKS_PER_UNIT["d"])
+    if pa.types.is_date64(kind):
+        return iso_ticks(column[i].cast(pa.int64()).as_py() * _TICKS_PER_UNIT["ms"])
     return f"a {kind} value holding a time that"
 
 
