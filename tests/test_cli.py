@@ -4,6 +4,7 @@ test_fixtures.py, new's full round trip in test_template.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -1005,6 +1006,27 @@ def test_csv_sources_infer_types_unless_the_options_say_otherwise(tmp_path: Path
         with pytest.raises(Stop):
             query.stream(spark, tmp_path)
         assert spark.read.options_seen == want
+
+
+@pytest.mark.parametrize("command", ["explain", "run"])
+def test_a_spark_that_does_not_start_is_one_line(tmp_path: Path, command: str) -> None:
+    """Without Java the CLI printed PySpark's 100-line traceback (black-box
+    round 14); a new process, so no session of the test run is reused."""
+    query = tmp_path / "q.py"
+    query.write_text(
+        "from udm.host import Stream\n\n\ndef queries(spark):\n"
+        "    s = Stream.from_cht([(0, 1, {'v': 1.0})])\n"
+        "    return {'m': s.tumbling_window(10).aggregate('stats.mean', value='v')}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK", "SPARK_REMOTE"))}
+    env["JAVA_HOME"] = str(tmp_path / "no-java")
+    cli = Path(sys.executable).parent / "udm-cli"
+    args = [str(cli), command, str(query), *(["-o", str(tmp_path / "out")] * (command == "run"))]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "error: Spark did not start (PySparkRuntimeError: [JAVA_GATEWAY_EXITED]" in done.stderr
+    assert f"JAVA_HOME={tmp_path / 'no-java'}" in done.stderr.replace("\n", "")
 
 
 def test_an_unknown_udm_in_a_spec_is_reported_before_spark_starts(tmp_path: Path) -> None:

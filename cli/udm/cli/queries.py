@@ -55,8 +55,26 @@ def _spark(options: Any, query_file: Path) -> Any:
         spark = start_session(f"udm-cli {query_file.name}", options)
     except SessionError as exc:
         raise fail(str(exc)) from None
+    except Exception as exc:  # no JVM: Java or Spark missing or misconfigured
+        raise fail(_no_spark(exc)) from None
     options.shipped = ship_folder(spark, query_file, options)
     return spark
+
+
+def _no_spark(exc: Exception) -> str:
+    """The one-line error for a Spark that did not start (PySpark raises a
+    ``PySparkRuntimeError`` when the Java gateway exits, an ``OSError`` for
+    a ``SPARK_HOME`` without its scripts), with what to check."""
+    import os
+
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    java = os.environ.get("JAVA_HOME")
+    where = f"JAVA_HOME={java}" if java else "JAVA_HOME is not set"
+    return (
+        f"Spark did not start ({type(exc).__name__}: {first}). Spark needs Java 17 "
+        f"({where}; `java -version` should work) and, if SPARK_HOME is set, a Spark "
+        "there; `udm-cli run --engine local` runs a query file in-process, without Spark"
+    )
 
 
 def _spark_options(
