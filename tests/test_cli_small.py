@@ -129,10 +129,20 @@ def test_test_json_for_ci(tmp_path: Path) -> None:
     )
     bad = tmp_path / "bad.udm.yaml"
     bad.write_text("udm: stats.mean\nwindow: {kind: tumblin}\ninput: []\nexpected: []\n")
+    stream = tmp_path / "stream.udm.yaml"  # valid fields, an invalid input stream
+    stream.write_text(
+        "udm: stats.mean\nwindow: {kind: tumbling, size: 10}\n"
+        "input:\n  - {retract: c, new_end: 2}\nexpected: []\n"
+    )
     result = runner.invoke(app, ["test", str(tmp_path), "--no-pytest", "--json"])
     assert result.exit_code == 1
     doc = json.loads(result.stdout)  # stdout is the JSON alone
-    assert (doc["passed"], doc["failed"], doc["invalid"]) == (1, 0, 1)
+    assert (doc["passed"], doc["failed"], doc["invalid"]) == (1, 0, 2)
+    keys = {"fixture", "file", "line", "udm", "window", "streams", "result", "failures", "minimal"}
+    assert all(set(f) == keys for f in doc["fixtures"])  # every entry, every key (cli.md)
+    invalid = {Path(f["file"]).name: f for f in doc["fixtures"]}["stream.udm.yaml"]
+    assert (invalid["result"], invalid["udm"], invalid["streams"]) == ("invalid", "stats.mean", 0)
+    assert invalid["window"] == "kind=tumbling, size=10" and invalid["minimal"] is None
     by_file = {Path(f["file"]).name: f for f in doc["fixtures"]}
     assert by_file["good.udm.yaml"]["result"] == "pass"
     assert by_file["good.udm.yaml"]["window"] == "kind=tumbling, size=10"

@@ -82,11 +82,28 @@ def test_json(
             }
         )
     for item, message in zip(invalid, why, strict=True):
+        # every entry has every key (docs/cli.md): an invalid fixture checked
+        # no stream; one whose file did not load has no udm or window either
+        udm = window = None
         if isinstance(item, Path):
             entry = {"fixture": item.name, "file": str(item), "line": None}
         else:
             entry = {"fixture": item.title, "file": str(item.path), "line": item.line}
-        fixtures.append({**entry, "result": "invalid", "failures": message.splitlines()})
+            try:  # as the summary table shows them
+                _, udm, window = summary_cells(item)
+            except Exception:  # a fixture too broken to describe
+                udm = window = None
+        fixtures.append(
+            {
+                **entry,
+                "udm": udm,
+                "window": window,
+                "streams": 0,
+                "result": "invalid",
+                "failures": message.splitlines(),
+                "minimal": None,
+            }
+        )
     failed = sum(not r.passed for r in results)
     return {
         "passed": len(results) - failed,
