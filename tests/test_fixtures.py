@@ -822,10 +822,20 @@ def test_stream_settings_come_from_the_first_intent(tmp_path: Path) -> None:
     with pytest.raises(FixtureError) as err:
         load_fixture(path)
     assert str(err.value) == (
-        f"{path}:5: generate: intent 1 sets cti_every, examples, which the composed stream "
-        "takes from the first intent only (one stream, one CTI eagerness and one count of "
-        "streams drawn); move them to intent 0"
+        f"{path}:7: generate.1.cti_every: intent 1 sets cti_every, examples, which the composed "
+        "stream takes from the first intent only (one stream, one CTI eagerness and one count "
+        "of streams drawn); move them to intent 0"
     )
+    # beside a mistake of the intent's own, not hidden by it (docs/testing.md)
+    path = write(tmp_path, text.replace("seed: 2}", "seed: 2, cti_every: 2, overlap: huge}"))
+    with pytest.raises(FixtureError) as err:
+        load_fixture(path)
+    assert str(err.value).splitlines()[-2:] == [
+        f"{path}:7: generate.1.overlap: Input should be 'low', 'medium' or 'high'",
+        f"{path}:7: generate.1.cti_every: intent 1 sets cti_every, which the composed stream "
+        "takes from the first intent only (one stream, one CTI eagerness and one count of "
+        "streams drawn); move it to intent 0",
+    ]
 
 
 def test_an_empty_list_of_intents_is_a_mistake_with_its_line(tmp_path: Path) -> None:
