@@ -730,7 +730,7 @@ class TestShapesCaughtAtDefinition:
                 def compute_result(self, payloads: Sequence[Any]) -> Any:
                     return 0
 
-    @pytest.mark.parametrize("name", [42, "bad name!", "stats..median", ".x", "x:y"])
+    @pytest.mark.parametrize("name", [42, "", "bad name!", "stats..median", ".x", "x:y"])
     def test_names_are_identifiers(self, name: Any) -> None:
         with pytest.raises(UdmDefinitionError, match=r"\.name is .*; a UDM name is an identifier"):
             type("Named", (Aggregate,), {"name": name, "compute_result": lambda s, p: 0})

@@ -82,7 +82,7 @@ class Udm:
         if cls.__dict__.get("_flavor_base", False):
             return
         cls._flavor_base = False
-        if not cls.__dict__.get("name"):
+        if cls.__dict__.get("name") is None:  # "" is a name given, and refused
             cls.name = _snake(cls.__name__)
         if not _rebuilt_by_cloudpickle():
             _validate_class(cls)
