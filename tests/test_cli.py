@@ -792,6 +792,34 @@ def test_run_errors_name_the_field_at_fault_and_the_data_row(tmp_path: Path) -> 
     assert f"{args}:5: args: cannot create UDM 'quantile' with arguments {{'qq': 0.5}}" in text
 
 
+def test_a_local_runs_spark_only_source_settings_are_reported_with_the_rest(
+    tmp_path: Path,
+) -> None:
+    """``source.where`` under --engine local was refused only once the
+    spec's other mistakes were fixed (black-box round 14)."""
+    (tmp_path / "r.csv").write_text("ts,sensor,temp\n2024-01-01T00:00:00Z,a,1.0\n")
+    bad = spec(
+        tmp_path,
+        """\
+        source:
+          path: r.csv
+          start: ts
+          where: "sensor = 's1'"
+        window: {kind: tumbling, size: 10m}
+        apply: stats.top_k
+        value: temp
+        output_policy: clip
+        """,
+        "both.yaml",
+    )
+    result = invoke("run", str(bad), "-o", str(tmp_path / "out"), "--engine", "local")
+    assert result.exit_code == 1
+    text = result.output.replace("\n", " ")
+    assert f"{bad}:4: source.where: \"sensor = 's1'\" is a Spark SQL condition" in text
+    assert f"{bad}:8: output_policy: output policy 'clip'" in text
+    assert text.index(":4: source.where") < text.index(":8: output_policy")
+
+
 @pytest.mark.parametrize("engine", [[], ["--engine", "local"]], ids=["spark", "local"])
 def test_a_csv_time_finer_than_a_microsecond_is_invalid_on_both_engines(
     tmp_path: Path, engine: list[str]

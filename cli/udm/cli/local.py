@@ -26,6 +26,33 @@ __all__ = ["LocalEngineError", "read_table", "write_table"]
 _CSV_OPTIONS = ("delimiter", "sep", "header", "inferSchema")
 
 
+def spark_only(fmt: str, options: dict[str, Any], where: str | None) -> list[tuple[str, str]]:
+    """``(message, field)`` for each source setting only Spark's reader
+    takes: checked with the spec's other fields before a local run, and
+    again by :func:`read_table`."""
+    found: list[tuple[str, str]] = []
+    if where:
+        found.append(
+            (
+                f"{where!r} is a Spark SQL condition, which the local engine cannot run; "
+                "use --engine spark, or filter in a Python query file (pandas)",
+                "source.where",
+            )
+        )
+    unknown = [k for k in options if fmt != "csv" or k not in _CSV_OPTIONS]
+    if unknown:
+        found.append(
+            (
+                f"{unknown} are Spark reader options the local engine does not take; "
+                "use --engine spark",
+                "source.options",
+            )
+        )
+    elif options.get("header", "true") != "true":
+        found.append(("header: false needs --engine spark", "source.options"))
+    return found
+
+
 def read_table(
     path: Path, fmt: str, options: dict[str, str], where: str | None, times: Sequence[str] = ()
 ) -> Any:
@@ -36,21 +63,8 @@ def read_table(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    if where:
-        raise LocalEngineError(
-            f"{where!r} is a Spark SQL condition, which the local engine cannot run; "
-            "use --engine spark, or filter in a Python query file (pandas)",
-            "source.where",
-        )
-    unknown = [k for k in options if fmt != "csv" or k not in _CSV_OPTIONS]
-    if unknown:
-        raise LocalEngineError(
-            f"{unknown} are Spark reader options the local engine does not take; "
-            "use --engine spark",
-            "source.options",
-        )
-    if options.get("header", "true") != "true":
-        raise LocalEngineError("header: false needs --engine spark", "source.options")
+    for message, field in spark_only(fmt, options, where):
+        raise LocalEngineError(message, field)
     files = [path] if path.is_file() else _data_files(path)
     if fmt == "csv":
         delimiter = options.get("delimiter", options.get("sep", ","))

@@ -104,12 +104,12 @@ def _ship_libraries(console: Console, options: Any, query_file: Path, spark: Any
         console.print(line, markup=False, style="dim")
 
 
-def _check_query_file(query_file: Path) -> None:
+def _check_query_file(query_file: Path, local: bool = False) -> None:
     """What can be checked before Spark starts (which takes seconds)."""
     from udm.cli.queryfile import QueryFileError, check_query_file
 
     try:
-        check_query_file(query_file)
+        check_query_file(query_file, local)
     except QueryFileError as exc:
         raise fail(str(exc)) from None
 
@@ -222,7 +222,7 @@ def run(
         raise fail(f"--preview {preview}: give the rows to preview, 0 or more (0: none)", code=2)
     local = engine == "local"
     options = _spark_options(master, remote, conf, py_files, ship)
-    _check_query_file(query_file)
+    _check_query_file(query_file, local)
     console = make_console(err=as_json)  # --json: stdout is the JSON alone
     started = time.perf_counter()
     timings = Profile(profile)

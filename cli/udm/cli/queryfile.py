@@ -183,14 +183,10 @@ class QuerySpec(BaseModel):
                 raise QueryFileError(f"{where(exc.field)}: {exc.field}: {exc}") from None
             columns = list(df.column_names)
         else:
-            # CSV: a header and inferred types unless the options say otherwise
-            defaults = {"header": "true", "inferSchema": "true"} if fmt == "csv" else {}
-            reader = spark.read.format(fmt).options(**{**defaults, **src.options})
-            df = reader.load(literal_path(path))
+            from udm.cli.sparkread import read_source
+
             times = [c for c in (src.start, src.end) if c is not None]
-            own = {k.lower() for k in src.options}  # a format or zone of its own: Spark parses
-            if fmt == "csv" and not own & {"timestampformat", "timezone", "schema"}:
-                df = _times_as_written(df, reader, literal_path(path), times)
+            df = read_source(spark, literal_path(path), fmt, src.options, times)
             columns = df.columns
         # CSV and JSON columns are known once the source is read: a
         # missing one is reported now, at its field (KeyError's message
@@ -466,10 +462,11 @@ def _check_source(path: Path, spec: QuerySpec, data: Any) -> None:
         raise QueryFileError("\n".join(problems))
 
 
-def check_query_file(path: Path) -> None:
+def check_query_file(path: Path, local: bool = False) -> None:
     """Everything that can be checked without Spark: the file exists, is a
     Python file or a YAML spec, and a spec is valid, names an installed UDM,
-    a source that exists and (for Parquet) columns the source has. Every
+    a source that exists and (for Parquet) columns the source has; with
+    ``local`` (``--engine local``), no source setting only Spark reads. Every
     mistake is reported at once, in line order: a field that does not
     validate does not hide an unknown UDM or a missing source."""
     if not path.is_file():
@@ -486,6 +483,8 @@ def check_query_file(path: Path) -> None:
                 problems.append(f"{path}:{getattr(data, 'line', 1)}: (top level): {ONE_UDM}")
         problems += _udm_problems(path, data)
         problems += returns_problem(path, data)
+        if local and spec is not None:
+            problems += _spark_only_problems(path, spec, data)
         if spec is not None:
             try:
                 _check_source(path, spec, data)
@@ -498,6 +497,18 @@ def check_query_file(path: Path) -> None:
             raise QueryFileError("\n".join(sorted(problems, key=lambda m: _line_in(m, path))))
     elif path.suffix != ".py":
         raise QueryFileError(f"{path}: a query file is a Python file (.py) or a YAML spec (.yaml)")
+
+
+def _spark_only_problems(path: Path, spec: QuerySpec, data: Any) -> list[str]:
+    """The source settings ``--engine local`` refuses, each at its line."""
+    from udm.cli.local import spark_only
+
+    src = spec.source
+    fmt = spec.source_format(path.parent)
+    return [
+        f"{path}:{field_line(data, field)}: {field}: {message}"
+        for message, field in spark_only(fmt, src.options, src.where)
+    ]
 
 
 def _line_in(message: str, path: Path) -> int:
@@ -566,27 +577,3 @@ def load_queries(path: Path, spark: Any) -> dict[str, Any]:
     if path.suffix in (".yaml", ".yml"):
         return _load_yaml(path, spark)
     return _load_python(path, spark)
-
-
-def _times_as_written(df: Any, reader: Any, path: str, times: list[str]) -> Any:
-    """``df`` read again with its time columns as the text in the file when
-    Spark's CSV schema inference typed them as ISO timestamps: its parser
-    drops digits below a microsecond silently there, where udm's own reading
-    of the text (in the same session time zone) refuses them (docs/spark.md),
-    as ``--engine local`` does. Other inferred types (ticks, dates) are kept;
-    the schema is not inferred again. Not called when the options give a
-    ``timestampFormat`` or ``timeZone``, which only Spark's reader applies."""
-    from pyspark.sql import types as T
-
-    fields = df.schema.fields
-    if not any(f.name in times and isinstance(f.dataType, T.TimestampType) for f in fields):
-        return df
-    schema = T.StructType(
-        [
-            T.StructField(f.name, T.StringType(), f.nullable)
-            if f.name in times and isinstance(f.dataType, T.TimestampType)
-            else f
-            for f in fields
-        ]
-    )
-    return reader.schema(schema).load(path)
