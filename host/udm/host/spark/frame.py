@@ -323,8 +323,9 @@ def _sub_microsecond(name: str) -> tuple[str, str]:
     return cond, reason_sub_microsecond(name)
 
 
-def _raise_hint(checks: Checks) -> str:
-    """SQL: the advice after an invalid row, for the check it failed."""
+def _raise_hint(raising: list[tuple[str, str]]) -> str:
+    """SQL: the advice after an invalid row, for the check of ``raising``
+    (a source's :class:`Checks` ``raising``) it failed."""
     invalid = (
         ". Fix the data, or pass on_invalid='drop' to drop such rows and count them "
         "(stream.metrics.invalid_rows())"
@@ -333,19 +334,18 @@ def _raise_hint(checks: Checks) -> str:
         ". Fix the data, or pass on_null_key='drop' to drop such rows and count them, or "
         "on_null_key='keep' to keep them as a group of their own"
     )
-    keys = [cond for cond, reason in checks.raising if reason.startswith("key ")]
-    fine = [cond for cond, reason in checks.raising if SUB_MICROSECOND in reason]
+    keys = [cond for cond, reason in raising if reason.startswith("key ")]
+    fine = [cond for cond, reason in raising if SUB_MICROSECOND in reason]
     if fine:  # dropping would lose every such row: say how to round them
         rounding = (
             ". Fix the data: round the times to microseconds (at most six fraction digits) "
             "where the strings are made; dropping the rows would lose every such event"
         )
-        others = [c for c in checks.raising if c[0] not in fine]
-        rest = _raise_hint(Checks(others, [], "", "", "long"))
+        rest = _raise_hint([c for c in raising if c[0] not in fine])
         return f"CASE WHEN {' OR '.join(fine)} THEN {sql_string(rounding)} ELSE {rest} END"
     if not keys:
         return sql_string(invalid)
-    time_problem = Checks.problem([c for c in checks.raising if not c[1].startswith("key ")])
+    time_problem = Checks.problem([c for c in raising if not c[1].startswith("key ")])
     return (
         f"CASE WHEN ({time_problem}) IS NULL THEN {sql_string(null_key)} "
         f"ELSE {sql_string(invalid)} END"
@@ -397,7 +397,7 @@ def normalize(source: Source, quiet: bool = False) -> tuple[EventFrame, QueryMet
         problem = Checks.problem(checks.raising)
         message = (
             f"concat('invalid event: ', {problem}, '; row: ', coalesce({row_json}, '?'), "
-            f"{_raise_hint(checks)})"
+            f"{_raise_hint(checks.raising)})"
         )
         # a filter, not a guard on the start column: an action that reads no
         # time column (count(), a payload-only select) would prune that
