@@ -22,19 +22,14 @@ from typing import Any
 
 from udm.host.algebra import joined_columns
 from udm.host.plan import (
-    AlignNode,
-    AlterLifetimeNode,
-    AntiJoinNode,
-    FinalizeNode,
-    GroupNode,
     JoinNode,
     PlanNode,
     SelectNode,
     Source,
     UdmCall,
     UnionNode,
-    WhereNode,
     WindowOp,
+    columns_kept_from,
 )
 from udm.host.rows import returns_is_struct
 from udm.sdk.events import is_time
@@ -80,10 +75,9 @@ def known_columns(plan: PlanNode, times: Any) -> dict[str, Any] | None:
         seen = dict.fromkeys([*plan.columns, *(c for _, _, p in plan.rows for c in p)])
         typed = dict(plan.types)
         return {c: typed.get(c, pa.null()) for c in [*typed, *seen]}
-    if isinstance(plan, (WhereNode, GroupNode, AlignNode, FinalizeNode, AlterLifetimeNode)):
-        return step(plan.input)
-    if isinstance(plan, AntiJoinNode):
-        return step(plan.left)
+    kept = columns_kept_from(plan)
+    if kept is not None:
+        return step(kept)
     if isinstance(plan, UnionNode):
         parts = [step(p) for p in plan.parts]
         if any(p is None for p in parts):

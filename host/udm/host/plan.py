@@ -65,6 +65,7 @@ __all__ = [
     "WhereNode",
     "WindowOp",
     "agg",
+    "columns_kept_from",
     "consistency_levels",
     "describe_expr",
     "detached",
@@ -425,6 +426,19 @@ def _duration_text(ticks: int, datetimes: bool, infinite: str) -> str:
 
 
 # -------------------------------------------------------------- walking
+
+
+def columns_kept_from(node: PlanNode) -> PlanNode | None:
+    """The input whose columns ``node``'s rows have, row for row: a
+    ``where``, a ``group_apply``, a lifetime change, ``align``, ``finalize``
+    and an anti-join (its left side) keep them; None for a node that makes
+    its own (a source, select, window, union, join). Engines read a window's
+    results through such nodes as they read the window's own."""
+    if isinstance(node, WhereNode | GroupNode | AlterLifetimeNode | AlignNode | FinalizeNode):
+        return node.input
+    if isinstance(node, AntiJoinNode):
+        return node.left
+    return None
 
 
 def walk(node: PlanNode) -> Iterator[PlanNode]:

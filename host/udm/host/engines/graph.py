@@ -176,8 +176,8 @@ class HostEngine:
         # a window's results read as it gives them through the operators that
         # keep its rows' columns (as the reference and Spark engines read them)
         op = plan
-        while isinstance(op, _KEEPS_COLUMNS):
-            op = op.left if isinstance(op, logical.AntiJoinNode) else op.input
+        while (kept := logical.columns_kept_from(op)) is not None:
+            op = kept
         if isinstance(op, logical.WindowOp):
             window = self._windows[id(op)]
             cols = result_columns(op, window.struct_fields())
@@ -470,17 +470,6 @@ _HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
     logical.JoinNode: HostEngine._join,
     logical.AntiJoinNode: HostEngine._anti_join,
 }
-
-
-#: the nodes whose output has their (left) input's columns, row for row
-_KEEPS_COLUMNS = (
-    logical.WhereNode,
-    logical.GroupNode,
-    logical.AlterLifetimeNode,
-    logical.AlignNode,
-    logical.FinalizeNode,
-    logical.AntiJoinNode,
-)
 
 
 #: what a :meth:`LiveGraph.snapshot` holds, and the version of its layout
