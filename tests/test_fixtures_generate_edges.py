@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engine_support import Sum
 
 from udm.host import (
     INFINITY,
@@ -21,19 +22,7 @@ from udm.host import (
     output_cht,
 )
 from udm.host.stream import Insert
-from udm.sdk import IncrementalAggregate
 from udm.testing import GenerateSpec, load_fixture, run_fixture, scenario
-
-
-class Total(IncrementalAggregate):
-    def initial_state(self) -> int:
-        return 0
-
-    def add(self, state: int, value: int) -> int:
-        return state + value
-
-    def result(self, state: int) -> int:
-        return state
 
 
 def spec(**kwargs: Any) -> GenerateSpec:
@@ -87,9 +76,9 @@ def test_a_scenario_near_a_grids_last_window_is_windowed(window: Any, duration: 
     for seed in range(4):
         s = spec(duration=duration, start=INFINITY - 200, speculation=0.5, seed=seed)
         stream = scenario(s, window=window)
-        out = Host(window, Total).process_many([*stream, Cti(INFINITY)])  # raises past the grid
+        out = Host(window, Sum).process_many([*stream, Cti(INFINITY)])  # raises past the grid
         cht, _ = derive_cht(stream)
-        assert evaluate(cht, window, Total) == output_cht(out)
+        assert evaluate(cht, window, Sum) == output_cht(out)
 
 
 def test_the_reordered_way_keeps_a_grids_last_end(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from engine_support import Sum
 
 from udm.host import (
     Cti,
@@ -25,27 +26,18 @@ from udm.host import (
     point,
 )
 from udm.host.windows import WindowSpec
-from udm.sdk import IncrementalAggregate, TimeSensitiveIncrementalAggregate
+from udm.sdk import TimeSensitiveIncrementalAggregate
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 
-class CountedSum(IncrementalAggregate):
+class CountedSum(Sum):
     """A correct invertible sum that counts its ``remove`` calls."""
 
     removes = 0
 
-    def initial_state(self) -> int:
-        return 0
-
-    def add(self, state: int, payload: int) -> int:
-        return state + payload
-
     def remove(self, state: int, payload: int) -> int:
         CountedSum.removes += 1
-        return state - payload
-
-    def result(self, state: int) -> int:
-        return state
+        return super().remove(state, payload)
 
 
 class BrokenRemove(CountedSum):
