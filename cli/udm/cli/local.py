@@ -63,8 +63,9 @@ def read_table(
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    for message, field in spark_only(fmt, options, where):
-        raise LocalEngineError(message, field)
+    refused = spark_only(fmt, options, where)
+    if refused:  # the first (the spec check before the run reports them all)
+        raise LocalEngineError(*refused[0])
     files = [path] if path.is_file() else _data_files(path)
     if fmt == "csv":
         delimiter = options.get("delimiter", options.get("sep", ","))
