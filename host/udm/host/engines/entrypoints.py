@@ -12,11 +12,19 @@ from typing import Any
 from udm.host import plan as logical
 from udm.host.operators.base import Operator, PhysicalElement
 from udm.host.plan import SCALAR_COL
-from udm.host.stream import Cti, Insert
+from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["PassOperator", "ValidateOperator", "element_columns", "ending", "wrapped_payloads"]
+__all__ = [
+    "PassOperator",
+    "ValidateOperator",
+    "element_columns",
+    "ending",
+    "raw_source",
+    "source_readers",
+    "wrapped_payloads",
+]
 
 
 class ValidateOperator(Operator):
@@ -90,3 +98,48 @@ def ending(elements: Iterator[Any] | Any) -> Iterator[Any]:
         yield el
     if not (type(last) is Cti and last.time >= INFINITY):
         yield Cti(INFINITY)
+
+
+def raw_source(node: logical.PlanNode) -> logical.Source | None:
+    """The ``from_events`` source with ExternalCTIs whose raw elements the
+    Finalize ``node`` reads (through group keys, which commute with it), as
+    the reference engine reads them: a bounded ``remember`` drops what
+    arrives after its own forced CTIs, which only the raw arrival order
+    decides. None for any other node (a Finalize that remembers everything
+    gives the same CHT over the repaired stream, which every other reader
+    of the source gets)."""
+    if not isinstance(node, logical.FinalizeNode) or node.remember >= INFINITY:
+        return None
+    source = node.input
+    while isinstance(source, logical.GroupNode):
+        source = source.input
+    if not isinstance(source, logical.Source) or source.elements is None:
+        return None
+    if not any(isinstance(e, ExternalCti) for e in source.elements):
+        return None  # validated under its cti_policy first, as without a Finalize
+    return source
+
+
+def source_readers(plan: logical.PlanNode) -> tuple[set[int], set[int]]:
+    """The ids of the sources some Finalize reads raw (:func:`raw_source`),
+    and of the sources some other path reaches: those get the source's own
+    repair. A source can be in both (``s.finalize(remember=...).union(s)``):
+    then each reader gets its own stream, since the Finalize's reading of
+    the raw stream must not leave the other branch unrepaired."""
+    raw: set[int] = set()
+    repaired: set[int] = set()
+    seen: set[int] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        source = raw_source(node)
+        if source is not None:
+            raw.add(id(source))
+            continue  # its groups and source are read raw by it, not repaired
+        if isinstance(node, logical.Source):
+            repaired.add(id(node))
+        stack.extend(node.inputs)
+    return raw, repaired

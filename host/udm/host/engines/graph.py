@@ -34,6 +34,8 @@ from udm.host.engines.entrypoints import (
     ValidateOperator,
     element_columns,
     ending,
+    raw_source,
+    source_readers,
     wrapped_payloads,
 )
 from udm.host.errors import STREAM_CLOSE_ADVICE, OpenEventError, OperatorError
@@ -53,7 +55,6 @@ from udm.host.plan import (
     consistency_levels,
     sources,
     strongly_aligned,
-    walk,
     with_consistency,
 )
 from udm.host.rows import (
@@ -86,6 +87,8 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
+        #: a join with select=: the columns its rows had (known after a run)
+        self._select_columns: dict[int, dict[str, None]] = {}
         #: nodes whose payloads are shaped as their (first) input's
         self._same: set[int] = set()
         self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
@@ -97,6 +100,9 @@ class HostEngine:
         self._live_policy: str | None = None
         self._entries: dict[int, ValidateOperator] = {}
         self._raw: set[int] = set()
+        self._repaired: set[int] = set()
+        #: a source's raw elements, for the Finalizes that read them (raw_source)
+        self._raw_heads: dict[int, Operator] = {}
 
     # ------------------------------------------------------------ running
 
@@ -104,15 +110,13 @@ class HostEngine:
         if self.consistency is not None:
             blocking, remember = consistency_levels(self.consistency)
             plan = with_consistency(plan, blocking, remember)
-        # a source with ExternalCTIs that a Finalize reads directly gives it
-        # its raw elements, as the reference engine does; one without them
+        # a source with ExternalCTIs that a bounded Finalize reads gives it
+        # its raw elements, as the reference engine does, and its other
+        # readers the source's own repair (source_readers); one without them
         # is still validated under its own cti_policy first (drop/adjust
         # apply before any consistency level, as they do without one)
-        self._raw = {
-            id(n.input)
-            for n in walk(plan)
-            if isinstance(n, logical.FinalizeNode) and isinstance(n.input, logical.Source)
-        }
+        self._raw, self._repaired = source_readers(plan)
+        self._raw_heads = {}
         sink = Collector()
         self.compile(plan).connect(sink)
         return plan, sink
@@ -189,7 +193,7 @@ class HostEngine:
     def _final_columns(self, node: PlanNode) -> list[str]:
         """After a run: the columns ``node``'s output has even without rows,
         as the reference engine's table has them (a join's ``select``
-        names its own row by row: only ``on`` is known)."""
+        names its own row by row: ``on`` and the names its rows had)."""
         if isinstance(node, logical.WindowOp):
             cols = result_columns(node, self._windows[id(node)].struct_fields())
             return [*node.input.keys(), *(c for c, _, _ in cols)]
@@ -197,7 +201,7 @@ class HostEngine:
             return list(dict.fromkeys(c for p in node.parts for c in self._final_columns(p)))
         if isinstance(node, logical.JoinNode):
             if node.select is not None:
-                return list(node.on)
+                return list(self._select_columns.get(id(node), node.on))
             left, right = self._final_columns(node.left), self._final_columns(node.right)
             return joined_columns(left, right, node.on, node.suffixes, node.describe())
         if isinstance(node, logical.AntiJoinNode) or id(node) in self._same:
@@ -259,17 +263,26 @@ class HostEngine:
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
             elements = ending(wrapped_payloads(node.elements, node.scalar))
-            if id(node) in self._raw and external:
-                first: Operator = PassOperator()  # its Finalize repairs and validates
-            elif external:
+            self._columns[id(node)] = element_columns(node)
+            if id(node) in self._raw and id(node) not in self._repaired:
+                self._raw_heads[id(node)] = head  # its Finalizes repair and validate
+                self._feeds.append((head, elements))
+                return head
+            if external:
                 repair = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
                 self._finalizers.append(repair)
-                first = repair
+                first: Operator = repair
             else:
                 first = ValidateOperator(node.cti_policy)
             first.connect(head)
+            if id(node) in self._raw:
+                # read raw by a Finalize and repaired by the others: each its own stream
+                split, raw = PassOperator(), PassOperator()
+                split.connect(raw)
+                split.connect(first)
+                self._raw_heads[id(node)] = raw
+                first = split
             self._feeds.append((first, elements))
-            self._columns[id(node)] = element_columns(node)
             return head
         rows = self._rows_of(node)
         self._columns[id(node)] = list(dict.fromkeys(c for _, _, p in rows for c in p))
@@ -367,6 +380,11 @@ class HostEngine:
         assert isinstance(node, logical.FinalizeNode)
         op = FinalizeOperator(node.remember, node.describe())
         self._finalizers.append(op)
+        source = raw_source(node)
+        if source is not None and id(source) in self._raw_heads:
+            # the source's raw elements, not the repaired stream its other readers get
+            self._raw_heads[id(source)].connect(op)
+            return self._same_shape(node, op)
         return self._same_shape(node, self._chain(node, op))
 
     def _union(self, node: PlanNode) -> Operator:
@@ -404,10 +422,18 @@ class HostEngine:
         where = None if node.where is None else pair_udf(node.where, "where", name)
         select = None if node.select is None else pair_udf(node.select, "select", name)
 
+        # the columns select= made, row by row: what the reference engine's
+        # table of this join has (a join reading it suffixes a name in both)
+        made: dict[str, None] = dict.fromkeys(on)
+        self._select_columns[id(node)] = made
+
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
                 return join_payload(lp, rp, on, suffixes)
-            return {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
+            out = {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
+            if not out.keys() <= made.keys():
+                made.update(dict.fromkeys(out))
+            return out
 
         predicate = None
         if where is not None:

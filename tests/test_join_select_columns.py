@@ -1,0 +1,56 @@
+"""A join reading a join with ``select=``: the columns the select made are
+its columns, on every engine.
+
+Regression from a black-box differential tester (CHANGELOG.md, Unreleased,
+Fixed): the host engine knew only the ``on`` columns of a join with
+``select=`` when it named the output's columns, so a join reading it did
+not see the select's ``v`` as a name in both streams and added a null
+column ``v`` next to ``v_left``/``v_right``. operators.md: a join's payload
+is both payloads, "names in both get ``_left``/``_right``"; "Engines": the
+same result on every engine. Expected values are hand-computed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from udm.host import Cht, Insert
+from udm.host.query import Stream
+
+ENGINES = ["reference", "host"]
+
+
+def _streams() -> tuple[Stream, Stream]:
+    a = Stream.from_events([Insert("a", 1, 5, {"k": "x", "v": 1})], key="k")
+    b = Stream.from_events([Insert("b", 2, 4, {"k": "x", "v": 2})], key="k")
+    return a, a.join(b, select=lambda left, right: {"v": left["v"] + right["v"]})
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_join_reading_a_select_join_suffixes_its_columns(engine: str) -> None:
+    a, j = _streams()
+    assert a.join(j).to_cht(engine=engine) == {
+        "x": Cht([(2, 4, {"k": "x", "v_left": 1, "v_right": 3})])
+    }
+    assert j.join(a).to_cht(engine=engine) == {
+        "x": Cht([(2, 4, {"k": "x", "v_left": 3, "v_right": 1})])
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_null_column_is_added_to_the_output_rows(engine: str) -> None:
+    a, j = _streams()
+    events = a.join(j).to_cht(engine=engine)["x"]  # type: ignore[index]
+    assert [list(e.payload) for e in events] == [["k", "v_left", "v_right"]]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_select_join_without_rows_has_only_its_on_columns(engine: str) -> None:
+    a, _ = _streams()
+    other = Stream.from_events([Insert("b", 7, 9, {"k": "x", "v": 2})], key="k")
+    empty = a.join(other, select=lambda left, right: {"v": 0})  # no overlap: no row
+    q: Any = a.join(empty)
+    assert q.to_cht(engine=engine) == {}
+    assert q.union(a).to_cht(engine=engine) == {"x": Cht([(1, 5, {"k": "x", "v": 1})])}
