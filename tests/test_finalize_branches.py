@@ -27,8 +27,8 @@ from udm.host.stream import ExternalCti
 ENGINES = ["reference", "host"]
 
 # e = [1, 7) cut to [1, 4); the cut arrives before the insert
-CUT_FIRST = [Retract("e", 1, 7, 4), Insert("e", 1, 7, 5), ExternalCti(0, 9, 2)]
-WITH_A = [Insert("a", 0, 20, 1), *CUT_FIRST[:2], ExternalCti(0, 9, 3)]
+CUT_FIRST: list[Any] = [Retract("e", 1, 7, 4), Insert("e", 1, 7, 5), ExternalCti(0, 9, 2)]
+WITH_A: list[Any] = [Insert("a", 0, 20, 1), *CUT_FIRST[:2], ExternalCti(0, 9, 3)]
 
 
 def _pair(left: Any, right: Any) -> dict[str, Any]:
@@ -68,15 +68,14 @@ def test_a_bounded_finalize_reads_raw_while_the_other_branch_is_repaired(engine:
     # remember 3: f (at 10) makes time before 7 final in the Finalize's own
     # stream, so the late cut 7 -> 4 is dropped there (e stays [1, 7)); the
     # other branch repairs the chain in full (e is [1, 4))
-    s = Stream.from_events(
-        [
-            Insert("e", 1, 7, "P"),
-            Insert("f", 10, 12, "Q"),
-            Retract("e", 1, 7, 4, "P"),
-            ExternalCti(20, 30, 0),
-            ExternalCti(0, 19, 3),
-        ]
-    )
+    elements: list[Any] = [
+        Insert("e", 1, 7, "P"),
+        Insert("f", 10, 12, "Q"),
+        Retract("e", 1, 7, 4, "P"),
+        ExternalCti(20, 30, 0),
+        ExternalCti(0, 19, 3),
+    ]
+    s = Stream.from_events(elements)
     q = s.finalize(3).union(s)
     assert q.to_cht(engine=engine) == Cht([(1, 7, "P"), (10, 12, "Q"), (1, 4, "P"), (10, 12, "Q")])
     assert q.metrics.invalid_rows() == {"late for finalize": 1}

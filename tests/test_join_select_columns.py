@@ -18,6 +18,7 @@ import pytest
 
 from udm.host import Cht, Insert
 from udm.host.query import Stream
+from udm.sdk import aggregate
 
 ENGINES = ["reference", "host"]
 
@@ -42,8 +43,8 @@ def test_a_join_reading_a_select_join_suffixes_its_columns(engine: str) -> None:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_no_null_column_is_added_to_the_output_rows(engine: str) -> None:
     a, j = _streams()
-    events = a.join(j).to_cht(engine=engine)["x"]  # type: ignore[index]
-    assert [list(e.payload) for e in events] == [["k", "v_left", "v_right"]]
+    by_key: Any = a.join(j).to_cht(engine=engine)
+    assert [list(e.payload) for e in by_key["x"]] == [["k", "v_left", "v_right"]]
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -54,3 +55,48 @@ def test_a_select_join_without_rows_has_only_its_on_columns(engine: str) -> None
     q: Any = a.join(empty)
     assert q.to_cht(engine=engine) == {}
     assert q.union(a).to_cht(engine=engine) == {"x": Cht([(1, 5, {"k": "x", "v": 1})])}
+
+
+@aggregate
+def total(values: list[Any]) -> int:
+    return len(values)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_join_after_a_union_with_a_select_join_names_columns_per_stream(engine: str) -> None:
+    # B6: the union of a window's rows (k, total) and a select join's (k, v)
+    # has a v in every row (null in the window's), so the join reading it
+    # suffixes v in both rows, not in one of them only
+    a, _ = _streams()
+    w = a.tumbling_window(10).aggregate(total)
+    j = a.join(a, select=lambda left, right: {"v": left["v"] + right["v"]})
+    assert a.join(w.union(j)).to_cht(engine=engine) == {
+        "x": Cht(
+            [
+                (1, 5, {"k": "x", "v_left": 1, "total": 1, "v_right": None}),
+                (1, 5, {"k": "x", "v_left": 1, "total": None, "v_right": 2}),
+            ]
+        )
+    }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_select_making_other_columns_for_other_pairs_is_read_as_a_table(engine: str) -> None:
+    # the select gives v for key x and w for key y: its table has both
+    # columns, null where a pair lacks one, and a join reading it suffixes v
+    a = Stream.from_events(
+        [Insert("a", 1, 5, {"k": "x", "v": 1}), Insert("c", 1, 9, {"k": "y", "v": 7})], key="k"
+    )
+    b = Stream.from_events(
+        [Insert("b", 2, 4, {"k": "x", "v": 2}), Insert("d", 2, 8, {"k": "y", "v": 2})], key="k"
+    )
+    j = a.join(b, select=lambda left, right: {"v": 0} if left["v"] == 1 else {"w": 5})
+    assert a.join(j).to_cht(engine=engine) == {
+        "x": Cht([(2, 4, {"k": "x", "v_left": 1, "v_right": 0, "w": None})]),
+        "y": Cht([(2, 8, {"k": "y", "v_left": 7, "v_right": None, "w": 5})]),
+    }
+    seen = j.where(lambda p: True).to_cht(engine=engine)
+    assert seen == {
+        "x": Cht([(2, 4, {"k": "x", "v": 0, "w": None})]),
+        "y": Cht([(2, 8, {"k": "y", "v": None, "w": 5})]),
+    }

@@ -22,6 +22,7 @@ __all__ = [
     "element_columns",
     "ending",
     "raw_source",
+    "read_select_joins",
     "source_readers",
     "wrapped_payloads",
 ]
@@ -143,3 +144,14 @@ def source_readers(plan: logical.PlanNode) -> tuple[set[int], set[int]]:
             repaired.add(id(node))
         stack.extend(node.inputs)
     return raw, repaired
+
+
+def read_select_joins(plan: logical.PlanNode) -> bool:
+    """Whether some join with ``select=`` is read by another node of
+    ``plan``: its columns, which only its rows show, then matter before the
+    output (a union fills them, a join suffixes a name in both streams)."""
+    return any(
+        isinstance(child, logical.JoinNode) and child.select is not None
+        for node in logical.walk(plan)
+        for child in node.inputs
+    )

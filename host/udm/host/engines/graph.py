@@ -35,6 +35,7 @@ from udm.host.engines.entrypoints import (
     element_columns,
     ending,
     raw_source,
+    read_select_joins,
     source_readers,
     wrapped_payloads,
 )
@@ -87,8 +88,10 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
-        #: a join with select=: the columns its rows had (known after a run)
+        #: a join with select=: the columns its rows had (known after a run),
+        #: and those a first run found, which its rows are given (``_run``)
         self._select_columns: dict[int, dict[str, None]] = {}
+        self._preset: dict[int, list[str]] | None = None
         #: nodes whose payloads are shaped as their (first) input's
         self._same: set[int] = set()
         self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
@@ -106,10 +109,13 @@ class HostEngine:
 
     # ------------------------------------------------------------ running
 
-    def _compile_plan(self, plan: PlanNode) -> tuple[PlanNode, Collector]:
-        if self.consistency is not None:
-            blocking, remember = consistency_levels(self.consistency)
-            plan = with_consistency(plan, blocking, remember)
+    def _leveled(self, plan: PlanNode) -> PlanNode:
+        if self.consistency is None:
+            return plan
+        return with_consistency(plan, *consistency_levels(self.consistency))
+
+    def _compile_plan(self, plan: PlanNode, leveled: bool = False) -> tuple[PlanNode, Collector]:
+        plan = plan if leveled else self._leveled(plan)
         # a source with ExternalCTIs that a bounded Finalize reads gives it
         # its raw elements, as the reference engine does, and its other
         # readers the source's own repair (source_readers); one without them
@@ -122,7 +128,16 @@ class HostEngine:
         return plan, sink
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
-        plan, sink = self._compile_plan(plan)
+        plan = self._leveled(plan)
+        if self._preset is None and read_select_joins(plan):
+            # a join's select= names its columns row by row, but a union or
+            # join reading it names them per stream, as the reference engine's
+            # table has them: a first run finds them (each select runs twice)
+            probe = HostEngine()
+            probe._preset = {}
+            probe._run(plan)
+            self._preset = {k: list(v) for k, v in probe._select_columns.items()}
+        plan, sink = self._compile_plan(plan, leveled=True)
         # a run at a time (up to a CTI), so an operator with a batched path
         # (the join) gets runs; sources take turns, run by run
         feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
@@ -426,6 +441,8 @@ class HostEngine:
         # table of this join has (a join reading it suffixes a name in both)
         made: dict[str, None] = dict.fromkeys(on)
         self._select_columns[id(node)] = made
+        preset = (self._preset or {}).get(id(node))
+        padding = dict.fromkeys(preset or ())
 
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
@@ -433,7 +450,7 @@ class HostEngine:
             out = {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
             if not out.keys() <= made.keys():
                 made.update(dict.fromkeys(out))
-            return out
+            return {**padding, **out} if padding else out  # a column a row lacks is null
 
         predicate = None
         if where is not None:
@@ -450,7 +467,7 @@ class HostEngine:
             # known: a name made twice is refused before running; a union fills them
             joined = joined_columns(columns[0], columns[1], on, suffixes, name)
         self._scalar[id(node)] = False
-        self._columns[id(node)] = joined
+        self._columns[id(node)] = preset if select is not None else joined
         return join
 
     def _anti_join(self, node: PlanNode) -> Operator:
