@@ -100,3 +100,20 @@ def test_a_select_making_other_columns_for_other_pairs_is_read_as_a_table(engine
         "x": Cht([(2, 4, {"k": "x", "v": 0, "w": None})]),
         "y": Cht([(2, 8, {"k": "y", "v": None, "w": 5})]),
     }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_join_after_a_union_with_a_window_names_columns_per_stream(engine: str) -> None:
+    # a window's results (undeclared: no returns=) are columns only its rows
+    # show too: the union of a (k, v) and the window (k, total) has a total
+    # in every row, so the join with the window suffixes it in both rows
+    a, _ = _streams()
+    w = a.tumbling_window(10).aggregate(total)
+    assert w.join(a.union(w)).to_cht(engine=engine) == {
+        "x": Cht(
+            [
+                (1, 5, {"k": "x", "total_left": 1, "v": 1, "total_right": None}),
+                (0, 10, {"k": "x", "total_left": 1, "v": None, "total_right": 1}),
+            ]
+        )
+    }

@@ -12,6 +12,7 @@ from typing import Any
 from udm.host import plan as logical
 from udm.host.operators.base import Operator, PhysicalElement
 from udm.host.plan import SCALAR_COL
+from udm.host.rows import returns_is_struct
 from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
@@ -22,7 +23,8 @@ __all__ = [
     "element_columns",
     "ending",
     "raw_source",
-    "read_select_joins",
+    "read_by_rows",
+    "rows_name_columns",
     "source_readers",
     "wrapped_payloads",
 ]
@@ -146,12 +148,33 @@ def source_readers(plan: logical.PlanNode) -> tuple[set[int], set[int]]:
     return raw, repaired
 
 
-def read_select_joins(plan: logical.PlanNode) -> bool:
-    """Whether some join with ``select=`` is read by another node of
-    ``plan``: its columns, which only its rows show, then matter before the
-    output (a union fills them, a join suffixes a name in both streams)."""
+def rows_name_columns(node: logical.PlanNode) -> bool:
+    """Whether ``node``'s columns are known only from its rows: a join's
+    ``select=``, a window's undeclared results (``returns=`` not scalar),
+    an operator the host does not know; the nodes that keep their input's
+    columns, a union and a join without ``select=`` as their inputs."""
+    kept = logical.columns_kept_from(node)
+    if kept is not None:
+        return rows_name_columns(kept)
+    if isinstance(node, logical.Source | logical.SelectNode):
+        return False
+    if isinstance(node, logical.WindowOp):
+        return not all(returns_is_struct(c.returns) is False for c in node.calls)
+    if isinstance(node, logical.JoinNode) and node.select is None:
+        return rows_name_columns(node.left) or rows_name_columns(node.right)
+    if isinstance(node, logical.UnionNode):
+        return any(rows_name_columns(p) for p in node.parts)
+    return True
+
+
+def read_by_rows(plan: logical.PlanNode) -> bool:
+    """Whether a union or a join of ``plan`` reads a stream whose columns
+    only its rows show (:func:`rows_name_columns`): a union fills the
+    columns it knows, a join suffixes a name in both streams, so their
+    rows then depend on which columns each row has, where the reference
+    engine's tables name them per stream."""
     return any(
-        isinstance(child, logical.JoinNode) and child.select is not None
+        isinstance(node, logical.UnionNode | logical.JoinNode)
+        and any(rows_name_columns(child) for child in node.inputs)
         for node in logical.walk(plan)
-        for child in node.inputs
     )

@@ -35,7 +35,7 @@ from udm.host.engines.entrypoints import (
     element_columns,
     ending,
     raw_source,
-    read_select_joins,
+    read_by_rows,
     source_readers,
     wrapped_payloads,
 )
@@ -56,6 +56,7 @@ from udm.host.plan import (
     consistency_levels,
     sources,
     strongly_aligned,
+    walk,
     with_consistency,
 )
 from udm.host.rows import (
@@ -88,8 +89,8 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
-        #: a join with select=: the columns its rows had (known after a run),
-        #: and those a first run found, which its rows are given (``_run``)
+        #: a join with select=: the columns its rows had (known after a run);
+        #: the columns a first run found of nodes only rows name (``_run``)
         self._select_columns: dict[int, dict[str, None]] = {}
         self._preset: dict[int, list[str]] | None = None
         #: nodes whose payloads are shaped as their (first) input's
@@ -129,14 +130,19 @@ class HostEngine:
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
         plan = self._leveled(plan)
-        if self._preset is None and read_select_joins(plan):
-            # a join's select= names its columns row by row, but a union or
-            # join reading it names them per stream, as the reference engine's
-            # table has them: a first run finds them (each select runs twice)
+        if self._preset is None and read_by_rows(plan):
+            # a join's select= or a window's undeclared results name columns
+            # row by row, but a union or join reading them names them per
+            # stream, as the reference engine's tables have them: a first run
+            # finds them (each UDF and UDM runs twice)
             probe = HostEngine()
             probe._preset = {}
             probe._run(plan)
-            self._preset = {k: list(v) for k, v in probe._select_columns.items()}
+            self._preset = {
+                id(n): probe._final_columns(n)
+                for n in walk(plan)
+                if probe._columns.get(id(n)) is None and not probe._scalar.get(id(n))
+            }
         plan, sink = self._compile_plan(plan, leveled=True)
         # a run at a time (up to a CTI), so an operator with a batched path
         # (the join) gets runs; sources take turns, run by run
@@ -234,8 +240,9 @@ class HostEngine:
                 raise TypeError(f"the host engine cannot run {type(node).__name__} nodes")
             for child in node.inputs:  # inputs first: a node reads their shapes
                 self.compile(child)
-            found = handler(self, node)
-            self._ops[id(node)] = found
+            found = self._ops[id(node)] = handler(self, node)
+            if self._columns.get(id(node)) is None:  # a first run's, if one found them
+                self._columns[id(node)] = (self._preset or {}).get(id(node))
         return found
 
     def _input(self, node: PlanNode, i: int = 0) -> Operator:
