@@ -168,13 +168,17 @@ def rows_name_columns(node: logical.PlanNode) -> bool:
 
 
 def read_by_rows(plan: logical.PlanNode) -> bool:
-    """Whether a union or a join of ``plan`` reads a stream whose columns
-    only its rows show (:func:`rows_name_columns`): a union fills the
-    columns it knows, a join suffixes a name in both streams, so their
-    rows then depend on which columns each row has, where the reference
-    engine's tables name them per stream."""
+    """Whether some node of ``plan`` reads rows that may lack columns their
+    stream has: a join's ``select=`` (a pair's dict names its own), or a
+    union with a part whose columns only its rows show
+    (:func:`rows_name_columns`; it fills only the columns it knows). The
+    reference engine's tables have every column in every row (null where a
+    row lacks one); a join reading such rows would suffix a name in one row
+    and not in another. A union or a select at the root is filled in the
+    output, and a window's rows all have its result columns: no run needed."""
     return any(
-        isinstance(node, logical.UnionNode | logical.JoinNode)
-        and any(rows_name_columns(child) for child in node.inputs)
+        (isinstance(child, logical.JoinNode) and child.select is not None)
+        or (isinstance(child, logical.UnionNode) and any(rows_name_columns(p) for p in child.parts))
         for node in logical.walk(plan)
+        for child in node.inputs
     )
