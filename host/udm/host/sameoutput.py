@@ -81,6 +81,12 @@ def same_output(a: Any, b: Any) -> bool:
         if a == b:
             return a != 0.0 or copysign(1.0, a) == copysign(1.0, b)
         return bool(a != a and b != b)
+    if kind is dict or kind is list or kind is tuple:  # struct and list results: no keys built
+        if len(a) != len(b):
+            return False
+        # a dict's items are (key, value) pairs, compared as tuples
+        pairs = zip(a.items(), b.items(), strict=True) if kind is dict else zip(a, b, strict=True)
+        return all(x is y or same_output(x, y) for x, y in pairs)
     try:
         return bool(exact_key(a) == exact_key(b))
     except Exception:
