@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from udm.host import Cht, Insert
+from udm.host import Cht, Insert, Retract
 from udm.host.query import Stream
 from udm.sdk import aggregate
 
@@ -117,3 +117,19 @@ def test_a_join_after_a_union_with_a_window_names_columns_per_stream(engine: str
             ]
         )
     }
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_select_joins_retracted_rows_name_no_columns(engine: str) -> None:
+    # b is inserted and then fully retracted: the select join made a row
+    # {k, v} and retracted it, so its table has no rows and only k, and the
+    # join reading it names no v_left/v_right in the union's columns
+    a, _ = _streams()
+    b = Stream.from_events(
+        [Insert("b", 2, 4, {"k": "x", "v": 2}), Retract("b", 2, 4, 2, {"k": "x", "v": 2})],
+        key="k",
+    )
+    j = a.join(b, select=lambda left, right: {"v": left["v"] + right["v"]})
+    by_key: Any = a.union(a.join(j)).to_cht(engine=engine)
+    assert by_key == {"x": Cht([(1, 5, {"k": "x", "v": 1})])}
+    assert [list(e.payload) for e in by_key["x"]] == [["k", "v"]]

@@ -89,9 +89,9 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
-        #: a join with select=: the columns its rows had (known after a run);
-        #: the columns a first run found of nodes only rows name (``_run``)
-        self._select_columns: dict[int, dict[str, None]] = {}
+        #: a first run's: a select join's output (its columns are its live
+        #: rows'); the columns it found of nodes only rows name (``_run``)
+        self._select_out: dict[int, Collector] = {}
         self._preset: dict[int, list[str]] | None = None
         #: nodes whose payloads are shaped as their (first) input's
         self._same: set[int] = set()
@@ -221,8 +221,11 @@ class HostEngine:
         if isinstance(node, logical.UnionNode):
             return list(dict.fromkeys(c for p in node.parts for c in self._final_columns(p)))
         if isinstance(node, logical.JoinNode):
-            if node.select is not None:
-                return list(self._select_columns.get(id(node), node.on))
+            if (out := self._select_out.get(id(node))) is not None:
+                cht, _ = derive_cht(e for e in out.elements if not isinstance(e, ExternalCti))
+                return list(dict.fromkeys([*node.on, *(c for ev in cht for c in ev.payload)]))
+            if node.select is not None:  # the rows show the columns at the root
+                return list((self._preset or {}).get(id(node), node.on))
             left, right = self._final_columns(node.left), self._final_columns(node.right)
             return joined_columns(left, right, node.on, node.suffixes, node.describe())
         if isinstance(node, logical.AntiJoinNode) or id(node) in self._same:
@@ -444,19 +447,13 @@ class HostEngine:
         where = None if node.where is None else pair_udf(node.where, "where", name)
         select = None if node.select is None else pair_udf(node.select, "select", name)
 
-        # the columns select= made, row by row: what the reference engine's
-        # table of this join has (a join reading it suffixes a name in both)
-        made: dict[str, None] = dict.fromkeys(on)
-        self._select_columns[id(node)] = made
-        preset = (self._preset or {}).get(id(node))
+        preset = (self._preset or {}).get(id(node))  # the columns a first run found (_run)
         padding = dict.fromkeys(preset or ())
 
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
                 return join_payload(lp, rp, on, suffixes)
             out = {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
-            if not out.keys() <= made.keys():
-                made.update(dict.fromkeys(out))
             return {**padding, **out} if padding else out  # a column a row lacks is null
 
         predicate = None
@@ -466,6 +463,9 @@ class HostEngine:
                 return where(see_left(lp), see_right(rp))
 
         join = JoinOperator(key_left, key_right, combine, predicate, name)
+        if select is not None and self._preset == {}:  # a first run: its rows' columns
+            join.connect(out := Collector())
+            self._select_out[id(node)] = out
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
         columns = self._columns.get(id(node.left)), self._columns.get(id(node.right))
