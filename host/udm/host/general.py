@@ -25,13 +25,13 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from typing import Any
 
-from udm.host.cht import freeze
 from udm.host.errors import CLOSE_ADVICE, OpenEventError, UdmInvocationError
 from udm.host.hoststate import Consistency, HostAttributes, Journal, KeyState, OutputId, WindowState
 from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
 from udm.host.kinds import WindowKind
 from udm.host.rows import NORMALIZED, nan_free
+from udm.host.sameoutput import exact_key, same_output
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
 from udm.sdk.events import IntervalEvent, WindowDescriptor
@@ -80,6 +80,7 @@ class GeneralPath(HostAttributes):
             except Exception as exc:
                 raise key_failed(e, exc) from None
         ks = self._key_state(key, journal)
+        self.kind.refuse_open(e.start, e.end, max(self.cti, ks.max_start))
         ev = IndexedEvent(e.id, e.start, e.end, e.payload, self._seq)
         self._seq += 1
         if e.id in self._key_of:
@@ -215,8 +216,7 @@ class GeneralPath(HostAttributes):
         return e
 
     def _inputs(self, ks: KeyState, start: int, end: int) -> list[IntervalEvent[Any]]:
-        """A window's members as the UDM sees them: clipped, mapped, in
-        canonical order."""
+        """A window's members as the UDM sees them: clipped, mapped, in canonical order."""
         members = self.kind.members(ks.index, start, end)
         desc = WindowDescriptor(start, end)
         return prepare(
@@ -398,10 +398,10 @@ class GeneralPath(HostAttributes):
         unmatched: list[tuple[OutputId, IntervalEvent[Any]]] = []
         index: dict[tuple[int, int, Any], list[int]] = {}
         for i, e in enumerate(remaining):
-            index.setdefault((e.start, e.end, freeze(e.payload)), []).append(i)
+            index.setdefault((e.start, e.end, exact_key(e.payload)), []).append(i)
         used: set[int] = set()
         for oid, e in old:
-            slots = index.get((e.start, e.end, freeze(e.payload)))
+            slots = index.get((e.start, e.end, exact_key(e.payload)))
             if slots:
                 used.add(slots.pop())
                 kept.append((oid, e))
@@ -412,7 +412,7 @@ class GeneralPath(HostAttributes):
         # an output whose end alone changed is shortened or extended in place
         for oid, e in unmatched:
             for j, f in enumerate(fresh):
-                if f.start == e.start and freeze(f.payload) == freeze(e.payload):
+                if f.start == e.start and same_output(f.payload, e.payload):
                     changes.append(Retract(oid, e.start, e.end, f.end, e.payload))
                     kept.append((oid, f))
                     del fresh[j]

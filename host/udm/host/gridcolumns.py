@@ -39,9 +39,10 @@ from operator import floordiv, gt, is_, itemgetter, sub
 from typing import Any
 
 from udm.host.gridcore import GridCore
-from udm.host.gridstate import EMPTY, GridKey, same_value
+from udm.host.gridstate import EMPTY, GridKey
 from udm.host.invoke import PLAIN_TYPES, detached
 from udm.host.rows import NORMALIZED
+from udm.host.sameoutput import same_output
 from udm.host.stream import Element, Insert, Retract, insert_of, retract_of
 
 __all__ = ["COLUMN_CHUNK", "COLUMN_CHUNK_MAX", "MIN_COLUMN_RUN", "GridColumns"]
@@ -317,7 +318,7 @@ class GridColumns(GridCore):
                         w[0] = state
                         w[1] += 1
                     old = w[2]
-                    if not (old and same_value(old[0].payload, new)):
+                    if not (old and same_output(old[0].payload, new)):
                         for o in old:
                             out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
                         first = k * size + off
@@ -419,7 +420,7 @@ class GridColumns(GridCore):
             del live[ident]
             if emitted:
                 old = w[2]
-                if not (old and new is not EMPTY and same_value(old[0].payload, new)):
+                if not (old and new is not EMPTY and same_output(old[0].payload, new)):
                     for o in old:
                         out.append(retract_of(o.id, o.start, o.end, o.start, o.payload))
                     if new is EMPTY:  # no events left: no output, no window

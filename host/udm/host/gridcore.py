@@ -300,6 +300,7 @@ class GridCore(OperatorWindows):
         is_long = hi > begun
         if is_long:
             hi = begun
+        self._refuse_open(record, lo, hi)
         self._add(ks, lo, hi, value)
         if not self.conservative:
             emitted = ks.emitted_k
@@ -364,6 +365,7 @@ class GridCore(OperatorWindows):
             if k_to >= k_from:
                 for ident, record in list(ks.long.items()):
                     lo, hi = self._k_range(record[0], record[1])
+                    self._refuse_open(record, max(lo, k_from), min(hi, k_to))
                     self._add(ks, max(lo, k_from), min(hi, k_to), record[2])
                     if hi <= k_to:
                         del ks.long[ident]

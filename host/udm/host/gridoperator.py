@@ -20,12 +20,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from udm.host.cht import freeze
 from udm.host.errors import UdmInvocationError
-from udm.host.gridstate import EMPTY, GridKey, held_between, same_value
+from udm.host.gridstate import EMPTY, GridKey, held_between, refuse_open
 from udm.host.hoststate import OutputId
 from udm.host.invoke import PLAIN_TYPES, detached, stamp_result
 from udm.host.policies import OutputPolicy
+from udm.host.sameoutput import exact_key, same_output
 from udm.host.stream import Element, Insert, insert_of, retract_of
 from udm.host.time import format_time
 from udm.host.windows import HoppingWindow
@@ -97,6 +97,11 @@ class OperatorWindows:
             events=events,
         )
 
+    def _refuse_open(self, record: list[Any], lo: int, hi: int) -> None:
+        """:func:`~udm.host.gridstate.refuse_open` for the event ``record``
+        joining windows ``lo`` to ``hi``."""
+        refuse_open(self.window, record[0], record[1], hi - lo + 1)
+
     def withdraw(self, out: list[Element], mark: int) -> None:
         """Delete the outputs ``out[mark:]`` a failing element made and give
         their ids back, so the outputs after it carry the ids that feeding
@@ -128,7 +133,7 @@ class OperatorWindows:
                     new = detached(self.udm.result(w[0]))
             except Exception as exc:
                 raise self._fail(k, exc, ks) from exc
-        if old and new is not EMPTY and same_value(old[0].payload, new):
+        if old and new is not EMPTY and same_output(old[0].payload, new):
             return
         if self._undo is not None and w is not None:
             self._undo.append((ks, k, [w[0], w[1], list(w[2])]))
@@ -219,11 +224,11 @@ class OperatorWindows:
                 raise self._fail(k, exc, ks) from exc
         slots: dict[Any, list[int]] = {}
         for i, e in enumerate(items):
-            slots.setdefault(freeze(e.payload), []).append(i)
+            slots.setdefault(exact_key(e.payload), []).append(i)
         kept: list[Insert] = []
         gone: list[Insert] = []
         for o in old:
-            found = slots.get(freeze(o.payload))
+            found = slots.get(exact_key(o.payload))
             if found:
                 found.pop()
                 kept.append(o)

@@ -10,22 +10,24 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
+from udm.host.errors import OpenEventError
 from udm.host.gridslices import KeyEvents
 from udm.host.policies import InputClipping, OutputPolicy
-from udm.host.time import INFINITY, MIN_TIME
+from udm.host.time import INFINITY, MIN_TIME, format_time
 from udm.sdk.base import Udm
 
 __all__ = [
     "DONE",
     "EMPTY",
     "NEVER",
+    "OPEN_EVENT_WINDOWS",
     "ExpiredId",
     "GridKey",
     "NoState",
     "eligible",
     "forget_retired",
     "held_between",
-    "same_value",
+    "refuse_open",
     "slice_eligible",
     "undo_note",
 ]
@@ -130,13 +132,29 @@ class GridKey:
         self.events: KeyEvents | None = KeyEvents() if slices else None
 
 
-def same_value(a: Any, b: Any) -> bool:
-    """Whether two results are the same output (equal and of one type;
-    values that fail to compare are not)."""
-    try:
-        return bool(a == b) and type(a) is type(b)
-    except Exception:
-        return False
+#: the most windows an event that never ends may join at once (at its
+#: insert, or as the latest start moves on): its windows up to a start near
+#: the end of time are practically infinitely many, and the host would make
+#: them one by one where every other engine refuses the event at once
+OPEN_EVENT_WINDOWS = 1 << 20
+
+
+def refuse_open(window: Any, start: int, end: int, windows: int) -> None:
+    """Raise :class:`~udm.host.errors.OpenEventError` when an event
+    ``[start, end)`` that never ends would join more than
+    :data:`OPEN_EVENT_WINDOWS` grid windows at once: a later start far
+    ahead (the last tick, ``INFINITY - 1``, say) makes every window up to it
+    due, as the reference engine's refusal of an event that never ends
+    says (docs/concepts.md "When a window is output")."""
+    if end < INFINITY or windows <= OPEN_EVENT_WINDOWS:
+        return
+    raise OpenEventError(
+        f"{window.kind} windows over an event that never ends are infinitely many: "
+        f"[{format_time(start)}, INFINITY) would join {windows} windows at once, up to "
+        "the latest start",
+        "end the event with a retraction before a start that far ahead, or bound "
+        "lifetimes before the window (clip_to())",
+    )
 
 
 def undo_note(undo: Exception) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Generic, TypeVar
 
 from udm.host.gridpath import GridPath
-from udm.host.gridstate import eligible, slice_eligible
+from udm.host.gridstate import eligible, refuse_open, slice_eligible
 from udm.host.indexes import EventIndex, IndexedEvent
 from udm.host.policies import InputClipping, OutputPolicy
 from udm.host.time import INFINITY, MIN_TIME
@@ -106,6 +106,11 @@ class WindowKind(Generic[S]):
         new event."""
         return []
 
+    def refuse_open(self, start: int, end: int, begun_by: int) -> None:
+        """Refuse a new event ``[start, end)`` that never ends and would join
+        infinitely many windows at once (:func:`~udm.host.gridstate.refuse_open`);
+        only grid windows begin without an event, so only they refuse."""
+
     def close_problem(self, indexes: Iterable[EventIndex]) -> str | None:
         """Why a CTI at the end of time cannot close these windows, or None
         (the :class:`~udm.host.errors.OpenEventError`'s ``what``)."""
@@ -136,6 +141,12 @@ class GridKind(WindowKind[HoppingWindow]):
     def open_from(self, index: EventIndex, cti: int) -> int:
         return min(cti, self.spec.first_open_start(cti))
 
+    def refuse_open(self, start: int, end: int, begun_by: int) -> None:
+        spec = self.spec
+        refuse_open(
+            spec, start, end, spec.last_begun(begun_by) - spec.index_range(start, end)[0] + 1
+        )
+
     def earliest_future(
         self, cti: int, policy: OutputPolicy, open_from: Callable[[], Iterable[int]]
     ) -> int:
@@ -157,6 +168,7 @@ class GridKind(WindowKind[HoppingWindow]):
         starts: set[int] = set()
         for ev in index.overlapping(lo, INFINITY):
             k_lo, k_hi = spec.index_range(ev.start, ev.end)
+            refuse_open(spec, ev.start, ev.end, min(k_hi, k_to) - max(k_lo, k_from) + 1)
             starts.update(spec.start_of(k) for k in range(max(k_lo, k_from), min(k_hi, k_to) + 1))
         return [(s, s + spec.size) for s in sorted(starts) if s < hi]
 

@@ -12,11 +12,22 @@ from typing import Any
 from udm.host import plan as logical
 from udm.host.operators.base import Operator, PhysicalElement
 from udm.host.plan import SCALAR_COL
-from udm.host.stream import Cti, Insert
+from udm.host.rows import returns_is_struct
+from udm.host.stream import Cti, ExternalCti, Insert
 from udm.host.time import INFINITY
 from udm.host.validation import CtiPolicy, StreamValidator
 
-__all__ = ["PassOperator", "ValidateOperator", "element_columns", "ending", "wrapped_payloads"]
+__all__ = [
+    "PassOperator",
+    "ValidateOperator",
+    "element_columns",
+    "ending",
+    "raw_source",
+    "read_by_rows",
+    "rows_name_columns",
+    "source_readers",
+    "wrapped_payloads",
+]
 
 
 class ValidateOperator(Operator):
@@ -90,3 +101,84 @@ def ending(elements: Iterator[Any] | Any) -> Iterator[Any]:
         yield el
     if not (type(last) is Cti and last.time >= INFINITY):
         yield Cti(INFINITY)
+
+
+def raw_source(node: logical.PlanNode) -> logical.Source | None:
+    """The ``from_events`` source with ExternalCTIs whose raw elements the
+    Finalize ``node`` reads (through group keys, which commute with it), as
+    the reference engine reads them: a bounded ``remember`` drops what
+    arrives after its own forced CTIs, which only the raw arrival order
+    decides. None for any other node (a Finalize that remembers everything
+    gives the same CHT over the repaired stream, which every other reader
+    of the source gets)."""
+    if not isinstance(node, logical.FinalizeNode) or node.remember >= INFINITY:
+        return None
+    source = node.input
+    while isinstance(source, logical.GroupNode):
+        source = source.input
+    if not isinstance(source, logical.Source) or source.elements is None:
+        return None
+    if not any(isinstance(e, ExternalCti) for e in source.elements):
+        return None  # validated under its cti_policy first, as without a Finalize
+    return source
+
+
+def source_readers(plan: logical.PlanNode) -> tuple[set[int], set[int]]:
+    """The ids of the sources some Finalize reads raw (:func:`raw_source`),
+    and of the sources some other path reaches: those get the source's own
+    repair. A source can be in both (``s.finalize(remember=...).union(s)``):
+    then each reader gets its own stream, since the Finalize's reading of
+    the raw stream must not leave the other branch unrepaired."""
+    raw: set[int] = set()
+    repaired: set[int] = set()
+    seen: set[int] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        source = raw_source(node)
+        if source is not None:
+            raw.add(id(source))
+            continue  # its groups and source are read raw by it, not repaired
+        if isinstance(node, logical.Source):
+            repaired.add(id(node))
+        stack.extend(node.inputs)
+    return raw, repaired
+
+
+def rows_name_columns(node: logical.PlanNode) -> bool:
+    """Whether ``node``'s columns are known only from its rows: a join's
+    ``select=``, a window's undeclared results (``returns=`` not scalar),
+    an operator the host does not know; the nodes that keep their input's
+    columns, a union and a join without ``select=`` as their inputs."""
+    kept = logical.columns_kept_from(node)
+    if kept is not None:
+        return rows_name_columns(kept)
+    if isinstance(node, logical.Source | logical.SelectNode):
+        return False
+    if isinstance(node, logical.WindowOp):
+        return not all(returns_is_struct(c.returns) is False for c in node.calls)
+    if isinstance(node, logical.JoinNode) and node.select is None:
+        return rows_name_columns(node.left) or rows_name_columns(node.right)
+    if isinstance(node, logical.UnionNode):
+        return any(rows_name_columns(p) for p in node.parts)
+    return True
+
+
+def read_by_rows(plan: logical.PlanNode) -> bool:
+    """Whether some node of ``plan`` reads rows that may lack columns their
+    stream has: a join's ``select=`` (a pair's dict names its own), or a
+    union with a part whose columns only its rows show
+    (:func:`rows_name_columns`; it fills only the columns it knows). The
+    reference engine's tables have every column in every row (null where a
+    row lacks one); a join reading such rows would suffix a name in one row
+    and not in another. A union or a select at the root is filled in the
+    output, and a window's rows all have its result columns: no run needed."""
+    return any(
+        (isinstance(child, logical.JoinNode) and child.select is not None)
+        or (isinstance(child, logical.UnionNode) and any(rows_name_columns(p) for p in child.parts))
+        for node in logical.walk(plan)
+        for child in node.inputs
+    )

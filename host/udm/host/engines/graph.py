@@ -34,6 +34,9 @@ from udm.host.engines.entrypoints import (
     ValidateOperator,
     element_columns,
     ending,
+    raw_source,
+    read_by_rows,
+    source_readers,
     wrapped_payloads,
 )
 from udm.host.errors import STREAM_CLOSE_ADVICE, OpenEventError, OperatorError
@@ -86,6 +89,10 @@ class HostEngine:
         self._ops: dict[int, Operator] = {}
         self._scalar: dict[int, bool] = {}
         self._columns: dict[int, list[str] | None] = {}
+        #: a first run's: a select join's output (its columns are its live
+        #: rows'); the columns it found of nodes only rows name (``_run``)
+        self._select_out: dict[int, Collector] = {}
+        self._preset: dict[int, list[str]] | None = None
         #: nodes whose payloads are shaped as their (first) input's
         self._same: set[int] = set()
         self._feeds: list[tuple[Operator, Iterator[PhysicalElement]]] = []
@@ -97,28 +104,46 @@ class HostEngine:
         self._live_policy: str | None = None
         self._entries: dict[int, ValidateOperator] = {}
         self._raw: set[int] = set()
+        self._repaired: set[int] = set()
+        #: a source's raw elements, for the Finalizes that read them (raw_source)
+        self._raw_heads: dict[int, Operator] = {}
 
     # ------------------------------------------------------------ running
 
-    def _compile_plan(self, plan: PlanNode) -> tuple[PlanNode, Collector]:
-        if self.consistency is not None:
-            blocking, remember = consistency_levels(self.consistency)
-            plan = with_consistency(plan, blocking, remember)
-        # a source with ExternalCTIs that a Finalize reads directly gives it
-        # its raw elements, as the reference engine does; one without them
+    def _leveled(self, plan: PlanNode) -> PlanNode:
+        if self.consistency is None:
+            return plan
+        return with_consistency(plan, *consistency_levels(self.consistency))
+
+    def _compile_plan(self, plan: PlanNode, leveled: bool = False) -> tuple[PlanNode, Collector]:
+        plan = plan if leveled else self._leveled(plan)
+        # a source with ExternalCTIs that a bounded Finalize reads gives it
+        # its raw elements, as the reference engine does, and its other
+        # readers the source's own repair (source_readers); one without them
         # is still validated under its own cti_policy first (drop/adjust
         # apply before any consistency level, as they do without one)
-        self._raw = {
-            id(n.input)
-            for n in walk(plan)
-            if isinstance(n, logical.FinalizeNode) and isinstance(n.input, logical.Source)
-        }
+        self._raw, self._repaired = source_readers(plan)
+        self._raw_heads = {}
         sink = Collector()
         self.compile(plan).connect(sink)
         return plan, sink
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
-        plan, sink = self._compile_plan(plan)
+        plan = self._leveled(plan)
+        if self._preset is None and read_by_rows(plan):
+            # a join's select= or a window's undeclared results name columns
+            # row by row, but a union or join reading them names them per
+            # stream, as the reference engine's tables have them: a first run
+            # finds them (each UDF and UDM runs twice)
+            probe = HostEngine()
+            probe._preset = {}
+            probe._run(plan)
+            self._preset = {
+                id(n): probe._final_columns(n)
+                for n in walk(plan)
+                if probe._columns.get(id(n)) is None and not probe._scalar.get(id(n))
+            }
+        plan, sink = self._compile_plan(plan, leveled=True)
         # a run at a time (up to a CTI), so an operator with a batched path
         # (the join) gets runs; sources take turns, run by run
         feeds = [(target, runs(elements, RUN_LIMIT)) for target, elements in self._feeds]
@@ -189,15 +214,18 @@ class HostEngine:
     def _final_columns(self, node: PlanNode) -> list[str]:
         """After a run: the columns ``node``'s output has even without rows,
         as the reference engine's table has them (a join's ``select``
-        names its own row by row: only ``on`` is known)."""
+        names its own row by row: ``on`` and the names its rows had)."""
         if isinstance(node, logical.WindowOp):
             cols = result_columns(node, self._windows[id(node)].struct_fields())
             return [*node.input.keys(), *(c for c, _, _ in cols)]
         if isinstance(node, logical.UnionNode):
             return list(dict.fromkeys(c for p in node.parts for c in self._final_columns(p)))
         if isinstance(node, logical.JoinNode):
-            if node.select is not None:
-                return list(node.on)
+            if (out := self._select_out.get(id(node))) is not None:
+                cht, _ = derive_cht(e for e in out.elements if not isinstance(e, ExternalCti))
+                return list(dict.fromkeys([*node.on, *(c for ev in cht for c in ev.payload)]))
+            if node.select is not None:  # the rows show the columns at the root
+                return list((self._preset or {}).get(id(node), node.on))
             left, right = self._final_columns(node.left), self._final_columns(node.right)
             return joined_columns(left, right, node.on, node.suffixes, node.describe())
         if isinstance(node, logical.AntiJoinNode) or id(node) in self._same:
@@ -215,8 +243,9 @@ class HostEngine:
                 raise TypeError(f"the host engine cannot run {type(node).__name__} nodes")
             for child in node.inputs:  # inputs first: a node reads their shapes
                 self.compile(child)
-            found = handler(self, node)
-            self._ops[id(node)] = found
+            found = self._ops[id(node)] = handler(self, node)
+            if self._columns.get(id(node)) is None:  # a first run's, if one found them
+                self._columns[id(node)] = (self._preset or {}).get(id(node))
         return found
 
     def _input(self, node: PlanNode, i: int = 0) -> Operator:
@@ -259,17 +288,26 @@ class HostEngine:
         if node.elements is not None:
             external = any(isinstance(e, ExternalCti) for e in node.elements)
             elements = ending(wrapped_payloads(node.elements, node.scalar))
-            if id(node) in self._raw and external:
-                first: Operator = PassOperator()  # its Finalize repairs and validates
-            elif external:
+            self._columns[id(node)] = element_columns(node)
+            if id(node) in self._raw and id(node) not in self._repaired:
+                self._raw_heads[id(node)] = head  # its Finalizes repair and validate
+                self._feeds.append((head, elements))
+                return head
+            if external:
                 repair = FinalizeOperator(INFINITY, "finalize (ExternalCTIs)")
                 self._finalizers.append(repair)
-                first = repair
+                first: Operator = repair
             else:
                 first = ValidateOperator(node.cti_policy)
             first.connect(head)
+            if id(node) in self._raw:
+                # read raw by a Finalize and repaired by the others: each its own stream
+                split, raw = PassOperator(), PassOperator()
+                split.connect(raw)
+                split.connect(first)
+                self._raw_heads[id(node)] = raw
+                first = split
             self._feeds.append((first, elements))
-            self._columns[id(node)] = element_columns(node)
             return head
         rows = self._rows_of(node)
         self._columns[id(node)] = list(dict.fromkeys(c for _, _, p in rows for c in p))
@@ -367,6 +405,11 @@ class HostEngine:
         assert isinstance(node, logical.FinalizeNode)
         op = FinalizeOperator(node.remember, node.describe())
         self._finalizers.append(op)
+        source = raw_source(node)
+        if source is not None and id(source) in self._raw_heads:
+            # the source's raw elements, not the repaired stream its other readers get
+            self._raw_heads[id(source)].connect(op)
+            return self._same_shape(node, op)
         return self._same_shape(node, self._chain(node, op))
 
     def _union(self, node: PlanNode) -> Operator:
@@ -404,10 +447,14 @@ class HostEngine:
         where = None if node.where is None else pair_udf(node.where, "where", name)
         select = None if node.select is None else pair_udf(node.select, "select", name)
 
+        preset = (self._preset or {}).get(id(node))  # the columns a first run found (_run)
+        padding = dict.fromkeys(preset or ())
+
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
                 return join_payload(lp, rp, on, suffixes)
-            return {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
+            out = {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
+            return {**padding, **out} if padding else out  # a column a row lacks is null
 
         predicate = None
         if where is not None:
@@ -416,6 +463,9 @@ class HostEngine:
                 return where(see_left(lp), see_right(rp))
 
         join = JoinOperator(key_left, key_right, combine, predicate, name)
+        if select is not None and self._preset == {}:  # a first run: its rows' columns
+            join.connect(out := Collector())
+            self._select_out[id(node)] = out
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
         columns = self._columns.get(id(node.left)), self._columns.get(id(node.right))
@@ -424,7 +474,7 @@ class HostEngine:
             # known: a name made twice is refused before running; a union fills them
             joined = joined_columns(columns[0], columns[1], on, suffixes, name)
         self._scalar[id(node)] = False
-        self._columns[id(node)] = joined
+        self._columns[id(node)] = preset if select is not None else joined
         return join
 
     def _anti_join(self, node: PlanNode) -> Operator:
