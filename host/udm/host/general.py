@@ -508,9 +508,14 @@ class GeneralPath(HostAttributes):
                     journal.touch(ks, start)
                     self._refresh(ks, key, start, out)
             final[key] = starts
-        # phase 2: forget final windows and retire events (no UDM calls)
+        # phase 2: forget final windows and retire events (no UDM calls),
+        # and keys with nothing left (see _spent)
+        keys = self.keys
         for key, starts in final.items():
-            self._cleanup(self.keys[key], starts, c)
+            ks = keys[key]
+            self._cleanup(ks, starts, c)
+            if _spent(ks, c):
+                del keys[key]
         self._emit_output_cti(c, out)
         self.validator.prune()
 
@@ -598,3 +603,16 @@ class GeneralPath(HostAttributes):
                 self._key_of[ident] = key
             else:
                 self._key_of.pop(ident, None)
+
+
+def _spent(ks: KeyState, c: int) -> bool:
+    """Whether key state ``ks`` can be dropped after CTI ``c``: no live event,
+    no open window (so no output that may still be retracted), and a
+    watermark no later than the CTI. A later event of the key starts at or
+    after the CTI, so a fresh state answers it as this one would: the windows
+    this one forgot ended by the CTI, and the endpoints a snapshot window
+    keeps of retired events lie before it, where no window with a member can
+    begin. (Count windows keep the last ``count - 1`` starts or ends as live
+    events, so their keys stay: by definition a later event may still form a
+    window with them.)"""
+    return not ks.wins and not ks.index.by_start and ks.max_start <= c
