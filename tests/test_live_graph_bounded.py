@@ -16,6 +16,7 @@ import pytest
 from udm.host import INFINITY, Cti, Host, Insert, Retract, StreamValidator, TumblingWindow
 from udm.host.engines.graph import LiveGraph
 from udm.host.errors import CtiViolationError
+from udm.host.operators.window import WindowOperator
 from udm.host.query import Stream
 from udm.sdk import aggregate
 
@@ -85,15 +86,20 @@ def test_the_window_operator_forgets_keys_and_final_combined_outputs() -> None:
     combined = LiveGraph(
         source().tumbling_window(10).aggregate(s=(total, "v"), m=(biggest, "v")).plan
     )
+    hosts = next(op for op in single._ops if isinstance(op, WindowOperator)).hosts
     for graph in (single, combined):
         for i in range(1, 3001):
             graph.push(0, Insert(i, i, i + 1, {"k": f"k{i // 50}", "v": i}))
             if i % 100 == 0:
                 graph.push(0, Cti(i))
+    # the CTI at 3000 leaves k60's window [3000, 3010) open; k59 keeps its event
+    # [2999, 3000), which a retraction may still extend; k58 is done
+    assert [hosts[0].holds_key(k) for k in ("k58", "k59", "k60")] == [False, True, True]
+    for graph in (single, combined):
         graph.push(0, Cti(4000))
     state = window_state(single)
     assert state["key_values"] == {}
-    assert all(not host.holds_key((f"k{j}",)) for host in single._ops[-1].hosts for j in range(61))
+    assert not any(hosts[0].holds_key(f"k{j}") for j in range(61))
     state = window_state(combined)
     assert state["key_values"] == {}
     assert state["slots"] == {} and state["slot_ids"] == {}
