@@ -16,6 +16,7 @@ import pytest
 from engine_support import Sum, cht_of, total
 
 from udm.host import (
+    CountByEndWindow,
     CountByStartWindow,
     Cti,
     HoppingWindow,
@@ -74,8 +75,10 @@ def churn(seed: int, generations: int, returning: bool) -> list[Element]:
     return stream
 
 
-def reference(stream: list[Element], window: Any, udm: Any) -> dict[Any, Any]:
-    ref = evaluate_by_key(cht_of(stream), "k", window, udm, value="v")
+def reference(
+    stream: list[Element], window: Any, udm: Any, policy: str | None = None
+) -> dict[Any, Any]:
+    ref = evaluate_by_key(cht_of(stream), "k", window, udm, value="v", output_policy=policy)
     return {k: c for k, c in ref.items() if c}
 
 
@@ -184,3 +187,37 @@ def test_count_windows_keep_the_last_count_minus_one_events_of_every_key() -> No
     out += host.process_many(late) + host.flush()
     stream += late
     assert output_cht_by_key(out) == reference(stream, window, total)
+
+
+@pytest.mark.parametrize("window", [CountByStartWindow(3), CountByEndWindow(2)], ids=repr)
+@pytest.mark.parametrize("policy", ["align", "point_end"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_cti_leaves_quiet_count_window_keys_out_with_the_same_output(
+    window: Any, policy: str, seed: int
+) -> None:
+    """A count-window key whose events all ended by the CTI, with no window
+    open, has nothing for later CTIs to do until an event of it arrives
+    (``WindowKind.quiet``): a CTI visits the other keys only. The output,
+    output CTIs included, equals that of a host restored from a snapshot
+    before every element (a restored host visits every key at its next
+    CTI), and the reference's CHT."""
+    stream = churn(seed, 10, returning=True)
+    host = Host(window, total, key="k", value="v", output_policy=policy)
+    restored = Host(window, total, key="k", value="v", output_policy=policy)
+    out: list[Element] = []
+    again: list[Element] = []
+    for element in stream:
+        out += host.process(element)
+        fresh = Host(window, total, key="k", value="v", output_policy=policy)
+        fresh.restore(restored.snapshot())
+        restored = fresh
+        again += restored.process(element)
+        if isinstance(element, Cti):
+            # the keys of earlier generations are quiet, kept for their last
+            # count - 1 times: a CTI visits none of them
+            assert len(host._active) <= 4
+    assert len(host.keys) > 20
+    assert out == again
+    assert any(isinstance(o, Cti) for o in out)
+    out += host.flush()
+    assert output_cht_by_key(out) == reference(stream, window, total, policy)

@@ -118,6 +118,9 @@ class Host(GeneralPath, Snapshots):
         # as created: what a UDM stores while it runs is not an argument
         self._arguments = udm_arguments(self.udm)
         self.keys: dict[Hashable, KeyState] = {}
+        self._active: dict[Hashable, KeyState] = {}
+        self._quiet: list[tuple[int, int, Hashable, KeyState]] = []
+        self._created = 0  # keys created (their order of arrival)
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
         self._next_out = 0
