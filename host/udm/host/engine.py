@@ -40,7 +40,7 @@ from udm.host.invoke import (
 )
 from udm.host.kinds import kind_for
 from udm.host.policies import InputClipping, OutputPolicy, resolve_output_policy
-from udm.host.rows import note_numpy_keys
+from udm.host.rows import NORMALIZED, nan_free, note_numpy_keys
 from udm.host.stream import Cti, Element, Insert, Retract
 from udm.host.time import INFINITY, MIN_TIME
 from udm.host.validation import CtiPolicy, LiveEvent, StreamValidator, ValidationStats
@@ -118,6 +118,9 @@ class Host(GeneralPath, Snapshots):
         # as created: what a UDM stores while it runs is not an argument
         self._arguments = udm_arguments(self.udm)
         self.keys: dict[Hashable, KeyState] = {}
+        self._active: dict[Hashable, KeyState] = {}
+        self._quiet: list[tuple[int, int, Hashable, KeyState]] = []
+        self._created = 0  # keys created (their order of arrival)
         self._key_of: dict[Hashable, Hashable] = {}  # event id -> key
         self._seq = 0
         self._next_out = 0
@@ -475,6 +478,16 @@ class Host(GeneralPath, Snapshots):
             return Cht(self._fast.live_outputs())
         rows = [ev for ks in self.keys.values() for w in ks.wins.values() for _, ev in w.outputs]
         return Cht(rows)
+
+    def holds_key(self, key: Hashable) -> bool:
+        """Whether the host keeps state for group ``key`` (live events or
+        open windows; a key with neither is dropped at a CTI): a caller
+        keeping something per key (the graph's window operator, the key's
+        columns) may forget it when no host holds the key."""
+        if type(key) in NORMALIZED:  # every NaN one key, as the paths store it
+            key = nan_free(key)
+        keys = self._fast.keys if self._fast is not None else self.keys
+        return key in keys
 
     @property
     def memory_size(self) -> tuple[int, int]:

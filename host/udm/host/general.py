@@ -23,23 +23,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import replace
+from heapq import heappush
 from typing import Any
 
 from udm.host.errors import CLOSE_ADVICE, OpenEventError, UdmInvocationError
-from udm.host.hoststate import Consistency, HostAttributes, Journal, KeyState, OutputId, WindowState
+from udm.host.hoststate import (
+    Consistency,
+    Journal,
+    KeyState,
+    OutputId,
+    WindowState,
+    arrival,
+)
 from udm.host.indexes import IndexedEvent
 from udm.host.invoke import detached, key_failed, prepare, stamp_result
 from udm.host.kinds import WindowKind
+from udm.host.outputcti import OutputCtis
 from udm.host.rows import NORMALIZED, nan_free
 from udm.host.sameoutput import exact_key, same_output
-from udm.host.stream import Cti, Element, Insert, Retract
+from udm.host.stream import Element, Insert, Retract
 from udm.host.time import INFINITY, format_time
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
 __all__ = ["GeneralPath"]
 
 
-class GeneralPath(HostAttributes):
+class GeneralPath(OutputCtis):
     """The general algorithm's methods, over the attributes
     :class:`~udm.host.engine.Host` sets up (declared here and in
     :class:`~udm.host.hoststate.HostAttributes` for the type checker)."""
@@ -64,8 +73,12 @@ class GeneralPath(HostAttributes):
     def _key_state(self, key: Hashable, journal: Journal) -> KeyState:
         ks = self.keys.get(key)
         if ks is None:
-            ks = self.keys[key] = KeyState()
+            ks = self.keys[key] = KeyState(order=self._created)
+            self._created += 1
             journal.new_keys.append(key)
+        # a quiet key has CTI work again (left active if the element fails:
+        # a visit to a quiet key changes nothing)
+        self._active[key] = ks
         return ks
 
     def _insert(self, e: Insert, out: list[Element], journal: Journal) -> None:
@@ -101,7 +114,7 @@ class GeneralPath(HostAttributes):
             # count-by-start member whose end a time-insensitive UDM ignores)
             return
         key = self._key_of[r.id]
-        ks = self.keys[key]
+        ks = self._active[key] = self.keys[key]
         old = ks.index.by_id[r.id]
         new = None if r.new_end == old.start else replace(old, end=r.new_end)
         if new is not None and new.end == old.end:
@@ -488,9 +501,11 @@ class GeneralPath(HostAttributes):
                 raise OpenEventError(problem, CLOSE_ADVICE)
         previous = self.cti
         self.cti = c
-        # phase 1: everything that may call the UDM, journaled
+        # phase 1: everything that may call the UDM, journaled; the active
+        # keys only (see WindowKind.quiet), in their order of arrival
         final: dict[Hashable, list[int]] = {}
-        for key, ks in self.keys.items():
+        visit = sorted(self._active.items(), key=arrival)
+        for key, ks in visit:
             journal.touch_key(ks)
             m_old = max(previous, ks.max_start)
             m_new = max(c, ks.max_start)
@@ -508,18 +523,19 @@ class GeneralPath(HostAttributes):
                     journal.touch(ks, start)
                     self._refresh(ks, key, start, out)
             final[key] = starts
-        # phase 2: forget final windows and retire events (no UDM calls)
-        for key, starts in final.items():
-            self._cleanup(self.keys[key], starts, c)
+        # phase 2: forget final windows and retire events (no UDM calls),
+        # drop keys with nothing left (see _spent) and leave quiet ones out
+        # of later CTIs until an element of theirs arrives
+        keys, active, kind = self.keys, self._active, self.kind
+        for key, ks in visit:
+            self._cleanup(ks, final[key], c)
+            if ks.spent(c):
+                del keys[key], active[key]
+            elif not ks.wins and ks.max_start <= c and kind.quiet(ks.index, c):
+                del active[key]
+                heappush(self._quiet, (self._lowest_open(ks, c), ks.order, key, ks))
         self._emit_output_cti(c, out)
         self.validator.prune()
-
-    def _lowest_open(self, ks: KeyState, c: int) -> int:
-        """The earliest time an open (existing or future) window starts."""
-        lowest = self.kind.open_from(ks.index, c)
-        if ks.wins:
-            lowest = min(lowest, ks.wins.peekitem(0)[0])
-        return lowest
 
     def _cleanup(self, ks: KeyState, starts: list[int], c: int) -> None:
         """Forget the final windows ``starts`` and retire the events no open
@@ -537,31 +553,6 @@ class GeneralPath(HostAttributes):
             index.retire(ev, keep_endpoints=keep_endpoints)
         if keep_endpoints:
             index.prune_endpoints(min(ks.final_upto, lowest))
-
-    def _emit_output_cti(self, c: int, out: list[Element]) -> None:
-        # after a CTI at the end of time no element can follow, so no window
-        # can still change or come into existence: the output ends too
-        if self._eager or c >= INFINITY:
-            candidate = c
-        else:
-            candidate = c
-            for ks in self.keys.values():
-                if ks.wins:  # starts and ends both increase: the first window is earliest
-                    start = ks.wins.keys()[0]
-                    candidate = min(
-                        candidate, self.policy.earliest_output(start, ks.wins[start].end)
-                    )
-            candidate = min(candidate, self._earliest_future(c))
-        if candidate > self.output_cti:
-            self.output_cti = candidate
-            out.append(Cti(candidate))
-
-    def _earliest_future(self, c: int) -> int:
-        """The earliest output time of windows that do not exist yet (for any
-        key, including keys not seen so far)."""
-        return self.kind.earliest_future(
-            c, self.policy, lambda: (self._lowest_open(ks, c) for ks in self.keys.values())
-        )
 
     # ------------------------------------------------------------ rollback
 
@@ -593,6 +584,7 @@ class GeneralPath(HostAttributes):
                 _, w.state = self._fresh_state(ks, start, w.end)
         for key in journal.new_keys:
             self.keys.pop(key, None)
+            self._active.pop(key, None)
         for ident, present, key in reversed(journal.key_of):
             if present:
                 self._key_of[ident] = key

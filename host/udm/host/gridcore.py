@@ -320,8 +320,10 @@ class GridCore(OperatorWindows):
         if record is None:
             return  # retired: it can no longer touch an open window
         start, old_end, value, key = record
-        ks = self.keys[key]
+        ks = self.keys.get(key)
         self._save_key(key, ks)
+        if ks is None:  # dropped with no window left (see _spent): the event lives on
+            ks = self._new_key(key)
         new_end = r.new_end
         m = ks.max_start if ks.max_start > self.cti else self.cti
         begun = self._begun(m)
@@ -517,6 +519,8 @@ class GridCore(OperatorWindows):
                             heappush(times, end)
                     ks.due = end
                     bucket.append(ks)
+                elif not wins:
+                    self._spent(ks, c)
             elif first is not None and (
                 2 * bisect_left(kev.starts, bound - 1 if kev.maxdur <= 1 else bound)
                 < len(kev.starts)
@@ -580,6 +584,33 @@ class GridCore(OperatorWindows):
             due = nxt * hop + self.offset + self.size
         self._push(ks, due)
 
+    def _spent(self, ks: GridKey, c: int) -> None:
+        """``ks`` has no window left after CTI ``c``: drop it unless it holds
+        events that reach windows not begun (or, in the slice mode, events
+        not retired), so that memory holds the keys with data between CTIs,
+        not every key ever seen. A later event of the key starts at or after
+        the CTI, so a fresh state answers it as this one would once the
+        key's watermark is the CTI (its emitted index then lies before every
+        window such an event reaches); a key whose latest start lies beyond
+        the CTI (its events fully retracted) is visited again when a CTI
+        reaches it. In the invertible mode an event of the key may still
+        live between windows (a hopping gap) or end exactly at the CTI: a
+        retraction extending it finds no key and starts a fresh one
+        (:meth:`retract`)."""
+        if ks.long or (ks.events is not None and ks.events.records):
+            return
+        if ks.events is not None and self.hop > self.size:
+            # slice mode over windows with gaps: keys holding only events in
+            # a gap have no window to be visited by, so a batch and single
+            # elements would drop a key at different CTIs, and a key that
+            # comes back would get another place in the CTIs' visiting order
+            # (output order and ids would differ between them): kept
+            return
+        if ks.max_start > c:
+            self._push(ks, ks.max_start)
+        elif self.keys.get(ks.key) is ks:
+            del self.keys[ks.key]
+
     def _reschedule(self, ks: GridKey, bound: int) -> None:
         """After a CTI visit: retire the key's sorted events that end before
         ``bound`` and register it again by its earliest window's end (or,
@@ -598,3 +629,5 @@ class GridCore(OperatorWindows):
             end = kev.min_end()
             if end is not None and end < INFINITY:
                 self._push(ks, end + 1)
+        else:
+            self._spent(ks, self.cti)

@@ -417,4 +417,6 @@ class SliceRun(GridCore):
                 end = kev.min_end()
                 if end is not None and end < INFINITY:
                     push(ks, end + 1)
+            else:
+                self._spent(ks, c)  # nothing left: the key goes
         return bound

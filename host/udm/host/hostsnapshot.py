@@ -171,7 +171,10 @@ class Snapshots(HostAttributes):
                 )
                 ks.wins[start] = w
                 ks.win_ends[end] = start
+            ks.order = len(self.keys)  # (saved in their order of arrival)
             self.keys[kd["key"]] = ks
+        # every key visited at the next CTI (a quiet one goes quiet again there)
+        self._active, self._quiet, self._created = dict(self.keys), [], len(self.keys)
 
 
 def udm_arguments(udm: Any) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "KeyState",
     "OutputId",
     "WindowState",
+    "arrival",
     "id_counter",
 ]
 
@@ -75,6 +76,25 @@ class KeyState:
     win_ends: SortedDict = field(default_factory=SortedDict)  # end -> start
     max_start: int = MIN_TIME
     final_upto: int = MIN_TIME  # every window ending at or before it is forgotten
+    #: the key's place in the order of arrival (CTIs visit keys in it)
+    order: int = 0
+
+    def spent(self, c: int) -> bool:
+        """Whether the key can be dropped after CTI ``c``: no live event, no
+        open window (so no output that may still be retracted), and a
+        watermark no later than the CTI. A later event of the key starts at
+        or after the CTI, so a fresh state answers it as this one would: the
+        windows this one forgot ended by the CTI, and the endpoints a
+        snapshot window keeps of retired events lie before it, where no
+        window with a member can begin. (Count windows keep the last
+        ``count - 1`` starts or ends as live events, so their keys stay: by
+        definition a later event may still form a window with them.)"""
+        return not self.wins and not self.index.by_start and self.max_start <= c
+
+
+def arrival(item: tuple[Hashable, KeyState]) -> int:
+    """The sort key of a ``(key, state)`` pair: the key's order of arrival."""
+    return item[1].order
 
 
 class Journal:
@@ -118,6 +138,11 @@ class HostAttributes:
     consistency: Consistency
     validator: StreamValidator
     keys: dict[Hashable, KeyState]
+    #: the keys a CTI visits: all but the quiet ones (see WindowKind.quiet)
+    _active: dict[Hashable, KeyState]
+    #: quiet keys by their earliest open window start: (start, order, key, state)
+    _quiet: list[tuple[int, int, Hashable, KeyState]]
+    _created: int
     cti: int
     output_cti: int
     _key_of: dict[Hashable, Hashable]

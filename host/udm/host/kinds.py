@@ -116,6 +116,15 @@ class WindowKind(Generic[S]):
         (the :class:`~udm.host.errors.OpenEventError`'s ``what``)."""
         return None
 
+    def quiet(self, index: EventIndex, cti: int) -> bool:
+        """Whether a key with these events, no open window and no start
+        after ``cti`` has nothing for a later CTI to do (no window to begin,
+        no event to retire, the same :meth:`open_from`) until an element
+        of the key arrives: the host then leaves it out of CTIs. None of
+        the kinds that retire every event such a key holds (it is dropped
+        instead)."""
+        return False
+
     def fast_path(self, **options: Any) -> GridPath | None:
         """A faster equivalent of the general path for this query, if the
         kind has one (see :class:`~udm.host.gridpath.GridPath`)."""
@@ -248,6 +257,13 @@ class _CountKind(WindowKind[C]):
                 out.append(w)
             i += 1
         return out
+
+    def quiet(self, index: EventIndex, cti: int) -> bool:
+        """The last ``count - 1`` times stay for good (see :meth:`open_from`):
+        once every event ends by the CTI (and starts by it, which the host
+        checks), a later CTI retires nothing more and :meth:`open_from`
+        stays that first time (at most the CTI)."""
+        return self.spec.count > 1 and (not index.by_end or index.by_end[-1].end <= cti)
 
     def open_from(self, index: EventIndex, cti: int) -> int:
         """The first of the last ``count - 1`` times may still open a window

@@ -112,9 +112,14 @@ class StreamValidator:
     def prune(self, force: bool = False) -> None:
         """Forget live events that end before the CTI: no valid retraction
         can reach them any more (it would violate the CTI, which the CTI
-        policy handles without the event). Amortized: runs when the live set
-        has doubled since the last prune, so long streams stay bounded;
-        ``force`` prunes now (before a snapshot, which should be small)."""
+        policy handles without the event). :meth:`check` never prunes (a
+        caller such as ``derive_cht`` reads every event of the stream from
+        :attr:`live`): a long-running caller calls this after its elements
+        (the host after each CTI it applied, a graph's source after each
+        element). Amortized: a call prunes only when the live set has
+        doubled since the last prune, and is otherwise a length test, so
+        long streams stay bounded; ``force`` prunes now (before a snapshot,
+        which should be small)."""
         if not force and len(self.live) <= 2 * self._pruned_size + 1024:
             return
         cti = self.cti
@@ -126,7 +131,7 @@ class StreamValidator:
     def check(self, element: Element) -> Element | None:
         """Check one element against the stream so far: the element to pass on
         (adjusted under ``adjust``), None when the policy drops it; raises
-        under ``raise``."""
+        under ``raise``. Events stay in :attr:`live` until :meth:`prune`."""
         position = self.position
         if isinstance(element, Insert):
             result = self._insert(element, position)
@@ -147,11 +152,24 @@ class StreamValidator:
     # -- per kind: check first, then mutate, so a raise changes nothing --
 
     def _violation(self, element: Element, position: int, sync: int) -> CtiViolationError:
+        if self.cti >= INFINITY:
+            return self._ended(element, position)
         return CtiViolationError(
             element,
             position,
             f"sync time {format_time(sync)} is before the latest CTI {format_time(self.cti)}; "
             "late elements need cti_policy='drop' or 'adjust', or an earlier CTI",
+        )
+
+    def _ended(self, element: Element, position: int) -> CtiViolationError:
+        """An element after a CTI at the end of time (a host's ``flush()``):
+        no policy or earlier CTI can admit it, so the advice is a new stream."""
+        return CtiViolationError(
+            element,
+            position,
+            "the stream has ended: a CTI at the end of time (flush()) was accepted, and "
+            "nothing can follow it; feed later elements to a new host (or restore a snapshot "
+            "taken before the flush)",
         )
 
     def _insert(self, e: Insert, position: int) -> Element | None:
@@ -312,6 +330,8 @@ class StreamValidator:
             raise InvalidElementError(c, position, _out_of_range("time", c.time))
         if c.time < self.cti:
             if self.cti_policy is CtiPolicy.RAISE:
+                if self.cti >= INFINITY:
+                    raise self._ended(c, position)
                 raise CtiViolationError(
                     c,
                     position,

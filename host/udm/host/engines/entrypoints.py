@@ -31,7 +31,10 @@ __all__ = [
 
 
 class ValidateOperator(Operator):
-    """A source's validator: its CTI policy applied before the graph."""
+    """A source's validator: its CTI policy applied before the graph. It
+    forgets the events CTIs have passed (:meth:`StreamValidator.prune`,
+    amortized, after each element), so a long-running graph's state is
+    bounded by the data between CTIs, not by the stream's length."""
 
     name = "source"
     state_fields = ("emitted", "validator")
@@ -41,15 +44,28 @@ class ValidateOperator(Operator):
         self.validator = StreamValidator(cti_policy=CtiPolicy.parse(policy))
 
     def push(self, port: int, element: PhysicalElement) -> None:
-        checked = self.validator.check(element)  # type: ignore[arg-type]
+        validator = self.validator
+        checked = validator.check(element)  # type: ignore[arg-type]
+        validator.prune()  # amortized: a length test but when the live set doubled
         if checked is not None:
             self.emit(checked)
 
     def push_batch(self, port: int, elements: Sequence[PhysicalElement]) -> None:
         check = self.validator.check
         checked = [c for c in map(check, elements) if c is not None]  # type: ignore[arg-type]
+        self.validator.prune()
         if checked:
             self.emit_batch(checked)
+
+    def get_state(self) -> dict[str, Any]:
+        """The state, the validator pruned first (``force``): a snapshot
+        holds only the events a retraction can still reach."""
+        self.validator.prune(force=True)
+        return super().get_state()
+
+    def state_size(self) -> int:
+        """The live events the validator remembers (pruned at CTIs)."""
+        return len(self.validator.live)
 
 
 class PassOperator(Operator):

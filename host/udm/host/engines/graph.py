@@ -21,6 +21,7 @@ final), so the output never retracts.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -547,8 +548,22 @@ class LiveGraph:
         self._finalizers = engine._finalizers
 
     def push(self, source: int, element: PhysicalElement) -> list[PhysicalElement]:
-        """Feed one element to source ``source``; returns the graph's output."""
-        self.entries[source].push(0, element)
+        """Feed one element to source ``source``; returns the graph's output.
+
+        ``source`` must be one of the plan's sources, ``0 .. n - 1``: a
+        negative number is refused rather than taken from the end (it would
+        feed another source without a word)."""
+        entries = self.entries
+        try:
+            number = -1 if isinstance(source, bool) else operator.index(source)
+        except TypeError:
+            number = -1
+        if not 0 <= number < len(entries):
+            raise ValueError(
+                f"no source {source!r}: this query has {len(entries)} source(s), numbered "
+                f"0 to {len(entries) - 1} as udm.host.plan.sources lists them"
+            )
+        entries[number].push(0, element)
         out = self._sink.elements
         self._sink.elements = []
         return out

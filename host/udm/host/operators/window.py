@@ -39,6 +39,8 @@ class WindowOperator(Operator):
         self.op = op
         self.keys = tuple(keys)
         self.key_values: dict[Hashable, tuple[Any, ...]] = {}
+        self._kept = 0  # keys in key_values after its last pruning (_forget_keys)
+        self._kept_slots = 0  # windows in slots after its last pruning (_forget_final)
         key_fn = self._key_fn()
         self.hosts = [
             Host(
@@ -92,6 +94,18 @@ class WindowOperator(Operator):
 
     def on_cti(self, port: int, time: int) -> None:
         self._feed(Cti(time))
+        if len(self.key_values) > 2 * self._kept + 64:  # amortized, as the validator's prune
+            self._forget_keys()
+
+    def _forget_keys(self) -> None:
+        """Forget the columns of keys no host holds any more (the hosts drop
+        a key with no live event and no open window at a CTI): a later
+        event of the key brings them again, and only inserts read them."""
+        hosts = self.hosts
+        self.key_values = {
+            k: v for k, v in self.key_values.items() if any(h.holds_key(k) for h in hosts)
+        }
+        self._kept = len(self.key_values)
 
     def _feed(self, element: Element) -> None:
         for i, host in enumerate(self.hosts):
@@ -125,7 +139,9 @@ class WindowOperator(Operator):
 
     def _combine(self, i: int, out: Element) -> None:
         if type(out) is Cti:
-            self.ctis.advance(i, out.time, self.emit)
+            low = self.ctis.advance(i, out.time, self.emit)
+            if low is not None and len(self.slots) > 2 * self._kept_slots + 64:  # amortized
+                self._forget_final(low)
             return
         live = self.live[i]
         if type(out) is Insert:
@@ -139,6 +155,20 @@ class WindowOperator(Operator):
         if out.new_end > start:
             live[out.id] = (key, start, out.new_end, payload)
             self._slot_add((key, start, out.new_end), i, payload)
+
+    def _forget_final(self, low: int) -> None:
+        """Forget the outputs (of every call) and windows that end before
+        ``low``, the output CTI of every call: no call can retract such an
+        output (the retraction's sync time would precede its CTI) or add one
+        to such a window, so they are final; without this a combined window
+        operation keeps every window it ever emitted."""
+        for live in self.live:
+            for oid in [oid for oid, (_, _, end, _) in live.items() if end < low]:
+                del live[oid]
+        for slot in [slot for slot in self.slots if slot[2] < low]:
+            del self.slots[slot]
+            self.slot_ids.pop(slot, None)
+        self._kept_slots = len(self.slots)
 
     def _slot_add(self, slot: tuple[Hashable, int, int], i: int, payload: Any) -> None:
         results = self.slots.setdefault(slot, {})
@@ -162,6 +192,9 @@ class WindowOperator(Operator):
             del self.slots[slot]
 
     def get_state(self) -> dict[str, Any]:
+        self._forget_keys()  # a snapshot should be small
+        if self.combined:
+            self._forget_final(self.ctis.output)
         return {
             "emitted": self.emitted,
             "hosts": [host.snapshot() for host in self.hosts],
@@ -182,6 +215,8 @@ class WindowOperator(Operator):
             state["key_values"],
             state["ctis"],
         )
+        self._kept = len(self.key_values)
+        self._kept_slots = len(self.slots)
         self.live, self.slots, self.slot_ids = state["live"], state["slots"], state["slot_ids"]
         self._next, self.fields = state["next"], state["fields"]
 
