@@ -62,6 +62,21 @@ def test_a_window_or_group_over_from_cht_without_events_names_any_column(spark: 
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("elements", [[], [Cti(60)]], ids=["no elements", "a CTI alone"])
+def test_a_keyed_from_events_stream_without_inserts_names_any_column(
+    spark: Any, elements: Any
+) -> None:
+    """KeyError "key columns ['k'] are not in the stream; columns:
+    ['value']": the stream knew only its scalar ``value`` column, so it was
+    not blank, though it has no events either (black-box round 15)."""
+    keyed = Stream.from_events(elements, key="k")
+    windowed = keyed.tumbling_window(5).aggregate(cnt, value="v")
+    for q in (keyed, windowed):
+        assert q.to_cht(engine="reference") == {}
+        assert q.to_cht(engine="spark") == {}
+
+
+@pytest.mark.spark
 def test_a_window_over_a_dataframe_without_the_value_column_is_still_refused(spark: Any) -> None:
     df = spark.createDataFrame([], "t long, v double")
     q = Stream.from_dataframe(df, start="t").tumbling_window(5).aggregate(cnt, value="w")

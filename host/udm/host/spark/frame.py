@@ -442,7 +442,12 @@ def from_rows(
 ) -> EventFrame:
     """An event table from in-memory rows (Arrow infers payload types);
     ``columns`` the source knows beyond the rows' (its inserts were all
-    retracted) are null columns, as the in-process engines have them."""
+    retracted) are null columns, as the in-process engines have them.
+
+    A table without rows is blank whatever columns it knows: the
+    in-process engines check a column a query names only against events,
+    so a stream without any (``from_events([Cti(5)], key="k")``, whose
+    only known column is the scalar ``value``) lacks none either."""
     records = [{S_COL: s, E_COL: e, **p} for s, e, p in rows]
     if records:
         table = arrow_table(records)  # a mixed column: a TypeError naming it
@@ -453,7 +458,7 @@ def from_rows(
             table = table.append_column(c, pa.nulls(table.num_rows))
     df = spark.createDataFrame(table)
     frame = EventFrame(df, "timestamp" if timestamps else "long")
-    frame.blank = not records and not columns
+    frame.blank = not records
     return frame
 
 
