@@ -1,6 +1,7 @@
-"""``Stream.to_stream()``'s options (black-box round 16): every option
-of docs/streaming.md's table reaches the query or is refused saying where
-it goes.
+"""``Stream.to_stream()``'s options and output types (black-box round
+16): every option of docs/streaming.md's table reaches the query or is
+refused saying where it goes, and an undeclared ``select`` UDF is refused
+when the query is built.
 
 Most tests stop at build time (no micro-batch runs); the one that runs a
 stream writes one tiny JSON file and runs it once (availableNow).
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import types as T
 
 from udm.host import TumblingWindow
 from udm.host.plan import sources
@@ -140,3 +142,27 @@ def test_to_stream_on_invalid_drop_drops_and_counts_a_malformed_row(
     assert stream_counts(log) == {"late_dropped": 0, "late_adjusted": 0, "invalid_dropped": 1}
     cht = changelog_cht(log, ["k"]).collect()
     assert [(r["k"], r["start"], r["end"], r["mean"]) for r in cht] == [("a", 0, 10 * S, 2.0)]
+
+
+# -------------------------------------------------------- output types
+
+
+def doubled(p: dict[str, Any]) -> float:
+    """A select UDF whose annotation declares its type."""
+    return float(p["v"] * 2)
+
+
+def test_an_undeclared_select_udf_is_refused_when_the_query_is_built(spark: Any) -> None:
+    """It was typed string and failed in the first micro-batch with a raw
+    Arrow error; declared ones build, with the declared types."""
+    src = Stream.from_dataframe(_rate(spark), start="timestamp")
+    with pytest.raises(TypeError) as info:
+        src.select(x=lambda p: p["v"] * 2).to_stream()
+    assert str(info.value) == (
+        "the type of select(x=...) (select x=udf <lambda>) is not declared; a streaming "
+        "query cannot infer it from data: declare it as a (udf, type) tuple, "
+        "select(x=(udf, 'double')), or annotate the function's return type"
+    )
+    declared = src.select(x=(lambda p: p["v"] * 2, "double"), y=doubled).to_stream()
+    assert declared.schema["x"].dataType == T.DoubleType()
+    assert declared.schema["y"].dataType == T.DoubleType()

@@ -43,8 +43,10 @@ from udm.host.plan import (
     GroupNode,
     JoinNode,
     PlanNode,
+    SelectNode,
     Source,
     WindowOp,
+    is_column,
     rewrite_nodes,
     rewrite_sources,
     sources,
@@ -219,6 +221,8 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
                 "not declared; a streaming query cannot infer them from data: annotate "
                 "the function's return type with a TypedDict of the columns"
             )
+        if isinstance(node, SelectNode):
+            _refuse_undeclared_udfs(node)
         for call in node.calls if isinstance(node, WindowOp) else ():
             if call_type(call) is None:
                 raise TypeError(
@@ -251,6 +255,22 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
             "returns= (e.g. 'double')"
         )
     return fields
+
+
+def _refuse_undeclared_udfs(node: SelectNode) -> None:
+    """Refuse a ``select`` UDF column without a declared type: the batch
+    engine types it from the data (pickled results, then a job), which a
+    streaming query, whose schema is fixed before any row, cannot do; over
+    no data it would be typed ``string`` and fail in the first micro-batch."""
+    for name, expr, returns in node.named:
+        if is_column(expr) or returns is not None or function_result_type(expr) is not None:
+            continue
+        raise TypeError(
+            f"the type of select({name}=...) ({node.describe().splitlines()[0]}) is not "
+            "declared; a streaming query cannot infer it from data: declare it as a "
+            f"(udf, type) tuple, select({name}=(udf, 'double')), or annotate the "
+            "function's return type"
+        )
 
 
 def _normalized(
