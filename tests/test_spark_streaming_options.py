@@ -1,15 +1,18 @@
-"""``Stream.to_stream()``'s options and output types (black-box round
-16): every option of docs/streaming.md's table reaches the query or is
-refused saying where it goes, and an undeclared ``select`` UDF is refused
-when the query is built.
+"""``Stream.to_stream()``'s options, output types and time zones
+(black-box round 16): every option of docs/streaming.md's table reaches
+the query or is refused saying where it goes, an undeclared ``select`` UDF
+is refused when the query is built, and a ``timestamp_ntz`` time column
+is its wall time in UTC whatever the session time zone, and comes out as
+``timestamp_ntz``.
 
-Most tests stop at build time (no micro-batch runs); the one that runs a
-stream writes one tiny JSON file and runs it once (availableNow).
+Most tests stop at build time (no micro-batch runs); the two that run a
+stream write one tiny JSON file and run it once (availableNow).
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +169,37 @@ def test_an_undeclared_select_udf_is_refused_when_the_query_is_built(spark: Any)
     declared = src.select(x=(lambda p: p["v"] * 2, "double"), y=doubled).to_stream()
     assert declared.schema["x"].dataType == T.DoubleType()
     assert declared.schema["y"].dataType == T.DoubleType()
+
+
+# ------------------------------------------------------------ time zones
+
+
+def test_a_timestamp_ntz_stream_is_its_wall_time_in_utc_and_stays_ntz(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Under a New York session the event at 23:30 (wall time) on Jan 1
+    went to Jan 2's window (read as 04:30Z), and start/end came out as
+    timestamp; batch gives Jan 1's window, as timestamp_ntz."""
+    rows = [("2026-01-01T23:30:00", 1.0), ("2026-01-05T12:00:00", 2.0)]
+    _write(tmp_path / "in", [{"k": "a", "ts": t, "v": v} for t, v in rows])
+    schema = "k string, ts timestamp_ntz, v double"
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        src = spark.readStream.schema(schema).json(str(tmp_path / "in"))
+        stream = Stream.from_dataframe(src, start="ts", key="k")
+        whole = stream.where(lambda p: p["v"] > 0).to_stream()  # the operator graph per key
+        assert whole.schema["start"].dataType == T.TimestampNTZType()
+        changelog = (
+            stream.tumbling_window(timedelta(days=1))
+            .aggregate("stats.mean", value="v")
+            .to_stream(advance=AdvanceTime(every_events=1))
+        )
+        assert changelog.schema["start"].dataType == T.TimestampNTZType()
+        cht = changelog_cht(_run(changelog, tmp_path), ["k"])
+        assert cht.schema["start"].dataType == T.TimestampNTZType()
+        assert [(r["start"], r["end"], r["mean"]) for r in cht.collect()] == [
+            (datetime(2026, 1, 1), datetime(2026, 1, 2), 1.0)
+        ]
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)

@@ -49,6 +49,8 @@ __all__ = [
     "from_rows",
     "map_in_arrow",
     "normalize",
+    "ntz_ticks",
+    "ntz_time",
     "output",
     "quoted",
     "show_time",
@@ -65,11 +67,25 @@ _MIN = f"{MIN_TIME}L"
 
 def show_time(col: str, kind: TimeKind, end_of_time: int = INFINITY) -> Column:
     """A ticks column as the input showed times: ticks as they are, else a
-    timestamp, null from ``end_of_time`` on (the end of time)."""
+    timestamp (``timestamp_ntz``: the wall time in UTC, whatever the session
+    time zone), null from ``end_of_time`` on (the end of time)."""
     c = F.col(col)
     if kind == "long":
         return c
-    return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(F.timestamp_micros(c))
+    shown = F.timestamp_micros(c) if kind == "timestamp" else F.expr(ntz_time(quoted(col)))
+    return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(shown)
+
+
+def ntz_ticks(sql: str) -> str:
+    """SQL: the ticks of a ``timestamp_ntz`` expression, its wall time read
+    as UTC (``unix_micros`` of a cast would read it in the session zone)."""
+    return f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {sql})"
+
+
+def ntz_time(ticks: str) -> str:
+    """SQL: a ticks expression as the ``timestamp_ntz`` of that wall time
+    in UTC (the inverse of :func:`ntz_ticks`)."""
+    return f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
 
 
 def quoted(name: str) -> str:
@@ -228,7 +244,7 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
     if isinstance(dtype, T.TimestampType):
         return f"unix_micros({c})", None, "timestamp"
     if isinstance(dtype, T.TimestampNTZType):
-        return f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {c})", None, "timestamp_ntz"
+        return ntz_ticks(c), None, "timestamp_ntz"
     if isinstance(dtype, T.DateType):
         return f"(CAST(unix_date({c}) AS BIGINT) * 86400000000L)", None, "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
@@ -504,10 +520,7 @@ def _time_sql(ticks: str, kind: TimeKind, ends: bool) -> str:
     (or a time field), the end of time is null."""
     if kind == "long":
         return ticks
-    if kind == "timestamp":
-        shown = f"timestamp_micros({ticks})"
-    else:
-        shown = f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
+    shown = f"timestamp_micros({ticks})" if kind == "timestamp" else ntz_time(ticks)
     return f"CASE WHEN {ticks} >= {_INF} THEN NULL ELSE {shown} END" if ends else shown
 
 

@@ -169,7 +169,11 @@ def stream_query(
         packed = part if packed is None else packed.unionByName(part)
     assert packed is not None
     if len(kinds) > 1:
-        raise TypeError("every source's times must be timestamps, or every source's integer ticks")
+        raise TypeError(
+            f"the sources' times are of different kinds {sorted(kinds)}: every source's "
+            "times must be timestamps, every source's timestamp_ntz, or every source's "
+            "integer ticks; convert one"
+        )
     out_schema = changelog_schema(out_fields)
     # the workers' copy of the plan: sources without their DataFrames
     # (a DataFrame cannot travel; the graph's sources are fed by the processor)
@@ -303,7 +307,7 @@ def _normalized(
     s_ticks, time_kind = time_ticks(df, src.start)
     if end is not None:
         e_ticks, e_kind = time_ticks(df, end)
-        if e_kind != time_kind:
+        if (e_kind == "long") != (time_kind == "long"):  # as batch: the start's kind shows
             raise TypeError(f"{src.start!r} and {end!r} must both be ticks or both timestamps")
     elif src.shape == "point" or input == "elements":
         e_ticks = s_ticks + F.lit(1)

@@ -224,7 +224,7 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
     s_ticks, time_kind = time_ticks(df, start)
     if end is not None:
         e_ticks, e_kind = time_ticks(df, end)
-        if e_kind != time_kind:
+        if (e_kind == "long") != (time_kind == "long"):  # as batch: the start's kind shows
             raise TypeError(f"{start!r} and {end!r} must both be ticks or both timestamps")
     elif opts.shape == "point":
         e_ticks = s_ticks + F.lit(1)

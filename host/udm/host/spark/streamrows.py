@@ -23,7 +23,7 @@ from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
 from udm.host.spark.arrowio import holds_integers
-from udm.host.spark.frame import TimeKind, quoted, show_time
+from udm.host.spark.frame import TimeKind, ntz_ticks, quoted, show_time
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.time import to_ticks
@@ -75,11 +75,14 @@ OWN_COLUMNS = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 def time_ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     """Column ``name`` as int64 ticks and the kind of time it held: a streaming
     source takes timestamps or integer ticks and the output gives the same kind
-    back."""
+    back. A ``timestamp_ntz`` is its wall time in UTC, as in batch: not cast
+    to ``timestamp``, which would read it in the session time zone."""
     dtype = df.schema[name].dataType
     c = F.col(quoted(name))
-    if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
-        return F.unix_micros(c.cast("timestamp")), "timestamp"
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_micros(c), "timestamp"
+    if isinstance(dtype, T.TimestampNTZType):
+        return F.expr(ntz_ticks(quoted(name))), "timestamp_ntz"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
         return c.cast("long"), "long"
     raise TypeError(
