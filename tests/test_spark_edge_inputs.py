@@ -168,6 +168,43 @@ def test_a_shift_out_of_the_time_range_fails_as_on_the_reference(
         q.to_cht(engine="spark")
 
 
+@pytest.mark.spark
+def test_a_join_of_events_at_the_ends_of_the_tick_range(spark: Any) -> None:
+    """Events at time's last tick [INFINITY-1, INFINITY) and from MIN_TIME:
+    the range-bucketed join built a literal past the longs (Py4JError)
+    or overflowed casting a double quotient (ARITHMETIC_OVERFLOW); an
+    open event would then have spanned 2**63 buckets (black-box round 15)."""
+    left = Stream.from_events(
+        [
+            Insert("a", INFINITY - 1, INFINITY, {"k": "x", "v": 1}),
+            Insert("m", MIN_TIME, 5, {"k": "x", "v": 2}),
+        ],
+        key="k",
+    )
+    right = Stream.from_events(
+        [
+            Insert("c", 3, INFINITY, {"k": "x", "w": 5}),
+            Insert("n", -7, -2, {"k": "x", "w": 7}),
+            Insert("b", 0, 15, {"k": "y", "w": 6}),
+        ],
+        key="k",
+    )
+    q = left.join(right)
+    expected = {
+        "x": Cht(
+            [
+                (INFINITY - 1, INFINITY, {"k": "x", "v": 1, "w": 5}),
+                (3, 5, {"k": "x", "v": 2, "w": 5}),
+                (-7, -2, {"k": "x", "v": 2, "w": 7}),
+            ]
+        )
+    }
+    assert q.to_cht(engine="reference") == expected
+    assert q.to_cht(engine="spark") == expected
+    no_pair = left.join(Stream.from_events([Insert("b", 0, 15, {"k": "y"})], key="k"))
+    assert no_pair.to_cht(engine="spark") == {}
+
+
 # ------------------------------------------------------------ mixed types
 
 
