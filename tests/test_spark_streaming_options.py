@@ -203,3 +203,41 @@ def test_a_timestamp_ntz_stream_is_its_wall_time_in_utc_and_stays_ntz(
         ]
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+# ------------------------------------------------------------ time strings
+
+JAN_1 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in ticks
+
+
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_time_strings_are_checked_as_in_batch(spark: Any, tmp_path: Path, on_invalid: str) -> None:
+    """A string time column was refused, and the documented conversion
+    (``F.to_timestamp``) silently dropped a digit below a microsecond:
+    strings are read as batch reads them, such a row an invalid row."""
+    rows = [
+        ("2026-01-01T00:00:01Z", 1.0),
+        ("2026-01-01T00:00:02.0000019Z", 9.0),  # finer than a tick
+        ("garbage", 9.0),
+        ("2026-01-01T00:00:03Z", 3.0),
+        ("2026-01-01T00:00:25Z", 5.0),
+    ]
+    _write(tmp_path / "in", [{"k": "a", "ts": t, "v": v} for t, v in rows])
+    src = spark.readStream.schema("k string, ts string, v double").json(str(tmp_path / "in"))
+    changelog = (
+        Stream.from_dataframe(src, start="ts", key="k")
+        .window(WINDOW)
+        .aggregate("stats.mean", value="v")
+        .to_stream(advance=AdvanceTime(every_events=1), on_invalid=on_invalid)
+    )
+    if on_invalid == "raise":
+        with pytest.raises(Exception, match="has sub-microsecond precision") as info:
+            _run(changelog, tmp_path)
+        assert "2026-01-01T00:00:02.0000019Z" in str(info.value)
+        return
+    log = _run(changelog, tmp_path)
+    assert stream_counts(log) == {"late_dropped": 0, "late_adjusted": 0, "invalid_dropped": 2}
+    cht = changelog_cht(log, ["k"]).selectExpr(
+        "unix_micros(start) AS s", "unix_micros(end) AS e", "mean"
+    )
+    assert [tuple(r) for r in cht.collect()] == [(JAN_1, JAN_1 + 10 * S, 2.0)]

@@ -55,6 +55,7 @@ __all__ = [
     "quoted",
     "show_time",
     "sql_string",
+    "sub_microsecond_check",
 ]
 
 TimeKind = Literal["long", "timestamp", "timestamp_ntz"]
@@ -295,7 +296,7 @@ def source_checks(source: Source) -> Checks:
     s_ticks, s_bad, kind = _ticks(start, schema[start])
     checks: list[tuple[str, str]] = [(f"{quoted(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
-        checks += [_sub_microsecond(start), (s_bad, reason_unparsable(start))]
+        checks += [sub_microsecond_check(start), (s_bad, reason_unparsable(start))]
     if kind == "long":  # -2**63 is a long but no time (to_ticks refuses it)
         checks.append((f"{s_ticks} < {_MIN}", reason_unparsable(start)))
     end = source.end
@@ -315,7 +316,7 @@ def source_checks(source: Source) -> Checks:
             checks.append((f"{quoted(end)} IS NULL", reason_no_end(end)))
             e_ticks = raw_e
         if e_bad is not None:
-            checks += [_sub_microsecond(end), (e_bad, reason_unparsable(end))]
+            checks += [sub_microsecond_check(end), (e_bad, reason_unparsable(end))]
         if e_kind == "long":
             checks.append((f"{raw_e} < {_MIN}", reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
@@ -330,7 +331,7 @@ def source_checks(source: Source) -> Checks:
     return Checks(raising, dropping, s_ticks, e_ticks, kind)
 
 
-def _sub_microsecond(name: str) -> tuple[str, str]:
+def sub_microsecond_check(name: str) -> tuple[str, str]:
     """The check of a string time column for digits below a microsecond,
     which Spark's parser would drop silently (``to_ticks`` refuses them
     in-process): a nonzero digit after the sixth of the fraction."""

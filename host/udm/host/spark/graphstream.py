@@ -70,11 +70,13 @@ from udm.host.spark.streamrows import (
     OWN_COLUMNS,
     PACKED_SCHEMA,
     SEQ_COL,
+    WHY_COL,
     changelog_schema,
     integer_fields,
     mark_state_buckets,
     pack_rows,
     stateful_changelog,
+    time_problem,
     time_ticks,
 )
 from udm.host.spark.types import function_result_type
@@ -332,4 +334,7 @@ def _normalized(
     if seq is not None:
         shipped.append(F.col(quoted(seq)).cast("long").alias(SEQ_COL))
     shipped.append(cti.alias(CTI_COL))
+    why = time_problem(df, [c for c in (src.start, end, new_end) if c is not None and c in cols])
+    if why is not None:  # string times: checked as batch checks them
+        shipped.append(why.alias(WHY_COL))
     return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind
