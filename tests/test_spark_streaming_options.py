@@ -3,9 +3,9 @@
 the query or is refused saying where it goes, an undeclared ``select`` UDF
 is refused when the query is built, and a ``timestamp_ntz`` time column
 is its wall time in UTC whatever the session time zone, and comes out as
-``timestamp_ntz``.
+``timestamp_ntz``, and time strings are checked as in batch.
 
-Most tests stop at build time (no micro-batch runs); the two that run a
+Most tests stop at build time (no micro-batch runs); those that run a
 stream write one tiny JSON file and run it once (availableNow).
 """
 
