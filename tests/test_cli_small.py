@@ -249,3 +249,19 @@ def test_piped_previews_show_struct_values_whole_on_one_line(monkeypatch: Any) -
     row = next(line for line in lines if "first_bottom" in line)
     assert '{"first_bottom": 8.0, "peak": 9.5, "second_bottom": 8.1, "breakout": 10.0' in row
     assert "W" * 40 in row  # not wrapped onto a second line
+
+
+@pytest.mark.spark
+def test_run_refuses_a_streaming_dataframe_in_one_line(spark: Any, tmp_path: Path) -> None:
+    """A query file returning a streaming DataFrame (the changelog of
+    to_stream(), or spark.readStream itself) died with a 67-line
+    traceback ending in CALL_ON_STREAMING_DATASET_UNSUPPORTED (black-box
+    round 16)."""
+    path = tmp_path / "streaming.py"
+    path.write_text("def query(spark):\n    return spark.readStream.format('rate').load()\n")
+    result = runner.invoke(app, ["run", str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert f"{path}: query 'streaming': is a streaming DataFrame (spark.readStream, or the " in text
+    assert "start_stream (docs/streaming.md)" in text and "Traceback" not in text
+    assert not (tmp_path / "out").exists()

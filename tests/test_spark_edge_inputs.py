@@ -62,6 +62,21 @@ def test_a_window_or_group_over_from_cht_without_events_names_any_column(spark: 
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("elements", [[], [Cti(60)]], ids=["no elements", "a CTI alone"])
+def test_a_keyed_from_events_stream_without_inserts_names_any_column(
+    spark: Any, elements: Any
+) -> None:
+    """KeyError "key columns ['k'] are not in the stream; columns:
+    ['value']": the stream knew only its scalar ``value`` column, so it was
+    not blank, though it has no events either (black-box round 15)."""
+    keyed = Stream.from_events(elements, key="k")
+    windowed = keyed.tumbling_window(5).aggregate(cnt, value="v")
+    for q in (keyed, windowed):
+        assert q.to_cht(engine="reference") == {}
+        assert q.to_cht(engine="spark") == {}
+
+
+@pytest.mark.spark
 def test_a_window_over_a_dataframe_without_the_value_column_is_still_refused(spark: Any) -> None:
     df = spark.createDataFrame([], "t long, v double")
     q = Stream.from_dataframe(df, start="t").tumbling_window(5).aggregate(cnt, value="w")
@@ -151,6 +166,43 @@ def test_a_shift_out_of_the_time_range_fails_as_on_the_reference(
         q.to_cht(engine="reference")
     with pytest.raises(OperatorError, match=re.escape(f"shift by {by} at ({s}, {e}): {said}")):
         q.to_cht(engine="spark")
+
+
+@pytest.mark.spark
+def test_a_join_of_events_at_the_ends_of_the_tick_range(spark: Any) -> None:
+    """Events at time's last tick [INFINITY-1, INFINITY) and from MIN_TIME:
+    the range-bucketed join built a literal past the longs (Py4JError)
+    or overflowed casting a double quotient (ARITHMETIC_OVERFLOW); an
+    open event would then have spanned 2**63 buckets (black-box round 15)."""
+    left = Stream.from_events(
+        [
+            Insert("a", INFINITY - 1, INFINITY, {"k": "x", "v": 1}),
+            Insert("m", MIN_TIME, 5, {"k": "x", "v": 2}),
+        ],
+        key="k",
+    )
+    right = Stream.from_events(
+        [
+            Insert("c", 3, INFINITY, {"k": "x", "w": 5}),
+            Insert("n", -7, -2, {"k": "x", "w": 7}),
+            Insert("b", 0, 15, {"k": "y", "w": 6}),
+        ],
+        key="k",
+    )
+    q = left.join(right)
+    expected = {
+        "x": Cht(
+            [
+                (INFINITY - 1, INFINITY, {"k": "x", "v": 1, "w": 5}),
+                (3, 5, {"k": "x", "v": 2, "w": 5}),
+                (-7, -2, {"k": "x", "v": 2, "w": 7}),
+            ]
+        )
+    }
+    assert q.to_cht(engine="reference") == expected
+    assert q.to_cht(engine="spark") == expected
+    no_pair = left.join(Stream.from_events([Insert("b", 0, 15, {"k": "y"})], key="k"))
+    assert no_pair.to_cht(engine="spark") == {}
 
 
 # ------------------------------------------------------------ mixed types

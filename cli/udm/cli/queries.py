@@ -409,6 +409,13 @@ def _output_problem(name: str, query: Any, path: Path) -> str | None:
             f"the output name {name!r} is not a folder name (it would write outside "
             "the output folder); name the query with letters, digits, - and _"
         )
+    if not is_stream(query) and getattr(query, "isStreaming", False) is True:
+        # before hasattr(query, "write"), which a streaming DataFrame raises on
+        return (
+            "is a streaming DataFrame (spark.readStream, or the changelog of to_stream()); "
+            "run writes batch results: start a streaming query in Python with "
+            "udm.host.spark.streaming.start_stream (docs/streaming.md)"
+        )
     # not hasattr: a Spark Connect DataFrame has every attribute (a column)
     if not (is_stream(query) or hasattr(query, "write")):
         return (

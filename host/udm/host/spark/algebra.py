@@ -26,11 +26,12 @@ The Spark engine (:mod:`udm.host.spark.execute`) takes them from :data:`HANDLERS
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -237,27 +238,46 @@ def _with_on(
     return out[0], out[1]
 
 
+#: at most this many buckets between the first and the last start: an
+#: event explodes into one row per bucket it spans, so an open one (or one
+#: far longer than the mean) must not span 2**63 of them
+_MAX_BUCKETS = 1 << 20
+
+
 def _bucket_width(left: DataFrame, right: DataFrame) -> tuple[int, int]:
-    """(bucket width, last bucket any event starts in) over both sides."""
+    """(bucket width, last bucket any event starts in) over both sides: the
+    mean finite duration, widened so that the starts span at most
+    :data:`_MAX_BUCKETS` buckets. Durations and spans are taken as doubles:
+    times at the ends of the tick range (``[MIN_TIME, 5)``) overflow a
+    long's difference."""
     both = left.select(S_COL, E_COL).unionByName(right.select(S_COL, E_COL))
+    s, e = F.col(S_COL).cast("double"), F.col(E_COL).cast("double")
     row = both.agg(
         F.max(S_COL).alias("last"),
         F.min(S_COL).alias("first"),
-        F.avg(F.when(F.col(E_COL) < F.lit(INFINITY), F.col(E_COL) - F.col(S_COL))).alias("mean"),
+        F.avg(F.when(F.col(E_COL) < F.lit(INFINITY), e - s)).alias("mean"),
     ).collect()[0]
-    width = max(1, int(row["mean"] or 1))
     if row["last"] is None:
-        return width, 0
+        return 1, 0
+    span = (float(row["last"]) - float(row["first"])) / _MAX_BUCKETS
+    width = min(max(1, int(row["mean"] or 1), math.ceil(span)), INFINITY)
     return width, int(row["last"]) // width
 
 
+def _floor_div(ticks: str, width: int) -> Column:
+    """SQL ``floor(ticks / width)`` in exact long arithmetic, as Python's
+    ``//``: a double quotient rounds near the ends of the tick range (past
+    the longs, failing the cast), and ``div`` truncates toward zero."""
+    w = f"{width}L"
+    return F.expr(f"(({ticks}) div {w}) - IF(({ticks}) < 0 AND pmod({ticks}, {w}) != 0, 1L, 0L)")
+
+
 def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
-    s, e = F.col(S_COL), F.col(E_COL)
-    first = F.floor(s / F.lit(width)).cast("long")
-    # the end capped past the last bucket first: an open end divided as a
-    # double would round up beyond the longs (width 1) and fail the cast
-    capped = F.least(e, F.lit((last + 1) * width))
-    upto = F.least(F.floor((capped - F.lit(1)) / F.lit(width)).cast("long"), F.lit(last))
+    """Each event once per bucket its lifetime overlaps, up to the last
+    bucket an event starts in (a pair starts at the later of the starts,
+    in a bucket both events overlap)."""
+    first = _floor_div(quoted(S_COL), width)
+    upto = F.least(_floor_div(f"{quoted(E_COL)} - 1L", width), F.lit(last))
     return df.withColumn(name, F.explode(F.sequence(first, F.greatest(first, upto))))
 
 
@@ -290,11 +310,12 @@ def _join(engine: SparkRunner, node: PlanNode) -> SparkTable:
         F.col(_RIGHT + E_COL),
     )
     start = F.greatest(ls, rs)
+    ls_sql, rs_sql = quoted(_LEFT + S_COL), quoted(_RIGHT + S_COL)
     cond = [F.col("__udm_lb") == F.col("__udm_rb")]
     cond += [F.col(_LEFT + k).eqNullSafe(F.col(_RIGHT + k)) for k in on]
     joined = ldf.join(rdf, on=cond, how="inner").where(
         (start < F.least(le, re))
-        & (F.floor(start / F.lit(width)).cast("long") == F.col("__udm_lb"))
+        & (_floor_div(f"greatest({ls_sql}, {rs_sql})", width) == F.col("__udm_lb"))
     )
     payloads = _pair_payloads(node, left, right, lcols, rcols)
     if node.where is not None:

@@ -49,10 +49,13 @@ __all__ = [
     "from_rows",
     "map_in_arrow",
     "normalize",
+    "ntz_ticks",
+    "ntz_time",
     "output",
     "quoted",
     "show_time",
     "sql_string",
+    "sub_microsecond_check",
 ]
 
 TimeKind = Literal["long", "timestamp", "timestamp_ntz"]
@@ -65,11 +68,25 @@ _MIN = f"{MIN_TIME}L"
 
 def show_time(col: str, kind: TimeKind, end_of_time: int = INFINITY) -> Column:
     """A ticks column as the input showed times: ticks as they are, else a
-    timestamp, null from ``end_of_time`` on (the end of time)."""
+    timestamp (``timestamp_ntz``: the wall time in UTC, whatever the session
+    time zone), null from ``end_of_time`` on (the end of time)."""
     c = F.col(col)
     if kind == "long":
         return c
-    return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(F.timestamp_micros(c))
+    shown = F.timestamp_micros(c) if kind == "timestamp" else F.expr(ntz_time(quoted(col)))
+    return F.when(c >= F.lit(end_of_time), F.lit(None)).otherwise(shown)
+
+
+def ntz_ticks(sql: str) -> str:
+    """SQL: the ticks of a ``timestamp_ntz`` expression, its wall time read
+    as UTC (``unix_micros`` of a cast would read it in the session zone)."""
+    return f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {sql})"
+
+
+def ntz_time(ticks: str) -> str:
+    """SQL: a ticks expression as the ``timestamp_ntz`` of that wall time
+    in UTC (the inverse of :func:`ntz_ticks`)."""
+    return f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
 
 
 def quoted(name: str) -> str:
@@ -228,7 +245,7 @@ def _ticks(name: str, dtype: T.DataType) -> tuple[str, str | None, TimeKind]:
     if isinstance(dtype, T.TimestampType):
         return f"unix_micros({c})", None, "timestamp"
     if isinstance(dtype, T.TimestampNTZType):
-        return f"timestampdiff(MICROSECOND, {_EPOCH_NTZ}, {c})", None, "timestamp_ntz"
+        return ntz_ticks(c), None, "timestamp_ntz"
     if isinstance(dtype, T.DateType):
         return f"(CAST(unix_date({c}) AS BIGINT) * 86400000000L)", None, "timestamp"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
@@ -279,7 +296,7 @@ def source_checks(source: Source) -> Checks:
     s_ticks, s_bad, kind = _ticks(start, schema[start])
     checks: list[tuple[str, str]] = [(f"{quoted(start)} IS NULL", reason_null(start))]
     if s_bad is not None:
-        checks += [_sub_microsecond(start), (s_bad, reason_unparsable(start))]
+        checks += [sub_microsecond_check(start), (s_bad, reason_unparsable(start))]
     if kind == "long":  # -2**63 is a long but no time (to_ticks refuses it)
         checks.append((f"{s_ticks} < {_MIN}", reason_unparsable(start)))
     end = source.end
@@ -299,7 +316,7 @@ def source_checks(source: Source) -> Checks:
             checks.append((f"{quoted(end)} IS NULL", reason_no_end(end)))
             e_ticks = raw_e
         if e_bad is not None:
-            checks += [_sub_microsecond(end), (e_bad, reason_unparsable(end))]
+            checks += [sub_microsecond_check(end), (e_bad, reason_unparsable(end))]
         if e_kind == "long":
             checks.append((f"{raw_e} < {_MIN}", reason_unparsable(end)))
         checks.append((f"{e_ticks} <= {s_ticks}", reason_order(start, end)))
@@ -314,7 +331,7 @@ def source_checks(source: Source) -> Checks:
     return Checks(raising, dropping, s_ticks, e_ticks, kind)
 
 
-def _sub_microsecond(name: str) -> tuple[str, str]:
+def sub_microsecond_check(name: str) -> tuple[str, str]:
     """The check of a string time column for digits below a microsecond,
     which Spark's parser would drop silently (``to_ticks`` refuses them
     in-process): a nonzero digit after the sixth of the fraction."""
@@ -442,7 +459,12 @@ def from_rows(
 ) -> EventFrame:
     """An event table from in-memory rows (Arrow infers payload types);
     ``columns`` the source knows beyond the rows' (its inserts were all
-    retracted) are null columns, as the in-process engines have them."""
+    retracted) are null columns, as the in-process engines have them.
+
+    A table without rows is blank whatever columns it knows: the
+    in-process engines check a column a query names only against events,
+    so a stream without any (``from_events([Cti(5)], key="k")``, whose
+    only known column is the scalar ``value``) lacks none either."""
     records = [{S_COL: s, E_COL: e, **p} for s, e, p in rows]
     if records:
         table = arrow_table(records)  # a mixed column: a TypeError naming it
@@ -453,7 +475,7 @@ def from_rows(
             table = table.append_column(c, pa.nulls(table.num_rows))
     df = spark.createDataFrame(table)
     frame = EventFrame(df, "timestamp" if timestamps else "long")
-    frame.blank = not records and not columns
+    frame.blank = not records
     return frame
 
 
@@ -499,10 +521,7 @@ def _time_sql(ticks: str, kind: TimeKind, ends: bool) -> str:
     (or a time field), the end of time is null."""
     if kind == "long":
         return ticks
-    if kind == "timestamp":
-        shown = f"timestamp_micros({ticks})"
-    else:
-        shown = f"timestampadd(MICROSECOND, {ticks}, {_EPOCH_NTZ})"
+    shown = f"timestamp_micros({ticks})" if kind == "timestamp" else ntz_time(ticks)
     return f"CASE WHEN {ticks} >= {_INF} THEN NULL ELSE {shown} END" if ends else shown
 
 

@@ -35,6 +35,7 @@ from udm.host.spark.streamrows import (
     ROWS_COL,
     S_COL,
     SEQ_COL,
+    WHY_COL,
     python_id,
     row_problem,
     show_row,
@@ -251,7 +252,13 @@ class GraphProcessor(BucketProcessor):
             return Cti(s)
         ident = row.get(ID_COL)
         reason = row_problem(
-            kind, s, e, row.get(NE_COL), self.shapes[src], not self.events and ident is None
+            kind,
+            s,
+            e,
+            row.get(NE_COL),
+            self.shapes[src],
+            not self.events and ident is None,
+            row.get(WHY_COL),
         )
         if reason is None and kind not in ("insert", "retract"):
             reason = f"row kind {kind!r} is not insert, retract or cti"

@@ -43,8 +43,10 @@ from udm.host.plan import (
     GroupNode,
     JoinNode,
     PlanNode,
+    SelectNode,
     Source,
     WindowOp,
+    is_column,
     rewrite_nodes,
     rewrite_sources,
     sources,
@@ -68,11 +70,13 @@ from udm.host.spark.streamrows import (
     OWN_COLUMNS,
     PACKED_SCHEMA,
     SEQ_COL,
+    WHY_COL,
     changelog_schema,
     integer_fields,
     mark_state_buckets,
     pack_rows,
     stateful_changelog,
+    time_problem,
     time_ticks,
 )
 from udm.host.spark.types import function_result_type
@@ -167,7 +171,11 @@ def stream_query(
         packed = part if packed is None else packed.unionByName(part)
     assert packed is not None
     if len(kinds) > 1:
-        raise TypeError("every source's times must be timestamps, or every source's integer ticks")
+        raise TypeError(
+            f"the sources' times are of different kinds {sorted(kinds)}: every source's "
+            "times must be timestamps, every source's timestamp_ntz, or every source's "
+            "integer ticks; convert one"
+        )
     out_schema = changelog_schema(out_fields)
     # the workers' copy of the plan: sources without their DataFrames
     # (a DataFrame cannot travel; the graph's sources are fed by the processor)
@@ -219,6 +227,8 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
                 "not declared; a streaming query cannot infer them from data: annotate "
                 "the function's return type with a TypedDict of the columns"
             )
+        if isinstance(node, SelectNode):
+            _refuse_undeclared_udfs(node)
         for call in node.calls if isinstance(node, WindowOp) else ():
             if call_type(call) is None:
                 raise TypeError(
@@ -253,6 +263,22 @@ def _output_fields(plan: PlanNode, spark: Any, payloads: list[list[str]]) -> lis
     return fields
 
 
+def _refuse_undeclared_udfs(node: SelectNode) -> None:
+    """Refuse a ``select`` UDF column without a declared type: the batch
+    engine types it from the data (pickled results, then a job), which a
+    streaming query, whose schema is fixed before any row, cannot do; over
+    no data it would be typed ``string`` and fail in the first micro-batch."""
+    for name, expr, returns in node.named:
+        if is_column(expr) or returns is not None or function_result_type(expr) is not None:
+            continue
+        raise TypeError(
+            f"the type of select({name}=...) ({node.describe().splitlines()[0]}) is not "
+            "declared; a streaming query cannot infer it from data: declare it as a "
+            f"(udf, type) tuple, select({name}=(udf, 'double')), or annotate the "
+            "function's return type"
+        )
+
+
 def _normalized(
     src: Source,
     index: int,
@@ -283,7 +309,7 @@ def _normalized(
     s_ticks, time_kind = time_ticks(df, src.start)
     if end is not None:
         e_ticks, e_kind = time_ticks(df, end)
-        if e_kind != time_kind:
+        if (e_kind == "long") != (time_kind == "long"):  # as batch: the start's kind shows
             raise TypeError(f"{src.start!r} and {end!r} must both be ticks or both timestamps")
     elif src.shape == "point" or input == "elements":
         e_ticks = s_ticks + F.lit(1)
@@ -308,4 +334,7 @@ def _normalized(
     if seq is not None:
         shipped.append(F.col(quoted(seq)).cast("long").alias(SEQ_COL))
     shipped.append(cti.alias(CTI_COL))
+    why = time_problem(df, [c for c in (src.start, end, new_end) if c is not None and c in cols])
+    if why is not None:  # string times: checked as batch checks them
+        shipped.append(why.alias(WHY_COL))
     return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind

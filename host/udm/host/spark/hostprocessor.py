@@ -39,6 +39,7 @@ from udm.host.spark.streamrows import (
     NE_COL,
     S_COL,
     SEQ_COL,
+    WHY_COL,
     python_id,
     row_problem,
     show_row,
@@ -272,6 +273,8 @@ class HostProcessor(BucketProcessor):
         start_col, end_col = table.column(S_COL), table.column(E_COL)
         if start_col.null_count or (end_col.null_count and self.shape != "edge"):
             return None
+        if WHY_COL in table.column_names and table.column(WHY_COL).null_count < n:
+            return None  # a time string is no valid time
         starts = start_col.to_numpy()
         ends = end_col.fill_null(INFINITY).to_numpy()
         if bool((ends <= starts).any()):
@@ -370,6 +373,7 @@ class HostProcessor(BucketProcessor):
         if wm is not None and wm > host.cti:
             element(Cti(wm))
         kinds, starts, ends, ids = cols[KIND_COL], cols[S_COL], cols[E_COL], cols[ID_COL]
+        whys = cols.get(WHY_COL)  # shipped only for string times
 
         def shown(i: int) -> str:
             return show_row({c: v[i] for c, v in cols.items()}, self.input_names)
@@ -382,7 +386,8 @@ class HostProcessor(BucketProcessor):
                 continue
             # an event stream's rows have no ids; an element stream's need one
             no_id = ids_given and ids[i] is None
-            reason = row_problem(kind, s, e, cols[NE_COL][i], self.shape, no_id)
+            why = whys[i] if whys is not None else None
+            reason = row_problem(kind, s, e, cols[NE_COL][i], self.shape, no_id, why)
             if reason:
                 if self.on_invalid == "drop":
                     invalid += 1

@@ -65,12 +65,14 @@ from udm.host.spark.streamrows import (
     PACKED_SCHEMA,
     S_COL,
     SEQ_COL,
+    WHY_COL,
     changelog_schema,
     integer_fields,
     mark_state_buckets,
     pack_rows,
     state_buckets_of,
     stateful_changelog,
+    time_problem,
     time_ticks,
 )
 from udm.host.windows import WindowSpec
@@ -224,7 +226,7 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
     s_ticks, time_kind = time_ticks(df, start)
     if end is not None:
         e_ticks, e_kind = time_ticks(df, end)
-        if e_kind != time_kind:
+        if (e_kind == "long") != (time_kind == "long"):  # as batch: the start's kind shows
             raise TypeError(f"{start!r} and {end!r} must both be ticks or both timestamps")
     elif opts.shape == "point":
         e_ticks = s_ticks + F.lit(1)
@@ -269,6 +271,9 @@ def _shipped_rows(df: DataFrame, opts: StreamOptions) -> tuple[DataFrame, list[s
         # would make the earlier-starting events of the same batch late
         shipped.append(F.col(quoted(opts.seq)).cast("long").alias(SEQ_COL))
     shipped.append(F.when(is_cti & no_key, F.timestamp_micros(s_ticks)).alias(CTI_COL))
+    why = time_problem(df, [c for c in (start, end, opts.new_end) if c is not None and c in cols])
+    if why is not None:  # string times: checked as batch checks them
+        shipped.append(why.alias(WHY_COL))
     return df.select(*shipped, *[F.col(quoted(c)) for c in payload]), payload, time_kind
 
 

@@ -8,16 +8,52 @@ query runs its operator graph per key
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pyspark.sql import DataFrame
 
-from udm.host.plan import GroupNode, WindowOp, linear_chain, sources
+from udm.host.plan import GroupNode, PlanNode, WindowOp, linear_chain, rewrite_sources, sources
 from udm.host.spark.graphstream import stream_query
 from udm.host.spark.streaming import stream_changelog
 from udm.host.time import INFINITY
 
 __all__ = ["StreamingEngine"]
+
+#: options of ``stream_changelog`` that a query already carries, and where
+#: it carries them: ``to_stream`` refuses them, saying so, rather than fail
+#: with "got multiple values" (or override the query's own, or be ignored)
+QUERY_OPTIONS = {
+    "key": "from_dataframe(key=...) or group_apply(...)",
+    "value": "aggregate(udm, value=...)",
+    "start": "from_dataframe(start=...)",
+    "end": "from_dataframe(end=...)",
+    "shape": "from_dataframe(shape=...)",
+    "input_clipping": "aggregate(..., input_clipping=...) or apply(...)",
+    "output_policy": "aggregate(..., output_policy=...) or apply(...)",
+    "returns": "aggregate(..., returns=...) or apply(...)",
+    "name": "aggregate(..., alias=...) or apply(...)",
+}
+
+
+def streamed_plan(plan: PlanNode, options: dict[str, Any]) -> PlanNode:
+    """The plan ``to_stream`` runs: ``options`` the query already carries
+    (:data:`QUERY_OPTIONS`) refused, and ``on_invalid`` (taken out of
+    ``options``), when given, made every source's. It then means the same
+    for a single window operation and a whole query, whose sources each
+    check their own rows: it replaces ``from_dataframe(on_invalid=...)``."""
+    for name, where in QUERY_OPTIONS.items():
+        if name in options:
+            raise TypeError(
+                f"to_stream({name}=...): the query itself says this, as in batch: "
+                f"give it to {where}"
+            )
+    if "on_invalid" not in options:
+        return plan
+    on_invalid = options.pop("on_invalid")
+    if on_invalid not in ("raise", "drop"):
+        raise ValueError(f"on_invalid={on_invalid!r}: use 'raise' or 'drop'")
+    return rewrite_sources(plan, lambda src: dataclasses.replace(src, on_invalid=on_invalid))
 
 
 class StreamingEngine:
@@ -48,9 +84,12 @@ class StreamingEngine:
         runs as its operator graph per key
         (:func:`udm.host.spark.graphstream.stream_query`: ``input``,
         ``advance``, ``cti_policy``, ``seq``, ``consistency`` as
-        :meth:`udm.host.query.Stream.with_consistency`, ``state_buckets``)."""
-        chain = linear_chain(stream.plan)
-        for src in sources(stream.plan):
+        :meth:`udm.host.query.Stream.with_consistency`, ``state_buckets``).
+        ``on_invalid`` applies to every source, in place of
+        ``from_dataframe``'s."""
+        plan = streamed_plan(stream.plan, options)
+        chain = linear_chain(plan)
+        for src in sources(plan):
             if src.df is None or not src.df.isStreaming:
                 raise ValueError("to_stream() needs streaming DataFrame sources (spark.readStream)")
         ops = [] if chain is None else [n for n in chain[1] if not isinstance(n, GroupNode)]
@@ -61,8 +100,8 @@ class StreamingEngine:
             or options.get("consistency", "speculative") not in ("speculative", "conservative")
         ):
             # a whole query: its operator graph per key (udm.host.spark.graphstream)
-            return stream_query(stream.plan, **options)
-        src = stream.source
+            return stream_query(plan, **options)
+        src = sources(plan)[0]
         op = ops[0]
         if op.emit_empty:
             raise ValueError(
@@ -79,7 +118,7 @@ class StreamingEngine:
             src.df,
             op.window,
             call.udm,
-            key=list(stream.keys) or None,
+            key=list(plan.keys()) or None,
             value=call.value,
             start=src.start,
             end=src.end,

@@ -22,8 +22,16 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
+from udm.host.rows import reason_unparsable
 from udm.host.spark.arrowio import holds_integers
-from udm.host.spark.frame import TimeKind, quoted, show_time
+from udm.host.spark.frame import (
+    TimeKind,
+    ntz_ticks,
+    quoted,
+    show_time,
+    sql_string,
+    sub_microsecond_check,
+)
 from udm.host.spark.session import share_driver_python
 from udm.host.spark.types import arrow_schema
 from udm.host.time import to_ticks
@@ -42,6 +50,7 @@ __all__ = [
     "ROWS_COL",
     "SEQ_COL",
     "S_COL",
+    "WHY_COL",
     "changelog_schema",
     "early_broadcast",
     "integer_fields",
@@ -53,6 +62,7 @@ __all__ = [
     "state_buckets_of",
     "stateful_changelog",
     "stats_row",
+    "time_problem",
     "time_ticks",
     "unpack_rows",
 ]
@@ -65,6 +75,8 @@ NE_COL = "udm__ne"
 SEQ_COL = "udm__seq"
 CTI_COL = "udm__cti"
 GROUP_COL = "udm__group"
+#: why a row's time strings are no valid time (shipped only for string times)
+WHY_COL = "udm__why"
 ROWS_COL = "udm__rows"
 #: the counts a ``stats`` row of the changelog carries
 COUNT_COLUMNS = ("late_dropped", "late_adjusted", "invalid_dropped")
@@ -75,17 +87,43 @@ OWN_COLUMNS = ("kind", "seq", "id", "start", "end", "new_end", *COUNT_COLUMNS)
 def time_ticks(df: DataFrame, name: str) -> tuple[Column, TimeKind]:
     """Column ``name`` as int64 ticks and the kind of time it held: a streaming
     source takes timestamps or integer ticks and the output gives the same kind
-    back."""
+    back. A ``timestamp_ntz`` is its wall time in UTC, as in batch: not cast
+    to ``timestamp``, which would read it in the session time zone."""
     dtype = df.schema[name].dataType
     c = F.col(quoted(name))
-    if isinstance(dtype, T.TimestampType | T.TimestampNTZType):
-        return F.unix_micros(c.cast("timestamp")), "timestamp"
+    if isinstance(dtype, T.TimestampType):
+        return F.unix_micros(c), "timestamp"
+    if isinstance(dtype, T.TimestampNTZType):
+        return F.expr(ntz_ticks(quoted(name))), "timestamp_ntz"
     if isinstance(dtype, T.ByteType | T.ShortType | T.IntegerType | T.LongType):
         return c.cast("long"), "long"
+    if isinstance(dtype, T.StringType):  # checked by time_problem, as batch checks them
+        return F.expr(f"unix_micros(try_to_timestamp({quoted(name)}))"), "timestamp"
     raise TypeError(
-        f"column {name!r} has type {dtype.simpleString()}; streaming times must be timestamps "
-        "or integer ticks"
+        f"column {name!r} has type {dtype.simpleString()}; streaming times must be timestamps, "
+        "integer ticks or ISO 8601 strings"
     )
+
+
+def time_problem(df: DataFrame, names: list[str]) -> Column | None:
+    """Why a row's string time columns among ``names`` are no valid time
+    (null when they are), as batch says it: unparsable, or finer than a
+    microsecond, which Spark's parser (and ``F.to_timestamp``) would drop
+    silently; None when no column is a string (nothing to ship)."""
+    whens = []
+    for name in dict.fromkeys(names):
+        if not isinstance(df.schema[name].dataType, T.StringType):
+            continue
+        c = quoted(name)
+        finer, reason = sub_microsecond_check(name)
+        # the text itself: the row an error shows has the time as ticks
+        text = f"{sql_string(f': {name!r} = ')}, {c}"
+        whens.append(f"WHEN {finer} THEN concat({sql_string(reason)}, {text})")
+        bad = f"{c} IS NOT NULL AND try_to_timestamp({c}) IS NULL"
+        whens.append(f"WHEN {bad} THEN concat({sql_string(reason_unparsable(name))}, {text})")
+    if not whens:
+        return None
+    return F.expr(f"CASE {' '.join(whens)} ELSE CAST(NULL AS STRING) END")
 
 
 #: the earliest broadcast CTI a Spark watermark carries: watermarks count
@@ -204,10 +242,19 @@ def python_id(v: Any) -> Any:
 
 
 def row_problem(
-    kind: str, s: int | None, e: int | None, ne: int | None, shape: str, no_id: bool = False
+    kind: str,
+    s: int | None,
+    e: int | None,
+    ne: int | None,
+    shape: str,
+    no_id: bool = False,
+    why: str | None = None,
 ) -> str | None:
     """Why an input row is invalid, or None (``no_id``: an element row
-    whose id is null)."""
+    whose id is null; ``why``: its time strings' problem, see
+    :func:`time_problem`, first: an unparsable start is null too)."""
+    if why is not None:
+        return why
     if s is None:
         return "null start"
     if kind in ("insert", "retract") and no_id:
