@@ -31,7 +31,7 @@ from udm.host import (
     output_cht,
     output_cht_by_key,
 )
-from udm.host.gridcore import LINGER
+from udm.host.griddue import LINGER
 from udm.host.stream import Element
 from udm.sdk import IncrementalAggregate, IncrementalOperator, aggregate, operator
 

@@ -346,11 +346,11 @@ def test_a_batch_leaves_the_collector_running_and_the_callers_frozen_objects_fro
     froze stay frozen (then nothing is promoted)."""
     import gc
 
-    from udm.host import engine
+    from udm.host import gcpause
 
     stream: list[Element] = [Insert(i, i, i + 1, {"k": i % 3, "v": 1.0}) for i in range(50)]
     assert gc.isenabled()
-    monkeypatch.setattr(engine, "PROMOTE_AT", 0)  # (50 events make few objects)
+    monkeypatch.setattr(gcpause, "PROMOTE_AT", 0)  # (50 events make few objects)
     Host(TumblingWindow(4), Mean, key="k", value="v").process_many(stream)
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0
@@ -378,7 +378,7 @@ def test_promoted_objects_get_a_full_collection_once_they_outnumber_the_tracked_
     import gc
     import weakref
 
-    from udm.host import engine
+    from udm.host import gcpause
 
     class Node:
         pass
@@ -399,11 +399,11 @@ def test_promoted_objects_get_a_full_collection_once_they_outnumber_the_tracked_
 
     stream: list[Element] = [Insert(i, i, i + 1, {"k": 0, "v": 1.0}) for i in range(50)]
     gc.collect()
-    monkeypatch.setattr(engine, "PROMOTE_AT", 0)
-    monkeypatch.setattr(engine, "_promoted", 0)
+    monkeypatch.setattr(gcpause, "PROMOTE_AT", 0)
+    monkeypatch.setattr(gcpause, "_promoted", 0)
     Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
     assert Cyclic.made and all(ref() is not None for ref in Cyclic.made)  # promoted
-    monkeypatch.setattr(engine, "_promoted", 10**12)  # as if they outnumbered all
+    monkeypatch.setattr(gcpause, "_promoted", 10**12)  # as if they outnumbered all
     Host(TumblingWindow(4), Cyclic, key="k", value="v").process_many(stream)
     assert all(ref() is None for ref in Cyclic.made)
 

@@ -25,7 +25,7 @@ from udm.host import (
     evaluate_by_key,
     output_cht_by_key,
 )
-from udm.host.gridcore import LINGER
+from udm.host.griddue import LINGER
 from udm.host.gridslicerun import direct
 from udm.host.stream import Element
 from udm.sdk import Aggregate, aggregate, operator

@@ -1,5 +1,5 @@
 """The operator graph fed from outside and saved between elements
-(:class:`udm.host.engines.graph.LiveGraph`, what a streaming query runs per
+(:class:`udm.host.engines.livegraph.LiveGraph`, what a streaming query runs per
 key): a graph restored from its snapshot after every element emits exactly
 what one kept alive emits, and both converge to the reference CHT."""
 
@@ -15,7 +15,7 @@ from test_operators import keyed_stream, queries
 
 from udm.host import INFINITY, Cti, Insert
 from udm.host.cht import derive_cht
-from udm.host.engines.graph import LiveGraph
+from udm.host.engines.livegraph import LiveGraph
 from udm.host.plan import sources
 from udm.host.query import Stream
 

@@ -1,4 +1,4 @@
-"""A long-running operator graph (:class:`udm.host.engines.graph.LiveGraph`,
+"""A long-running operator graph (:class:`udm.host.engines.livegraph.LiveGraph`,
 what a streaming query runs per key) holds what its CTIs leave open, not
 the stream (issue bb17 B2): its sources prune their validators (amortized,
 and before a snapshot), the window operator forgets keys its hosts dropped
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from udm.host import INFINITY, Cti, Host, Insert, Retract, StreamValidator, TumblingWindow
-from udm.host.engines.graph import LiveGraph
+from udm.host.engines.livegraph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.operators.window import WindowOperator
 from udm.host.query import Stream

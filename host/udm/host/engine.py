@@ -17,7 +17,6 @@ its state.
 from __future__ import annotations
 
 import gc
-import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from typing import Any
 
 from udm.host.cht import Cht
 from udm.host.errors import InvalidElementError
-from udm.host.gcpause import gc_paused
+from udm.host.gcpause import gc_paused, promote_young
 from udm.host.general import GeneralPath
 from udm.host.gridcolumns import COLUMN_CHUNK, COLUMN_CHUNK_MAX, MIN_COLUMN_RUN
 from udm.host.gridpath import DONE, GridPath
@@ -49,6 +48,15 @@ from udm.sdk.base import Udm
 from udm.sdk.events import IntervalEvent
 
 __all__ = ["Consistency", "Host", "OutputId", "output_cht", "output_cht_by_key"]
+
+#: calls of the columnar loop in a row that apply nothing before the rest
+#: of a run goes one element at a time: each failed call costs a pass over
+#: its chunk, so a run whose checks fail throughout is given up soon; but
+#: a single element the loop leaves (a key dropped at the last CTI whose
+#: first event is at the CTI's time, which the element loop places) can
+#: fail a call on its own, and two such elements in a row are common
+#: where keys come and go
+GIVE_UP = 3
 
 
 class Host(GeneralPath, Snapshots):
@@ -324,7 +332,8 @@ class Host(GeneralPath, Snapshots):
         path's columnar loop
         (:meth:`~udm.host.gridcolumns.GridColumns.run_columns`); an element
         the loop leaves alone through :meth:`_elements`, then the loop again
-        (twice in a row nothing applied: the rest of the run one by one);
+        (:data:`GIVE_UP` times in a row nothing applied: the rest of the run one
+        by one);
         the element after the run alone."""
         fast = self._fast
         assert fast is not None
@@ -345,7 +354,7 @@ class Host(GeneralPath, Snapshots):
         # chunks grow while whole ones apply, shrink after an element left
         chunk = COLUMN_CHUNK
         for stop in chain(others, (n,)):
-            stuck = False
+            misses = 0  # calls in a row that applied nothing
             while stop - pos >= MIN_COLUMN_RUN:
                 upto = min(stop, pos + chunk)
                 fast.current = None
@@ -354,13 +363,13 @@ class Host(GeneralPath, Snapshots):
                 b.position += applied
                 pos += applied
                 if pos == upto:
-                    stuck = False
+                    misses = 0
                     chunk = min(2 * chunk, COLUMN_CHUNK_MAX)
                     continue
                 chunk = COLUMN_CHUNK
-                if stuck and not applied:
+                misses = 0 if applied else misses + 1
+                if misses == GIVE_UP:
                     break  # the run's checks fail: the element loop takes the rest
-                stuck = not applied
                 self._elements(iter(elements[pos : pos + 1]), b)  # the one it left
                 pos += 1
             if pos < stop:
@@ -553,43 +562,7 @@ def _batch() -> Iterator[_Batch]:
             raise
         finally:
             if collecting:
-                _promote_young()
-
-
-#: objects :func:`_promote_young` moved to the oldest generation since it
-#: last ran a full collection
-_promoted = 0
-#: fewer young objects than this are left to the collector (a young
-#: collection of them costs about a millisecond)
-PROMOTE_AT = 10_000
-
-
-def _promote_young() -> None:
-    """Move the objects the batch allocated (and every other young one)
-    to the collector's oldest generation, without scanning them, before it
-    runs again: its next young collection would otherwise traverse every
-    object allocated and kept during the pause (the outputs, the window
-    states, the validator's records), a fifth of a million-event batch's
-    time, and move them only one generation up. ``freeze`` then
-    ``unfreeze`` is that move (two list splices); skipped for a few young
-    objects, and when the caller has frozen objects (``unfreeze`` would
-    release them). Objects moved so do not count towards the collector's
-    own trigger for full collections, so once the moved objects outnumber
-    the allocated memory blocks (``sys.getallocatedblocks``, more than the
-    tracked objects) a full collection runs here: a reference cycle a UDM
-    makes during batches is collected by then (a long stream of batches
-    stays bounded)."""
-    global _promoted
-    young = gc.get_count()[0]
-    # (get_freeze_count walks the frozen objects: asked only for a batch)
-    if young < PROMOTE_AT or gc.get_freeze_count():
-        return
-    gc.freeze()
-    gc.unfreeze()
-    _promoted += young
-    if _promoted > sys.getallocatedblocks():
-        _promoted = 0
-        gc.collect()
+                promote_young()
 
 
 def output_cht(outputs: Iterable[Element]) -> Cht:

@@ -28,7 +28,8 @@ from heapq import heappush
 from operator import is_
 from typing import Any
 
-from udm.host.gridcore import LINGER, GridCore
+from udm.host.gridcore import GridCore
+from udm.host.griddue import LINGER
 from udm.host.gridslices import KeyEvents
 from udm.host.gridstate import DONE, NEVER, GridKey, forget_retired
 from udm.host.hoststate import OutputId, id_counter

@@ -1,7 +1,7 @@
 """Versioned pickles: the one layout both snapshot kinds are saved in.
 
 A host snapshot (:mod:`udm.host.hostsnapshot`) and an operator-graph
-snapshot (:class:`udm.host.engines.graph.LiveGraph`) are a pickled dict
+snapshot (:class:`udm.host.engines.livegraph.LiveGraph`) are a pickled dict
 tagged with a format name and a layout version, so a blob of the wrong
 kind, or from a udm whose layout differs, is refused with a message
 rather than half-restored.

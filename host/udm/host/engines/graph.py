@@ -21,8 +21,8 @@ final), so the output never retracts.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from udm.host import plan as logical
@@ -70,13 +70,24 @@ from udm.host.rows import (
 )
 from udm.host.stream import ExternalCti, Insert
 from udm.host.time import INFINITY
-from udm.host.versioned import dump_versioned, load_versioned
 
-__all__ = ["GRAPH_SNAPSHOT_VERSION", "RUN_LIMIT", "HostEngine", "LiveGraph", "register_handler"]
+__all__ = ["RUN_LIMIT", "HostEngine", "register_handler"]
 
 #: the most elements a source hands the graph at once (a run also ends at
 #: each CTI): bounds what a run holds when a source has few CTIs
 RUN_LIMIT = 4096
+
+
+@dataclass(frozen=True)
+class LiveParts:
+    """A graph compiled for feeding from outside: its output, its sources'
+    entry points (in :func:`udm.host.plan.sources` order), every operator
+    (entries first: the snapshot's order) and its Finalizes (their drops)."""
+
+    sink: Collector
+    entries: list[ValidateOperator]
+    operators: list[Operator]
+    finalizers: list[FinalizeOperator]
 
 
 class HostEngine:
@@ -128,6 +139,15 @@ class HostEngine:
         sink = Collector()
         self.compile(plan).connect(sink)
         return plan, sink
+
+    def compile_live(self, plan: PlanNode, cti_policy: str) -> LiveParts:
+        """``plan``'s graph with its sources as entry points fed from
+        outside (:class:`~udm.host.engines.livegraph.LiveGraph`), each
+        validated under ``cti_policy``, rather than feeds this engine drains."""
+        self._live_policy = cti_policy
+        _, sink = self._compile_plan(plan)
+        entries = [self._entries[id(src)] for src in sources(plan)]
+        return LiveParts(sink, entries, [*entries, *self._ops.values()], self._finalizers)
 
     def _run(self, plan: PlanNode) -> tuple[PlanNode, list[PhysicalElement]]:
         plan = self._leveled(plan)
@@ -521,88 +541,6 @@ _HANDLERS: dict[type[PlanNode], Callable[[HostEngine, PlanNode], Operator]] = {
     logical.JoinNode: HostEngine._join,
     logical.AntiJoinNode: HostEngine._anti_join,
 }
-
-
-#: what a :meth:`LiveGraph.snapshot` holds, and the version of its layout
-GRAPH_SNAPSHOT_FORMAT = "udm-operator-graph"
-GRAPH_SNAPSHOT_VERSION = 1
-
-
-class LiveGraph:
-    """A plan compiled once into its operator graph and fed from outside,
-    element by element, source by source; its state saves to bytes and
-    restores into a graph compiled from the same plan.
-
-    A streaming query runs one per key (``udm.host.spark.graphstream``):
-    each micro-batch restores the key's graph, feeds its rows and saves it
-    again. Sources are numbered as :func:`udm.host.plan.sources` lists
-    them; each enters through a validator with ``cti_policy`` (late
-    elements dropped or adjusted are counted in :attr:`late`)."""
-
-    def __init__(self, plan: PlanNode, consistency: Any = None, cti_policy: str = "raise") -> None:
-        engine = HostEngine(consistency=consistency)
-        engine._live_policy = cti_policy
-        self.plan, self._sink = engine._compile_plan(plan)
-        self.entries = [engine._entries[id(src)] for src in sources(plan)]
-        self._ops: list[Operator] = [*self.entries, *engine._ops.values()]
-        self._finalizers = engine._finalizers
-
-    def push(self, source: int, element: PhysicalElement) -> list[PhysicalElement]:
-        """Feed one element to source ``source``; returns the graph's output.
-
-        ``source`` must be one of the plan's sources, ``0 .. n - 1``: a
-        negative number is refused rather than taken from the end (it would
-        feed another source without a word)."""
-        entries = self.entries
-        try:
-            number = -1 if isinstance(source, bool) else operator.index(source)
-        except TypeError:
-            number = -1
-        if not 0 <= number < len(entries):
-            raise ValueError(
-                f"no source {source!r}: this query has {len(entries)} source(s), numbered "
-                f"0 to {len(entries) - 1} as udm.host.plan.sources lists them"
-            )
-        entries[number].push(0, element)
-        out = self._sink.elements
-        self._sink.elements = []
-        return out
-
-    @property
-    def late(self) -> tuple[int, int]:
-        """Elements (dropped, adjusted) so far: by the sources' CTI policy,
-        and late inputs a bounded Finalize dropped."""
-        dropped = sum(e.validator.stats.dropped for e in self.entries)
-        dropped += sum(f.dropped for f in self._finalizers)
-        return dropped, sum(e.validator.stats.adjusted for e in self.entries)
-
-    @property
-    def cti(self) -> int:
-        """The least CTI the sources have seen (time every input has reached)."""
-        return min(e.validator.cti for e in self.entries)
-
-    def snapshot(self) -> bytes:
-        """Every operator's state, pickled with a format version."""
-        operators = [(op.name, op.get_state()) for op in self._ops]
-        return dump_versioned(
-            GRAPH_SNAPSHOT_FORMAT, GRAPH_SNAPSHOT_VERSION, {"operators": operators}
-        )
-
-    def restore(self, blob: bytes) -> None:
-        """Load a :meth:`snapshot` of a graph compiled from the same plan."""
-        data = load_versioned(
-            blob, GRAPH_SNAPSHOT_FORMAT, GRAPH_SNAPSHOT_VERSION, "operator-graph snapshot"
-        )
-        saved = data["operators"]
-        names = [op.name for op in self._ops]
-        if [name for name, _ in saved] != names:
-            raise ValueError(
-                "this snapshot was taken from another query: its operators are "
-                f"{[name for name, _ in saved]}, this query's are {names}; restart the "
-                "streaming query with a new checkpoint"
-            )
-        for op, (_, state) in zip(self._ops, saved, strict=True):
-            op.set_state(state)
 
 
 def register_handler(

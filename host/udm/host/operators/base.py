@@ -153,7 +153,7 @@ class Operator:
     def get_state(self) -> dict[str, Any]:
         """The operator's state as plain, picklable data (a streaming
         query saves it between micro-batches; see
-        :class:`udm.host.engines.graph.LiveGraph`)."""
+        :class:`udm.host.engines.livegraph.LiveGraph`)."""
         return {f: getattr(self, f) for f in self.state_fields}
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -3,7 +3,7 @@
 One :class:`GraphProcessor` serves a bucket of keys in
 ``transformWithStateInPandas`` (see :mod:`udm.host.spark.graphstream`,
 which builds the query): it restores a key's
-:class:`~udm.host.engines.graph.LiveGraph` from the bucket's one state
+:class:`~udm.host.engines.livegraph.LiveGraph` from the bucket's one state
 value, feeds it the key's rows of the micro-batch source by source (and
 the watermark, every source's CTI), and writes its output as changelog
 rows.
@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
-from udm.host.engines.graph import LiveGraph
+from udm.host.engines.livegraph import LiveGraph
 from udm.host.errors import CtiViolationError
 from udm.host.plan import PlanNode
 from udm.host.spark.advance import CtiGenerator

@@ -4,7 +4,7 @@
 group_apply, union, join and left_anti_join, lifetime changes, align and
 finalize, window operations with one or several UDMs, chains of them) over
 one or several streaming DataFrames as one
-:class:`~udm.host.engines.graph.LiveGraph` per key, inside the same
+:class:`~udm.host.engines.livegraph.LiveGraph` per key, inside the same
 ``transformWithStateInPandas`` processor machinery as
 :mod:`udm.host.spark.streaming`: every source's rows are tagged with the
 source's number, hashed by the key into buckets, packed, unioned and
@@ -36,7 +36,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from udm.host.engines.graph import LiveGraph
+from udm.host.engines.livegraph import LiveGraph
 from udm.host.plan import (
     AntiJoinNode,
     FinalizeNode,
