@@ -193,6 +193,7 @@ WINDOWS = st.sampled_from(
     parts=st.integers(1, 3),
     watermark=st.sampled_from([INFINITY, 30]),
     runs=st.sampled_from([partialfold.RUNS, 2]),
+    block=st.sampled_from([panes.FOLD_BLOCK, 1, 4]),
 )
 @example(  # two partitions' states of one window, a state per chunk of 2 runs
     rows=[("a", 0, 1, 1.0), ("a", 1, 2, 2.0), ("b", 2, 3, 3.0), ("a", 7, 8, 4.0)],
@@ -200,22 +201,35 @@ WINDOWS = st.sampled_from(
     parts=2,
     watermark=INFINITY,
     runs=2,
+    block=4,
+)
+@example(  # a partition folded in blocks of one batch (3 rows): 4 blocks
+    rows=[("a", t, t + 1, float(t)) for t in range(10)] + [("b", 3, 9, 1.0)],
+    window=HoppingWindow(6, 6),
+    parts=1,
+    watermark=INFINITY,
+    runs=2,
+    block=1,
 )
 def test_segment_fold_equals_the_reference(
-    rows: list[Any], window: HoppingWindow, parts: int, watermark: int, runs: int
+    rows: list[Any], window: HoppingWindow, parts: int, watermark: int, runs: int, block: int
 ) -> None:
     """Points and intervals, tumbling, gapped and hopping windows, a
-    watermark, chunks of runs: the reference's CHT per key. Where every
-    event is in one state (a point, or an interval inside one tumbling
-    window) ``add_segments`` folds it, never ``add_many``."""
+    watermark, chunks of runs, a partition folded in blocks of batches
+    (each block's states merged like another partition's): the
+    reference's CHT per key. Where every event is in one state (a point,
+    or an interval inside one tumbling window) ``add_segments`` folds it,
+    never ``add_many``."""
     udms: list[Any] = [SumCount, Extremes]
     op = _op(udms, window, watermark)
     SumCount.calls.clear()
     old, partialfold.RUNS = partialfold.RUNS, runs
+    old_block, panes.FOLD_BLOCK = panes.FOLD_BLOCK, block
     try:
         out = _run(op, rows, parts)
     finally:
         partialfold.RUNS = old
+        panes.FOLD_BLOCK = old_block
     for i, udm in enumerate(udms):
         assert by_key(out, f"__udm_r{i}") == reference(rows, window, udm, watermark=watermark)
     k_lo, k_hi = window.index_range(
@@ -229,6 +243,18 @@ def test_segment_fold_equals_the_reference(
     if one_state:
         assert SumCount.calls["add_many"] == 0
         assert (SumCount.calls["add_segments"] > 0) == bool(out)
+
+
+def test_blocks_group_batches_by_events_without_splitting_one() -> None:
+    """A fold block ends at the first batch reaching the bound; the last
+    holds the rest; every batch is in exactly one block, in order."""
+    sizes = [3, 3, 1, 5, 2, 2]
+    batches = [pa.record_batch({"n": list(range(k))}) for k in sizes]
+    got = [[b.num_rows for b in block] for block in panes.blocks(iter(batches), 4)]
+    assert got == [[3, 3], [1, 5], [2, 2]]
+    assert [[b.num_rows for b in g] for g in panes.blocks(iter(batches), 100)] == [sizes]
+    assert [[b.num_rows for b in g] for g in panes.blocks(iter(batches[:3]), 1)] == [[3], [3], [1]]
+    assert list(panes.blocks(iter([]), 4)) == []
 
 
 def test_segment_fold_is_exact_and_vectorized() -> None:
@@ -495,3 +521,42 @@ def test_a_spark_query_folds_partial_states_by_segments(spark: Any) -> None:
     events = Cht(IntervalEvent(s, s + 1, {"k": k, "v": v}) for k, s, v in rows)
     want = evaluate_by_key(events, "k", TumblingWindow(10), SumCount, value="v")
     assert got == {k: v for k, v in want.items() if len(v)}
+
+
+@pytest.mark.spark
+def test_partial_states_fold_one_task_per_core_in_blocks(spark: Any) -> None:
+    """More input partitions (5) than cores (2): the fold joins them into
+    one task per core (a coalesce, no shuffle) and reads blocks of at most
+    ``FOLD_BLOCK`` events (here 2), and as many merge tasks as cores; the
+    results are the reference's (hand-checked sums: integral values)."""
+    from udm.host import TumblingWindow
+    from udm.host.query import Stream
+    from udm.host.spark.session import task_slots
+
+    rows = [("a", t, float(t)) for t in range(0, 30, 2)] + [("b", t, 1.0) for t in range(5, 25, 5)]
+    df = spark.createDataFrame(rows, "k string, ts long, v double").repartition(5)
+    old, panes.FOLD_BLOCK = panes.FOLD_BLOCK, 2
+    try:
+        out = (
+            Stream.from_dataframe(df, start="ts", key="k")
+            .window(TumblingWindow(10))
+            .aggregate(SumCount, value="v", partial=True)
+            .to_dataframe()
+        )
+    finally:
+        panes.FOLD_BLOCK = old
+    slots = task_slots(spark)
+    assert slots == spark.sparkContext.defaultParallelism == 2
+    plan = out._jdf.queryExecution().optimizedPlan().toString()
+    assert "Repartition 2, false" in plan  # the fold's coalesce to one task per core
+    assert out.rdd.getNumPartitions() == 2  # the merge's tasks
+    got = sorted((r[2], r[0], r[1], r[3]) for r in out.collect())
+    # a: 0+2+4+6+8 = 20 over 5, 10..18: 70 over 5, 20..28: 120 over 5; b: 1.0 each
+    assert got == [
+        ("a", 0, 10, 4.0),
+        ("a", 10, 20, 14.0),
+        ("a", 20, 30, 24.0),
+        ("b", 0, 10, 1.0),
+        ("b", 10, 20, 1.0),
+        ("b", 20, 30, 1.0),
+    ]

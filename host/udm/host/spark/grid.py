@@ -52,6 +52,7 @@ from udm.host.spark.members import (
     sliced_windows,
 )
 from udm.host.spark.panes import fold_fn, merge_fn
+from udm.host.spark.session import task_slots
 from udm.host.spark.windows import hopping_range
 from udm.host.strategy import use_partial
 from udm.host.windows import HoppingWindow
@@ -97,11 +98,23 @@ def grid_results(job: WindowJob, points: bool = False) -> DataFrame:
                 T.StructField(STATE, T.BinaryType(), False),
             ]
         )
+        slots = task_slots(source.sparkSession)
+        if slots is not None:
+            # one fold task per core (input partitions joined, no shuffle;
+            # fewer partitions are left as they are): a partition's
+            # states are one per (key, window or pane) it holds, so fewer,
+            # larger partitions make fewer states to build, pickle, shuffle
+            # and merge (on 2 cores, 4 partitions of 1,000 keys: half the
+            # UDA calls); the fold reads at most FOLD_BLOCK events at once
+            source = source.coalesce(slots)
         states = map_in_arrow(source, fold_fn(op, list(keys), needed), schema, columns)
         # df[name] is one call into the JVM, F.col(name) thirteen
         part = [*[states[quoted(k)] for k in keys], states[BUCKET_COL]]
+        # as many merge tasks as cores: the states are small, and Spark's
+        # adaptive plan would otherwise merge them all in one task
+        by_window = states.repartition(slots, *part) if slots else states.repartition(*part)
         return map_in_arrow(
-            states.repartition(*part),
+            by_window,
             merge_fn(op, list(keys), job.pa_schema),
             out_schema,
             schema.fieldNames(),

@@ -48,7 +48,7 @@ from udm.host.time import INFINITY
 from udm.host.windows import HoppingWindow
 from udm.sdk.events import IntervalEvent, WindowDescriptor
 
-__all__ = ["fold_fn", "merge_fn"]
+__all__ = ["FOLD_BLOCK", "blocks", "fold_fn", "merge_fn"]
 
 
 def fold_events(
@@ -79,6 +79,30 @@ def fold_events(
     return out
 
 
+#: events of a partition folded at once into partial states: bounds a fold
+#: task's memory (its input partitions are joined, one task per core:
+#: :func:`udm.host.spark.grid.grid_results`) to about what one input
+#: partition of Spark's default 128 MB splits held before; a larger
+#: partition's further blocks add states of their own, merged like another
+#: partition's
+FOLD_BLOCK = 1 << 22
+
+
+def blocks(batches: Iterator[pa.RecordBatch], events: int) -> Iterator[Iterator[pa.RecordBatch]]:
+    """``batches`` in consecutive groups of at least ``events`` rows each
+    (the last of fewer), a batch never split."""
+    group: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        group.append(batch)
+        rows += batch.num_rows
+        if rows >= events:
+            yield iter(group)
+            group, rows = [], 0
+    if group:
+        yield iter(group)
+
+
 def fold_fn(
     op: WindowOp, keys: list[str], payload: list[str]
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -92,6 +116,7 @@ def fold_fn(
     panes = uses_panes(op)
     p = w.pane
     n_bucket = spark_evaluate.BUCKET  # as planned on the driver
+    block_events = FOLD_BLOCK  # as planned on the driver (tests set it)
     udms: list[Any] = [c.udm for c in op.calls]
     sensitive = [u.time_sensitive for u in udms]
     n_udms = len(udms)
@@ -99,6 +124,10 @@ def fold_fn(
     by_sort = folds_by_sort(op)
 
     def fold(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for block in blocks(batches, block_events):
+            yield from fold_block(block)
+
+    def fold_block(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         events = grid_events(batches, w, watermark)
         if events is None:
             return

@@ -17,6 +17,7 @@ import functools
 import os
 import shlex
 import sys
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,6 +37,7 @@ __all__ = [
     "local_session",
     "session",
     "share_driver_python",
+    "task_slots",
 ]
 
 #: settings every session udm creates gets (a user's ``conf`` wins): times
@@ -179,6 +181,31 @@ def share_driver_python(spark: SparkSession) -> None:
     merged = list(dict.fromkeys([*have, *_code_dirs(tuple(sys.path), os.getcwd())]))
     if merged != have:
         sc.environment["PYTHONPATH"] = os.pathsep.join(merged)
+
+
+#: per SparkContext, its default parallelism, 0 under dynamic allocation
+#: (read once: a few py4j round trips)
+_SLOTS: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
+
+
+def task_slots(spark: SparkSession) -> int | None:
+    """How many tasks a classic session runs at once (Spark's default
+    parallelism: the cores of a local master, of the executors on a
+    cluster), read once per context; None when that is not known for the
+    whole job: under Spark Connect, where no ``sparkContext`` exists, and
+    with dynamic allocation, where the executors running when a query is
+    planned may be a few of those that will run it. A stage with fewer,
+    larger tasks than this leaves cores idle; one with more runs in waves."""
+    if is_connect(spark):
+        return None
+    try:
+        sc = spark.sparkContext
+    except Exception:
+        return None
+    if sc not in _SLOTS:
+        dynamic = sc.getConf().get("spark.dynamicAllocation.enabled", "false")
+        _SLOTS[sc] = 0 if dynamic.strip().lower() == "true" else max(1, int(sc.defaultParallelism))
+    return _SLOTS[sc] or None
 
 
 @functools.lru_cache(maxsize=8)
