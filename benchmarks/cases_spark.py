@@ -4,7 +4,7 @@ and against pandas UDFs, and partial aggregation on hopping windows.
 One case, ``spark.batch``, runs every contender in one local Spark session
 (2 cores) over the same cached DataFrame: 1M point events, 1,000 keys, one
 event per millisecond. Every contender is run once to warm up, then all are
-timed round-robin ``REPEATS`` times (the best is kept) with the ``noop``
+timed round-robin ``REPEATS`` times (the order rotating each round) (the best is kept) with the ``noop``
 sink, which computes every row and column and writes nothing.
 """
 
@@ -26,7 +26,9 @@ from udm.sdk import IncrementalAggregate, aggregate
 HERE = Path(__file__).resolve().parent
 EVENTS = 1_000_000
 KEYS = 1_000
-REPEATS = 3
+REPEATS = 5
+#: runs per contender of ``spark.hopping_layouts``
+LAYOUT_REPEATS = 6
 TUMBLING = timedelta(seconds=60)
 HOP_SIZE, HOP = timedelta(seconds=60), timedelta(seconds=6)  # size / hop = 10
 
@@ -110,13 +112,16 @@ def _events(spark: Any) -> Any:
 
 
 def _time_all(
-    builds: dict[str, Callable[[], Any]], cpu: dict[str, float] | None = None
+    builds: dict[str, Callable[[], Any]],
+    cpu: dict[str, float] | None = None,
+    repeats: int = REPEATS,
 ) -> dict[str, float]:
-    """Best of REPEATS timed runs per contender, after one warm-up run of
+    """Best of ``repeats`` timed runs per contender, after one warm-up run of
     every contender; the timed runs go round-robin, so JIT warm-up and
     machine noise are shared alike. Each run plans anew. ``cpu``: filled
     with each contender's least CPU seconds of this process, its JVM and
-    its Python workers (``/proc``; what a loaded machine does not inflate)."""
+    its Python workers (``/proc``; what a loaded machine does not inflate).
+    The round-robin order rotates from one round to the next."""
     from udm.cli.timings import tree_cpu
 
     def run(build: Callable[[], Any]) -> tuple[float, float]:
@@ -128,8 +133,12 @@ def _time_all(
         run(build)
     best = dict.fromkeys(builds, float("inf"))
     least = dict.fromkeys(builds, float("inf"))
-    for _ in range(REPEATS):
-        for name, build in builds.items():
+    names = list(builds)
+    for r in range(repeats):
+        # the order rotates each round: a contender does not always follow
+        # the same one (whose garbage and caches it would inherit)
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            build = builds[name]
             wall, used = run(build)
             best[name] = min(best[name], wall)
             least[name] = min(least[name], used)
@@ -442,6 +451,9 @@ def hopping_layouts() -> dict[str, Any]:
                 "chosen": lambda: query(None).to_dataframe(),
             },
             cpu[layout],
+            # the chosen plan is one of the forced two: best of more runs,
+            # since two runs of one plan differ by up to 15% in one session
+            LAYOUT_REPEATS,
         )
         df.unpersist()
     spark.stop()
