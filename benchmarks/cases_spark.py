@@ -4,8 +4,9 @@ and against pandas UDFs, and partial aggregation on hopping windows.
 One case, ``spark.batch``, runs every contender in one local Spark session
 (2 cores) over the same cached DataFrame: 1M point events, 1,000 keys, one
 event per millisecond. Every contender is run once to warm up, then all are
-timed round-robin ``REPEATS`` times (the order rotating each round) (the best is kept) with the ``noop``
-sink, which computes every row and column and writes nothing.
+timed round-robin ``REPEATS`` times, the order rotating each round (the best
+is kept), with the ``noop`` sink, which computes every row and column and
+writes nothing.
 """
 
 from __future__ import annotations
