@@ -111,3 +111,43 @@ def test_the_bound_on_windows_an_open_event_joins_at_once(
     assert taken.to_cht(engine="reference") == Cht([(0, 5, 1), (5, 10, 1), (50, 55, 1)])
     with pytest.raises(OpenEventError, match="would join 11 windows at once"):
         query(55).to_cht(engine="host")
+
+
+FAR = 10**15
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("window", ["tumbling", "hopping"])
+@pytest.mark.parametrize("udm", ["aggregate", "time-sensitive", "operator"])
+@pytest.mark.parametrize("level", [None, "strong"])
+def test_a_retraction_to_the_end_of_time_after_a_far_start_is_refused_at_once(
+    window: str, udm: str, level: str | None
+) -> None:
+    """The same event made open by a retraction, not inserted open (black-box
+    round 18, B1): the host engine refuses it as the reference does."""
+    elements = [
+        Insert("b", FAR, FAR + 1, 2),
+        Insert("a", 3, 10, 1),
+        Retract("a", 3, 10, INFINITY, 1),
+    ]
+    query = _query(elements, window, udm, level)
+    with pytest.raises(OpenEventError, match="never ends"):
+        query.to_cht(engine="reference")
+    with pytest.raises(OpenEventError, match="never ends"):
+        query.to_cht(engine="host")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fast_path", [True, False])
+@pytest.mark.parametrize("start", [3, -(2**63) + 10])
+def test_the_host_refuses_a_retraction_to_the_end_of_time_after_a_far_start(
+    fast_path: bool, start: int
+) -> None:
+    elements = [
+        Insert("b", start + FAR, start + FAR + 1, 2),
+        Insert("a", start, start + 7, 1),
+        Retract("a", start, start + 7, INFINITY, 1),
+    ]
+    host = Host(TumblingWindow(5), count, fast_path=fast_path)
+    with pytest.raises(OpenEventError, match="never ends"):
+        host.process_many(elements)

@@ -119,6 +119,8 @@ class GeneralPath(OutputCtis):
         new = None if r.new_end == old.start else replace(old, end=r.new_end)
         if new is not None and new.end == old.end:
             return
+        if new is not None:  # extended to the end of time: as an open insert
+            self.kind.refuse_open(new.start, new.end, max(self.cti, ks.max_start))
         if new is None:
             journal.key_of.append((r.id, True, key))
             del self._key_of[r.id]

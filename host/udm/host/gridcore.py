@@ -320,6 +320,9 @@ class GridCore(DueKeys):
             self._remove(ks, new_hi + 1, old_hi, value)
             changed = (new_hi + 1, old_hi)
         else:
+            # a retraction to the end of time after a start far ahead: refused
+            # as the same event inserted open is
+            self._refuse_open([start, new_end], old_hi + 1, new_hi)
             self._add(ks, old_hi + 1, new_hi, value)
             changed = (old_hi + 1, new_hi)
         if new_end == start:
