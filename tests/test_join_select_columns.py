@@ -133,3 +133,44 @@ def test_a_select_joins_retracted_rows_name_no_columns(engine: str) -> None:
     by_key: Any = a.union(a.join(j)).to_cht(engine=engine)
     assert by_key == {"x": Cht([(1, 5, {"k": "x", "v": 1})])}
     assert [list(e.payload) for e in by_key["x"]] == [["k", "v"]]
+
+
+def _uneven() -> tuple[Stream, Stream]:
+    """A source whose rows have different columns (``v`` in one, ``u`` in
+    another), and one with ``v`` (black-box round 18, B2 and B3)."""
+    c = Stream.from_cht([(0, 20, {"k": "x", "v": 5}), (0, 20, {"k": "y", "u": 7})], key="k")
+    a = Stream.from_cht([(0, 10, {"k": "y", "v": 2})], key="k")
+    return a, c
+
+
+UNEVEN_EXPECTED = {
+    "a.join(c)": {"y": Cht([(0, 10, {"k": "y", "v_left": 2, "v_right": None, "u": 7})])},
+    "c.join(a)": {"y": Cht([(0, 10, {"k": "y", "v_left": None, "u": 7, "v_right": 2})])},
+    "c": {
+        "x": Cht([(0, 20, {"k": "x", "v": 5, "u": None})]),
+        "y": Cht([(0, 20, {"k": "y", "v": None, "u": 7})]),
+    },
+}
+
+
+def _uneven_queries() -> dict[str, Stream]:
+    a, c = _uneven()
+    return {"a.join(c)": a.join(c), "c.join(a)": c.join(a), "c": c}
+
+
+def _exactly(got: Any) -> Any:
+    """Each row's payload as (column, value) pairs in order: suffixes and
+    nulls compared exactly, not by ``Cht``'s equality."""
+    return {k: [list(e.payload.items()) for e in cht] for k, cht in got.items()}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_join_of_rows_with_different_columns_names_them_per_stream(engine: str) -> None:
+    for name, query in _uneven_queries().items():
+        assert _exactly(query.to_cht(engine=engine)) == _exactly(UNEVEN_EXPECTED[name]), name
+
+
+@pytest.mark.spark
+def test_spark_keeps_every_column_of_rows_with_different_columns(spark: Any) -> None:
+    for name, query in _uneven_queries().items():
+        assert _exactly(query.to_cht(engine="spark")) == _exactly(UNEVEN_EXPECTED[name]), name

@@ -470,9 +470,18 @@ class HostEngine:
 
         preset = (self._preset or {}).get(id(node))  # the columns a first run found (_run)
         padding = dict.fromkeys(preset or ())
+        # each side's columns, when known: a row lacking one of its stream's
+        # columns (in-memory rows may) has it null, so that a name both
+        # streams have is suffixed in every row, as in the reference's tables
+        sides = (self._columns.get(id(node.left)), self._columns.get(id(node.right)))
+        lc, rc = sides
 
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
+                if lc is not None and len(lp) < len(lc):
+                    lp = {c: lp.get(c) for c in lc}
+                if rc is not None and len(rp) < len(rc):
+                    rp = {c: rp.get(c) for c in rc}
                 return join_payload(lp, rp, on, suffixes)
             out = {**{k: lp[k] for k in on}, **dict(select(see_left(lp), see_right(rp)))}
             return {**padding, **out} if padding else out  # a column a row lacks is null

@@ -25,11 +25,15 @@ _UNCONVERTIBLE = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 
 
 def arrow_table(records: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """``pa.Table.from_pylist(records)``, or a ``TypeError`` naming the
-    column whose values Arrow cannot hold in one type (see
-    :func:`mixed_column`)."""
+    """The records as a table with every column any of them has (in order
+    of first appearance; null where a record lacks it, as the in-process
+    engines' tables have it), or a ``TypeError`` naming the column whose
+    values Arrow cannot hold in one type (see :func:`mixed_column`).
+    ``pa.Table.from_pylist`` alone takes the first record's keys as the
+    columns and silently drops the others."""
+    columns = list(dict.fromkeys(c for r in records for c in r))
     try:
-        return pa.Table.from_pylist(list(records))
+        return pa.Table.from_pydict({c: [r.get(c) for r in records] for c in columns})
     except _UNCONVERTIBLE as exc:
         raise mixed_column(records, exc) from None
 
