@@ -326,3 +326,19 @@ def test_nan_keys_are_one_group_on_spark(spark: Any) -> None:
     output was split per row (snapshot windows into three NaN groups)."""
     for name, q in _nan_queries().items():
         assert _same(_by_nan(q.to_cht(engine="spark")), NAN_EXPECTED[name]), name
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("elements", list(NO_LIVE_EVENTS.values()), ids=list(NO_LIVE_EVENTS))
+def test_a_union_with_a_keyed_from_events_stream_without_events(
+    spark: Any, elements: Any
+) -> None:
+    """The empty scalar stream's ``value`` column (there for a window over
+    it) is no column of a union with a stream of dict rows (black-box round
+    18, B4)."""
+    a = Stream.from_cht([(0, 10, {"k": "y", "v": 2})], key="k")
+    empty = Stream.from_events(elements, key="k")
+    for q in (empty.union(a), a.union(empty)):
+        for engine in ("reference", "spark"):
+            got: Any = q.to_cht(engine=engine)
+            assert [list(e.payload.items()) for e in got["y"]] == [[("k", "y"), ("v", 2)]]

@@ -74,13 +74,31 @@ def _union(engine: SparkRunner, node: PlanNode) -> SparkTable:
             f"the streams' times are of different kinds {sorted(kinds)}; convert one "
             "(timestamps or ticks) before the union",
         )
-    columns = list(dict.fromkeys(c for t in tables for c in t.frame.columns))
-    check_union_columns([t.frame.df for t in tables], columns)  # before Spark coerces them
-    df: DataFrame = tables[0].frame.df
-    for t in tables[1:]:
-        df = df.unionByName(t.frame.df, allowMissingColumns=True)
-    frame = EventFrame(df, tables[0].frame.time, all(t.frame.points for t in tables))
     scalar = all(t.scalar for t in tables)
+    # a scalar part without events (``from_events([], key=...)``) has the
+    # scalar column only so that a window over it can read one: no column
+    # of the union's, as on the in-process engines
+    placeholder = [
+        not scalar and t.scalar and t.frame.blank and SCALAR_COL in t.frame.columns
+        for t in tables
+    ]
+    parts = [
+        t.frame.df.drop(SCALAR_COL) if drop else t.frame.df
+        for t, drop in zip(tables, placeholder, strict=True)
+    ]
+    columns = list(
+        dict.fromkeys(
+            c
+            for t, drop in zip(tables, placeholder, strict=True)
+            for c in t.frame.columns
+            if not (drop and c == SCALAR_COL)
+        )
+    )
+    check_union_columns(parts, columns)  # before Spark coerces them
+    df: DataFrame = parts[0]
+    for part in parts[1:]:
+        df = df.unionByName(part, allowMissingColumns=True)
+    frame = EventFrame(df, tables[0].frame.time, all(t.frame.points for t in tables))
     layout = Layout(SCALAR_COL, ()) if scalar else _dict_layout(frame.columns)
     return SparkTable(frame, keys.pop(), layout, scalar)
 
