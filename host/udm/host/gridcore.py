@@ -286,7 +286,7 @@ class GridCore(DueKeys):
         is_long = hi > begun
         if is_long:
             hi = begun
-        self._refuse_open(record, lo, hi)
+        self._refuse_open(start, end, lo, hi)
         self._add(ks, lo, hi, value)
         if not self.conservative:
             emitted = ks.emitted_k
@@ -322,7 +322,7 @@ class GridCore(DueKeys):
         else:
             # a retraction to the end of time after a start far ahead: refused
             # as the same event inserted open is
-            self._refuse_open([start, new_end], old_hi + 1, new_hi)
+            self._refuse_open(start, new_end, old_hi + 1, new_hi)
             self._add(ks, old_hi + 1, new_hi, value)
             changed = (old_hi + 1, new_hi)
         if new_end == start:
@@ -356,7 +356,7 @@ class GridCore(DueKeys):
             if k_to >= k_from:
                 for ident, record in list(ks.long.items()):
                     lo, hi = self._k_range(record[0], record[1])
-                    self._refuse_open(record, max(lo, k_from), min(hi, k_to))
+                    self._refuse_open(record[0], record[1], max(lo, k_from), min(hi, k_to))
                     self._add(ks, max(lo, k_from), min(hi, k_to), record[2])
                     if hi <= k_to:
                         del ks.long[ident]

@@ -97,10 +97,10 @@ class OperatorWindows:
             events=events,
         )
 
-    def _refuse_open(self, record: list[Any], lo: int, hi: int) -> None:
-        """:func:`~udm.host.gridstate.refuse_open` for the event ``record``
-        joining windows ``lo`` to ``hi``."""
-        refuse_open(self.window, record[0], record[1], hi - lo + 1)
+    def _refuse_open(self, start: int, end: int, lo: int, hi: int) -> None:
+        """:func:`~udm.host.gridstate.refuse_open` for the event ``[start,
+        end)`` joining windows ``lo`` to ``hi``."""
+        refuse_open(self.window, start, end, hi - lo + 1)
 
     def withdraw(self, out: list[Element], mark: int) -> None:
         """Delete the outputs ``out[mark:]`` a failing element made and give

@@ -473,8 +473,7 @@ class HostEngine:
         # each side's columns, when known: a row lacking one of its stream's
         # columns (in-memory rows may) has it null, so that a name both
         # streams have is suffixed in every row, as in the reference's tables
-        sides = (self._columns.get(id(node.left)), self._columns.get(id(node.right)))
-        lc, rc = sides
+        lc, rc = self._columns.get(id(node.left)), self._columns.get(id(node.right))
 
         def combine(lp: Mapping[str, Any], rp: Mapping[str, Any]) -> Any:
             if select is None:
@@ -498,11 +497,10 @@ class HostEngine:
             self._select_out[id(node)] = out
         self.compile(node.left).connect(join, 0)
         self.compile(node.right).connect(join, 1)
-        columns = self._columns.get(id(node.left)), self._columns.get(id(node.right))
         joined = None
-        if select is None and columns[0] is not None and columns[1] is not None:
+        if select is None and lc is not None and rc is not None:
             # known: a name made twice is refused before running; a union fills them
-            joined = joined_columns(columns[0], columns[1], on, suffixes, name)
+            joined = joined_columns(lc, rc, on, suffixes, name)
         self._scalar[id(node)] = False
         self._columns[id(node)] = preset if select is not None else joined
         return join
