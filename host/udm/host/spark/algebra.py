@@ -47,6 +47,7 @@ from udm.host.spark.session import share_driver_python
 from udm.host.spark.table import SparkRunner, SparkTable
 from udm.host.spark.types import function_result_type
 from udm.host.time import INFINITY, MIN_TIME
+from udm.host.windowspec import IndexBound
 
 __all__ = ["HANDLERS"]
 
@@ -284,10 +285,10 @@ def _bucket_width(left: DataFrame, right: DataFrame) -> tuple[int, int]:
 
 def _floor_div(ticks: str, width: int) -> Column:
     """SQL ``floor(ticks / width)`` in exact long arithmetic, as Python's
-    ``//``: a double quotient rounds near the ends of the tick range (past
-    the longs, failing the cast), and ``div`` truncates toward zero."""
-    w = f"{width}L"
-    return F.expr(f"(({ticks}) div {w}) - IF(({ticks}) < 0 AND pmod({ticks}, {w}) != 0, 1L, 0L)")
+    ``//`` (a double quotient rounds near the ends of the tick range, past
+    the longs, failing the cast): the grid's own exact floor division
+    (:meth:`~udm.host.windowspec.IndexBound.sql`)."""
+    return F.expr(IndexBound(shift=0, step=width, add=0).sql(ticks))
 
 
 def _bucketed(df: DataFrame, width: int, last: int, name: str) -> DataFrame:
